@@ -1,0 +1,36 @@
+# Two entry points: `make run` (the tour) and `make test` (lint, types, tests).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: run test lint typecheck pytest tour clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed-run: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[test,bench,train]'
+	touch $@ $(VENV)/.installed-run
+
+run: $(VENV)/.installed-run
+	$(BIN)/shardkit tour
+
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
+
+typecheck: $(VENV)/.installed-test
+	$(BIN)/pyright
+
+pytest: $(VENV)/.installed-test
+	$(BIN)/python -m pytest
+
+test: lint typecheck pytest
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

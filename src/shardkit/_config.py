@@ -1,0 +1,110 @@
+"""Simulated CPU devices, thread pinning and accelerator detection.
+
+Nothing here runs at import time: every change to JAX's configuration or the process
+environment is an explicit call.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import jax
+
+__all__ = ["accelerator_present", "pin_cpu_threads", "use_cpu_devices"]
+
+# Flags that keep each simulated device's XLA and BLAS work on one thread. With 8
+# simulated devices sharing 2 cores, multi-threaded Eigen/BLAS inside every device
+# oversubscribes the machine (a sharded solve ran 60x slower unpinned).
+_SINGLE_THREAD_XLA_FLAGS = (
+    "--xla_cpu_multi_thread_eigen=false",
+    "intra_op_parallelism_threads=1",
+)
+_BLAS_THREAD_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+)
+_ACCELERATOR_PLUGINS = (
+    "jax_cuda12_plugin",
+    "jax_cuda13_plugin",
+    "jax_rocm60_plugin",
+    "jax_rocm7_plugin",
+    "libtpu",
+)
+
+
+def _backend_started_error(requested: int, current: int) -> RuntimeError:
+    return RuntimeError(
+        f"use_cpu_devices(n={requested}): JAX's CPU backend already started with "
+        f"{current} device(s), and the device count cannot change once it has. "
+        "Call shardkit.use_cpu_devices() before any JAX operation runs (right after "
+        "`import jax`), or set the count in a fresh process "
+        f"(e.g. `shardkit --devices {requested} ...`)."
+    )
+
+
+def use_cpu_devices(n: int = 8, /, *, pin_threads: bool = True) -> None:
+    """Simulate ``n`` CPU devices in this process.
+
+    Must run before JAX's backend starts. Calling it again with the same count after
+    the backend started is a no-op, so libraries and tests can both call it.
+
+    Args:
+      n: number of simulated CPU devices (at least 1).
+      pin_threads: also pin XLA's and BLAS's intra-op threads to one per device
+        (see :func:`pin_cpu_threads`), only possible before the backend starts.
+
+    Raises:
+      TypeError: ``n`` is not an integer.
+      ValueError: ``n`` is smaller than 1.
+      RuntimeError: the backend already started with a different device count.
+
+    Example:
+      >>> import shardkit
+      >>> shardkit.use_cpu_devices(8)
+      >>> len(jax.devices("cpu"))
+      8
+    """
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"use_cpu_devices(n=...) takes an int, got n={n!r} ({type(n).__name__})")
+    if n < 1:
+        raise ValueError(f"use_cpu_devices(n={n}): the device count must be at least 1")
+    try:
+        jax.config.update("jax_num_cpu_devices", n)
+    except RuntimeError:
+        current = len(jax.devices("cpu"))
+        if current != n:
+            raise _backend_started_error(n, current) from None
+        return
+    if pin_threads:
+        pin_cpu_threads()
+
+
+def pin_cpu_threads() -> None:
+    """Run each simulated device's XLA and BLAS work on a single thread.
+
+    Sets ``XLA_FLAGS`` (appending, never replacing, what the user set) and the usual
+    BLAS thread variables where the user has not set them. XLA reads its flags when the
+    backend starts, so this only has an effect before then.
+    """
+    flags = os.environ.get("XLA_FLAGS", "").split()
+    for flag in _SINGLE_THREAD_XLA_FLAGS:
+        name = flag.split("=")[0]
+        if not any(f.split("=")[0] == name for f in flags):
+            flags.append(flag)
+    os.environ["XLA_FLAGS"] = " ".join(flags)
+    for var in _BLAS_THREAD_VARIABLES:
+        os.environ.setdefault(var, "1")
+
+
+def accelerator_present() -> bool:
+    """Whether JAX will find a GPU or TPU, judged without starting the backend.
+
+    True when ``JAX_PLATFORMS`` names a non-CPU platform, or an accelerator plugin
+    (CUDA, ROCm, TPU) is installed and ``JAX_PLATFORMS`` does not restrict JAX to CPU.
+    """
+    platforms = os.environ.get("JAX_PLATFORMS", "").strip().lower()
+    if platforms:
+        return any(p and p != "cpu" for p in platforms.split(","))
+    return any(importlib.util.find_spec(name) is not None for name in _ACCELERATOR_PLUGINS)

@@ -1,0 +1,120 @@
+"""The ``shardkit`` command: a thin layer over the library's functions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from shardkit._config import accelerator_present, use_cpu_devices
+
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    help="shardkit: sharded JAX arrays made visible, measurable and fast.",
+    pretty_exceptions_enable=False,
+)
+_console = Console()
+
+
+@app.callback()
+def _setup(
+    devices: Annotated[
+        int,
+        typer.Option(help="CPU devices to simulate when no accelerator is present."),
+    ] = 8,
+) -> None:
+    if not accelerator_present():
+        use_cpu_devices(devices)
+
+
+@app.command()
+def tour(
+    only: Annotated[
+        str | None, typer.Option(help="Regular expression selecting scenarios by key or title.")
+    ] = None,
+    pictures: Annotated[bool, typer.Option(help="Print sharding pictures and notes.")] = True,
+) -> None:
+    """Run every seed scenario on the devices, each checked against NumPy."""
+    from shardkit.examples.tour import run_tour
+
+    try:
+        outcomes = run_tour(_console, only=only, pictures=pictures)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--only") from None
+    if not all(o.ok for o in outcomes):
+        raise typer.Exit(1)
+
+
+@app.command()
+def show(
+    shape: Annotated[str, typer.Option(help="Global array shape, e.g. 16,16 or 8x8x8.")],
+    mesh: Annotated[str, typer.Option(help="Mesh shape, e.g. 2x4.")] = "8",
+    names: Annotated[str | None, typer.Option(help="Mesh axis names, e.g. x,y.")] = None,
+    spec: Annotated[str, typer.Option(help="Partition spec, e.g. 'x,None' or '(x,y)'.")] = "",
+    dtype: Annotated[str, typer.Option(help="Element type.")] = "float32",
+    axes: Annotated[str | None, typer.Option(help="Two array axes to draw, e.g. 0,2.")] = None,
+    svg: Annotated[Path | None, typer.Option(help="Also write the picture as SVG here.")] = None,
+    html: Annotated[Path | None, typer.Option(help="Also write the picture as HTML here.")] = None,
+) -> None:
+    """Draw how an array of SHAPE would be split over MESH by SPEC."""
+    import jax
+    import numpy as np
+
+    from shardkit.layout import describe, parse_mesh_shape, sharding
+    from shardkit.layout import mesh as make_mesh
+    from shardkit.show import show as draw
+
+    try:
+        dims = parse_mesh_shape(shape)
+        target = sharding(make_mesh(mesh, names), spec)
+        struct = jax.ShapeDtypeStruct(dims, np.dtype(dtype), sharding=target)
+        picked = None if axes is None else tuple(int(a) for a in axes.split(","))
+        view = draw(struct, axes=picked)
+        _console.print(describe(struct))
+    except (ValueError, TypeError) as e:
+        raise typer.BadParameter(str(e)) from None
+    _console.print(view)
+    if svg is not None:
+        svg.write_text(view.to_svg())
+    if html is not None:
+        html.write_text(view._repr_html_())
+
+
+@app.command()
+def devices() -> None:
+    """List the devices JAX sees (simulated CPU devices unless an accelerator exists)."""
+    import jax
+
+    simulated = " (simulated)" if not accelerator_present() else ""
+    _console.print(
+        f"{jax.device_count()} {jax.devices()[0].platform} device(s){simulated}, "
+        f"process {jax.process_index()} of {jax.process_count()}"
+    )
+    for d in jax.devices():
+        _console.print(f"  {d.id:>3}  {d.device_kind}  process {d.process_index}")
+
+
+@app.command(context_settings={"allow_interspersed_args": False})
+def launch(
+    command: Annotated[list[str], typer.Argument(help="The command to run in every process.")],
+    num_processes: Annotated[int, typer.Option("-n", "--num-processes", help="Processes.")] = 2,
+    devices_per_process: Annotated[int, typer.Option(help="CPU devices per process.")] = 4,
+) -> None:
+    """Run COMMAND in N local processes joined by JAX's distributed runtime."""
+    from shardkit.distributed import launch as run_launch
+
+    try:
+        code = run_launch(
+            command, num_processes=num_processes, devices_per_process=devices_per_process
+        )
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    raise typer.Exit(code)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,61 @@
+"""Placing arrays on a mesh: ``shard(x, mesh, "x,y")``."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+
+from shardkit.layout._checks import check_placement
+from shardkit.layout.spec import SpecLike, spec
+
+__all__ = ["shard"]
+
+
+def shard(
+    x: jax.typing.ArrayLike, mesh: Mesh | NamedSharding, spec_: SpecLike = None, /
+) -> jax.Array:
+    """Place ``x`` on ``mesh`` split as ``spec_`` says, checking the layout first.
+
+    Each device receives only its own block (``jax.device_put``); no device holds the
+    whole array unless the spec replicates it. As with ``jax.device_put``, 64-bit
+    inputs become 32-bit unless ``jax_enable_x64`` is on.
+
+    Args:
+      x: an array-like (NumPy array, ``jax.Array``, nested lists, scalar).
+      mesh: the mesh, or a ``NamedSharding`` (then ``spec_`` must be omitted).
+      spec_: anything :func:`shardkit.spec` accepts; omitted means replicated.
+
+    Returns:
+      A ``jax.Array`` with ``NamedSharding(mesh, spec)``.
+
+    Raises:
+      TypeError: ``mesh`` is neither a ``Mesh`` nor a ``NamedSharding``.
+      ValueError: the spec has more entries than ``x`` has dimensions, names an axis
+        the mesh lacks or an axis twice, or splits a dimension into parts that do not
+        divide it. The message names the shape, the spec, the mesh and the remedy.
+
+    Example:
+      >>> from shardkit.layout import mesh
+      >>> a = shard(np.arange(32.0).reshape(4, 8), mesh("2x4", "x,y"), "x,y")
+      >>> a.addressable_shards[0].data.shape
+      (2, 2)
+    """
+    if isinstance(mesh, NamedSharding):
+        if spec_ is not None:
+            raise ValueError(
+                "shard: pass either a NamedSharding, or a Mesh and a spec; got a "
+                f"NamedSharding and spec={spec_!r}"
+            )
+        target_mesh, target_spec = mesh.mesh, mesh.spec
+    elif isinstance(mesh, Mesh):
+        target_mesh, target_spec = mesh, spec(spec_)
+    else:
+        raise TypeError(
+            f"shard: mesh={mesh!r} ({type(mesh).__name__}) must be a jax.sharding.Mesh "
+            "(e.g. shardkit.mesh('2x4', 'x,y')) or a NamedSharding"
+        )
+    if not isinstance(x, jax.Array | np.ndarray):
+        x = np.asarray(x)  # device_put would treat a list as a pytree of scalars
+    check_placement("shard", np.shape(x), target_spec, target_mesh)
+    return jax.device_put(x, NamedSharding(target_mesh, target_spec))

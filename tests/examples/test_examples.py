@@ -1,0 +1,57 @@
+"""Every tour scenario passes, each run on its own so a failure names its scenario."""
+
+from __future__ import annotations
+
+import pytest
+from rich.console import Console
+
+from shardkit.examples import Checks, run_scenario, scenarios
+from shardkit.examples.tour import run_tour
+
+ALL = scenarios()
+
+
+@pytest.mark.parametrize("scenario", ALL, ids=[s.key for s in ALL])
+def test_scenario_passes(scenario) -> None:  # type: ignore[no-untyped-def]
+    outcome = run_scenario(scenario)
+    assert outcome.failed == ()
+    assert outcome.passed
+
+
+def test_tour_covers_the_seeds() -> None:
+    keys = {s.key for s in ALL}
+    assert {"002/1.1", "002/1.2", "002/1.3", "002/1.4", "002/2"} <= keys
+    assert {s.seed for s in ALL} >= {"000", "001", "002", "003", "004"}
+
+
+def test_checks_record_failures_without_raising() -> None:
+    c = Checks()
+    assert not c.close("wrong", [1.0], [2.0])
+    assert not c.raises("no raise", ValueError, lambda: None)
+    assert not c.raises("wrong message", ValueError, lambda: int("x"), match="zzz")
+    assert c.raises("right", ValueError, lambda: int("x"), match="invalid literal")
+    assert len(c.failed) == 3
+
+
+def test_failed_scenario_is_reported() -> None:
+    from shardkit.examples._scenario import Scenario
+
+    def broken(c: Checks) -> None:
+        c.check("fine", True)
+        raise RuntimeError("boom")
+
+    outcome = run_scenario(Scenario("x/1", "broken", "x", broken))
+    assert not outcome.ok
+    assert "boom" in outcome.failed[0]
+    assert "FAIL" in outcome.verdict().plain
+
+
+def test_run_tour_prints_verdicts_and_rejects_empty_selection() -> None:
+    console = Console(record=True, width=120)
+    outcomes = run_tour(console, only="002/1\\.1", pictures=True)
+    assert [o.scenario.key for o in outcomes] == ["002/1.1"]
+    text = console.export_text()
+    assert "PASS 002/1.1" in text
+    assert "CPU 7" in text or "7" in text
+    with pytest.raises(ValueError, match="matches no scenario"):
+        run_tour(console, only="no-such-scenario")

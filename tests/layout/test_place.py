@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from shardkit.layout import mesh, shard
+from shardkit.testing import assert_close
+
+MESHES = [("8", "x"), ("2x4", "x,y"), ("4x2", "x,y"), ("1x8", "x,y")]
+SPECS_1D = ["x", "None,x", ""]
+SPECS_2D = ["x,y", "y,x", "(x,y)", "None,(y,x)", "x,None", ""]
+
+
+@pytest.mark.parametrize(("shape", "names"), MESHES)
+@pytest.mark.parametrize("axis_types", ["auto", "explicit"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+def test_shard_places_each_block(shape: str, names: str, axis_types: str, dtype: type) -> None:
+    m = mesh(shape, names, axis_types=axis_types)
+    a = np.arange(16 * 24, dtype=dtype).reshape(16, 24)
+    for text in SPECS_1D if len(m.axis_names) == 1 else SPECS_2D:
+        x = shard(a, m, text)
+        assert isinstance(x.sharding, NamedSharding)
+        for s in x.addressable_shards:
+            np.testing.assert_array_equal(np.asarray(s.data), a[s.index])
+        assert_close(x, a)
+
+
+def test_shard_accepts_sharding_and_lists() -> None:
+    m = mesh("2x4", "x,y")
+    x = shard([[1.0] * 8] * 4, m, "x,y")
+    assert x.shape == (4, 8)
+    y = shard(np.ones((4, 8)), NamedSharding(m, P("x")))
+    assert y.sharding.spec == P("x")
+
+
+@pytest.mark.parametrize(
+    ("shape", "text", "match"),
+    [
+        (
+            (16,),
+            "x,y",
+            r"array shape=\(16,\), spec=P\('x', 'y'\), mesh\(x=2,y=4; Explicit\).*rank 1",
+        ),
+        ((16, 16), "q", r"mesh axis 'q'.*axes are \['x', 'y'\]"),
+        ((16, 16), "x,x", "'x' is used more than once"),
+        ((6, 16), "y", r"dimension 0 \(size 6\).*mesh axis y into 4 parts.*Pad dimension 0 to 8"),
+        (
+            (16, 12),
+            "None,(x,y)",
+            r"dimension 1 \(size 12\).*\(x,y\) into 8 parts.*Pad dimension 1 to 16",
+        ),
+    ],
+)
+def test_shard_errors_name_shape_spec_mesh_and_remedy(
+    shape: tuple[int, ...], text: str, match: str
+) -> None:
+    with pytest.raises(ValueError, match=match):
+        shard(np.zeros(shape), mesh("2x4", "x,y"), text)
+
+
+def test_shard_type_errors() -> None:
+    with pytest.raises(TypeError, match=r"must be a jax\.sharding\.Mesh"):
+        shard(np.zeros(4), "2x4")  # type: ignore[arg-type]
+    m = mesh("2x4", "x,y")
+    with pytest.raises(ValueError, match="either a NamedSharding"):
+        shard(np.zeros(4), NamedSharding(m, P("x")), "x")
+
+
+def test_shard_uneven_prime_sizes_rejected_or_placed() -> None:
+    m = mesh("2x4", "x,y")
+    for rows, cols in itertools.product([7, 8, 13], [3, 4, 12]):
+        a = np.ones((rows, cols))
+        ok = rows % 2 == 0 and cols % 4 == 0
+        if ok:
+            assert shard(a, m, "x,y").shape == (rows, cols)
+        else:
+            with pytest.raises(ValueError, match="not divisible"):
+                shard(a, m, "x,y")

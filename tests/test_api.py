@@ -1,0 +1,38 @@
+"""The public API: one export list, every name present and documented."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+import shardkit
+import shardkit.distributed
+import shardkit.layout
+import shardkit.show
+
+MODULES = [shardkit, shardkit.layout, shardkit.distributed]
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__)
+def test_every_export_exists_and_has_a_docstring(module) -> None:  # type: ignore[no-untyped-def]
+    assert module.__doc__
+    for name in module.__all__:
+        obj = getattr(module, name)
+        assert inspect.getdoc(obj), f"{module.__name__}.{name} has no docstring"
+
+
+def test_exports_are_sorted_and_unique() -> None:
+    for module in MODULES:
+        assert list(module.__all__) == sorted(set(module.__all__)), module.__name__
+
+
+def test_import_changes_no_global_config() -> None:
+    import subprocess
+    import sys
+
+    code = "import jax; before = dict(jax.config.values); import shardkit; print(before == dict(jax.config.values))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == "True"

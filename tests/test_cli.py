@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from shardkit.cli import app
+
+runner = CliRunner()
+
+
+def test_tour_selected_scenario_passes() -> None:
+    result = runner.invoke(app, ["tour", "--only", "002/1\\.2", "--no-pictures"])
+    assert result.exit_code == 0, result.output
+    assert "PASS 002/1.2" in result.output
+    assert "1 of 1 scenarios passed" in result.output
+
+
+def test_tour_unknown_selection_is_a_usage_error() -> None:
+    result = runner.invoke(app, ["tour", "--only", "nothing-matches-this"])
+    assert result.exit_code == 2
+    assert "matches no scenario" in result.output
+
+
+def test_show_draws_and_writes_svg_html(tmp_path: Path) -> None:
+    svg, html = tmp_path / "a.svg", tmp_path / "a.html"
+    result = runner.invoke(
+        app,
+        [
+            "show",
+            "--shape",
+            "16,16",
+            "--mesh",
+            "2x4",
+            "--names",
+            "x,y",
+            "--spec",
+            "y,x",
+            "--svg",
+            str(svg),
+            "--html",
+            str(html),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "float32[16@y,16@x] on mesh(x=2,y=4; Explicit)" in result.output.replace("\n", "")
+    ET.fromstring(svg.read_text())
+    assert "<svg" in html.read_text()
+
+
+def test_show_bad_spec_names_the_problem() -> None:
+    result = runner.invoke(app, ["show", "--shape", "16,16", "--mesh", "2x4", "--spec", "q"])
+    assert result.exit_code == 2
+    assert "'q'" in result.output
+
+
+def test_devices_lists_eight() -> None:
+    result = runner.invoke(app, ["devices"])
+    assert result.exit_code == 0
+    assert "8 cpu device(s) (simulated)" in result.output
+
+
+def test_console_script_runs_in_fresh_process() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "shardkit", "--devices", "4", "devices"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert "4 cpu device(s)" in out.stdout

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
-
 import pytest
 
 import shardkit
@@ -19,7 +17,10 @@ def test_every_export_exists_and_has_a_docstring(module) -> None:  # type: ignor
     assert module.__doc__
     for name in module.__all__:
         obj = getattr(module, name)
-        assert inspect.getdoc(obj), f"{module.__name__}.{name} has no docstring"
+        if isinstance(obj, str):  # a documented constant, such as an environment variable name
+            assert name.isupper(), f"{module.__name__}.{name}"
+            continue
+        assert obj.__doc__, f"{module.__name__}.{name} has no docstring"
 
 
 def test_exports_are_sorted_and_unique() -> None:

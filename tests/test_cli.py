@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from shardkit.cli import app
 
-runner = CliRunner()
+runner = CliRunner(env={"COLUMNS": "240", "TERMINAL_WIDTH": "240"})
 
 
 def test_tour_selected_scenario_passes() -> None:
@@ -72,3 +72,63 @@ def test_console_script_runs_in_fresh_process() -> None:
         check=True,
     )
     assert "4 cpu device(s)" in out.stdout
+
+
+def test_launch_runs_psum_across_two_processes(tmp_path: Path) -> None:
+    script = tmp_path / "psum.py"
+    script.write_text(
+        "import jax, numpy as np\n"
+        "from jax.sharding import PartitionSpec as P\n"
+        "from shardkit.distributed import initialize\n"
+        "initialize()\n"
+        "import shardkit\n"
+        "m = shardkit.mesh('8', 'x')\n"
+        "x = shardkit.shard(np.arange(8.0), m, 'x')\n"
+        "total = jax.shard_map(lambda b: jax.lax.psum(b.sum(), 'x'), mesh=m,"
+        " in_specs=P('x'), out_specs=P())(x)\n"
+        "print('total', float(total.addressable_data(0)), 'of', jax.device_count())\n"
+    )
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "shardkit",
+            "launch",
+            "-n",
+            "2",
+            "--devices-per-process",
+            "4",
+            "--timeout",
+            "120",
+            "--",
+            sys.executable,
+            str(script),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "[0] total 28.0 of 8" in out.stdout
+    assert "[1] total 28.0 of 8" in out.stdout
+
+
+def test_launch_forwards_failure() -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "shardkit",
+            "launch",
+            "-n",
+            "2",
+            "--",
+            sys.executable,
+            "-c",
+            "import os, sys; sys.exit(3 if os.environ['SHARDKIT_PROCESS_ID'] == '1' else 0)",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 3

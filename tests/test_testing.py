@@ -11,7 +11,7 @@ from shardkit.testing import assert_close, tolerance
 
 
 def test_passes_within_tolerance() -> None:
-    assert_close(np.float32([1, 2, 3]), np.array([1, 2, 3 + 1e-6]))
+    assert_close(np.array([1, 2, 3], np.float32), np.array([1, 2, 3 + 1e-6]))
     assert_close(jnp.ones(4, jnp.bfloat16), np.full(4, 1.001))
     assert_close(np.array([np.nan, 1.0]), np.array([np.nan, 1.0]))
     assert_close(shard(np.arange(8.0), mesh("8", "x"), "x"), np.arange(8.0))
@@ -21,7 +21,7 @@ def test_passes_within_tolerance() -> None:
     ("actual", "desired", "match"),
     [
         (np.array([1.0, 2.0]), np.array([1.0, 2.0 + 1e-9]), r"1 of 2 elements.*float64"),
-        (np.float32([1.0, 2.0]), np.array([1.0, 2.001]), "float32"),
+        (np.array([1.0, 2.0], np.float32), np.array([1.0, 2.001]), "float32"),
         (np.array([1, 2]), np.array([1, 3]), "index \\(1,\\)"),
         (np.array([np.nan]), np.array([1.0]), "NaN pattern"),
         (np.array([1.0]), np.array([np.nan]), "NaN pattern"),

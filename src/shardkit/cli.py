@@ -71,7 +71,10 @@ def show(
         dims = parse_mesh_shape(shape)
         target = sharding(make_mesh(mesh, names), spec)
         struct = jax.ShapeDtypeStruct(dims, np.dtype(dtype), sharding=target)
-        picked = None if axes is None else tuple(int(a) for a in axes.split(","))
+        picked = None
+        if axes is not None:
+            first, second = (int(a) for a in axes.split(","))
+            picked = (first, second)
         view = draw(struct, axes=picked)
         _console.print(describe(struct))
     except (ValueError, TypeError) as e:
@@ -102,16 +105,27 @@ def launch(
     command: Annotated[list[str], typer.Argument(help="The command to run in every process.")],
     num_processes: Annotated[int, typer.Option("-n", "--num-processes", help="Processes.")] = 2,
     devices_per_process: Annotated[int, typer.Option(help="CPU devices per process.")] = 4,
+    timeout: Annotated[
+        float | None, typer.Option(help="End every process after this many seconds.")
+    ] = None,
 ) -> None:
     """Run COMMAND in N local processes joined by JAX's distributed runtime."""
     from shardkit.distributed import launch as run_launch
 
     try:
         code = run_launch(
-            command, num_processes=num_processes, devices_per_process=devices_per_process
+            command,
+            num_processes=num_processes,
+            devices_per_process=devices_per_process,
+            timeout_seconds=timeout,
         )
-    except ValueError as e:
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+    except (ValueError, TypeError) as e:
         raise typer.BadParameter(str(e)) from None
+    except FileNotFoundError as e:
+        _console.print(f"[red]{e}[/]")
+        raise typer.Exit(127) from None
     raise typer.Exit(code)
 
 

@@ -44,7 +44,10 @@ def test_describe_multi_axis_explicit_and_sub_mesh() -> None:
 
 
 def test_describe_single_device_numpy_and_struct(m: jax.sharding.Mesh) -> None:
-    assert describe(jnp.zeros(3, jnp.float32)) == "float32[3] on cpu:0: 1 shard of float32[3] (12 B), 1 copy"
+    assert (
+        describe(jnp.zeros(3, jnp.float32))
+        == "float32[3] on cpu:0: 1 shard of float32[3] (12 B), 1 copy"
+    )
     assert describe(np.zeros((2, 2))) == "float64[2,2] in host memory (NumPy)"
     s = jax.ShapeDtypeStruct((16, 16), jnp.bfloat16, sharding=sharding(m, "y"))
     assert describe(s) == (

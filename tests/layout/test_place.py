@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import itertools
+from typing import Literal
 
 import numpy as np
 import pytest
@@ -18,7 +19,9 @@ SPECS_2D = ["x,y", "y,x", "(x,y)", "None,(y,x)", "x,None", ""]
 @pytest.mark.parametrize(("shape", "names"), MESHES)
 @pytest.mark.parametrize("axis_types", ["auto", "explicit"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
-def test_shard_places_each_block(shape: str, names: str, axis_types: str, dtype: type) -> None:
+def test_shard_places_each_block(
+    shape: str, names: str, axis_types: Literal["auto", "explicit"], dtype: type
+) -> None:
     m = mesh(shape, names, axis_types=axis_types)
     a = np.arange(16 * 24, dtype=dtype).reshape(16, 24)
     for text in SPECS_1D if len(m.axis_names) == 1 else SPECS_2D:
@@ -34,7 +37,7 @@ def test_shard_accepts_sharding_and_lists() -> None:
     x = shard([[1.0] * 8] * 4, m, "x,y")
     assert x.shape == (4, 8)
     y = shard(np.ones((4, 8)), NamedSharding(m, P("x")))
-    assert y.sharding.spec == P("x")
+    assert y.sharding == NamedSharding(m, P("x"))
 
 
 @pytest.mark.parametrize(

@@ -114,3 +114,22 @@ def specs_4x2(c: Checks) -> None:
         str(block_owners(x)),
     )
     c.close("values unchanged", to_numpy(x), a)
+
+
+@register("002/1.5", "beyond JAX's visualizer: a 3-D volume on a 2x4 mesh", seed="002")
+def volume(c: Checks) -> None:
+    v = np.random.default_rng(3).standard_normal((8, 16, 16)).astype(np.float32)
+    x = shard(v, mesh("2x4", "x,y"), "x,y,None")
+    c.show(x, "the seeds' FFT volume, P('x', 'y', None)", axes=(1, 2))
+    c.raises(
+        "jax.debug.visualize_array_sharding refuses rank 3",
+        ValueError,
+        lambda: jax.debug.visualize_array_sharding(x),
+        "1 and 2 dimensions",
+    )
+    for s in x.addressable_shards:
+        c.check(
+            f"device {s.device.id} holds its block",
+            bool(np.array_equal(np.asarray(s.data), v[s.index])),
+        )
+    c.close("values unchanged", to_numpy(x), v)

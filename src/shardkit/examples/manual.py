@@ -21,7 +21,7 @@ _COLLECTIVE_OPS = ("all-gather", "all-reduce", "all-to-all", "collective-permute
 
 def compiled_collectives(f: object, *args: object) -> set[str]:
     """Names of the collective HLO ops in ``jit(f)``'s compiled program."""
-    text = jax.jit(f).lower(*args).compile().as_text()  # type: ignore[arg-type]
+    text = jax.jit(f).lower(*args).compile().as_text() or ""  # type: ignore[arg-type]
     return {op for op in _COLLECTIVE_OPS if f" {op}(" in text or f" {op}-start(" in text}
 
 

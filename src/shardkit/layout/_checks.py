@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from jax.sharding import Mesh, PartitionSpec
+from jax.sharding import AbstractMesh, Mesh, PartitionSpec
 
 from shardkit.layout import _errors
 
@@ -20,7 +20,7 @@ def entry_axes(entry: object) -> tuple[str, ...]:
 
 
 def check_spec_axes(
-    where: str, shape: Sequence[int] | None, spec: PartitionSpec, mesh: Mesh
+    where: str, shape: Sequence[int] | None, spec: PartitionSpec, mesh: Mesh | AbstractMesh
 ) -> None:
     """Every axis the spec names exists in the mesh and is used at most once."""
     seen: set[str] = set()
@@ -33,7 +33,9 @@ def check_spec_axes(
             seen.add(axis)
 
 
-def check_placement(where: str, shape: Sequence[int], spec: PartitionSpec, mesh: Mesh) -> None:
+def check_placement(
+    where: str, shape: Sequence[int], spec: PartitionSpec, mesh: Mesh | AbstractMesh
+) -> None:
     """Rank, axis names, repeated axes and divisibility of ``shape`` under ``spec``."""
     if len(spec) > len(shape):
         raise _errors.rank_error(where, shape, spec, mesh)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from jax.sharding import Mesh, PartitionSpec
+from jax.sharding import AbstractMesh, Mesh, PartitionSpec
 
 
-def mesh_summary(mesh: Mesh) -> str:
+def mesh_summary(mesh: Mesh | AbstractMesh) -> str:
     """``mesh(x=2,y=4)``; ``mesh(x=2,y=4; Explicit)`` when no axis is Auto.
 
     Mixed axis types are written per axis: ``mesh(x=2:Explicit,y=4:Auto)``.
@@ -31,12 +31,16 @@ def spec_summary(spec: PartitionSpec) -> str:
     return f"P{tuple(spec)!r}" if len(spec) != 1 else f"P({spec[0]!r})"
 
 
-def _context(where: str, shape: Sequence[int] | None, spec: PartitionSpec, mesh: Mesh) -> str:
+def _context(
+    where: str, shape: Sequence[int] | None, spec: PartitionSpec, mesh: Mesh | AbstractMesh
+) -> str:
     array = "" if shape is None else f"array shape={tuple(shape)}, "
     return f"{where}: {array}spec={spec_summary(spec)}, {mesh_summary(mesh)}"
 
 
-def rank_error(where: str, shape: Sequence[int], spec: PartitionSpec, mesh: Mesh) -> ValueError:
+def rank_error(
+    where: str, shape: Sequence[int], spec: PartitionSpec, mesh: Mesh | AbstractMesh
+) -> ValueError:
     return ValueError(
         f"{_context(where, shape, spec, mesh)}: the spec has {len(spec)} entries but the "
         f"array has rank {len(shape)}. A spec gives at most one entry per array "
@@ -45,7 +49,11 @@ def rank_error(where: str, shape: Sequence[int], spec: PartitionSpec, mesh: Mesh
 
 
 def unknown_axis_error(
-    where: str, shape: Sequence[int] | None, spec: PartitionSpec, mesh: Mesh, axis: object
+    where: str,
+    shape: Sequence[int] | None,
+    spec: PartitionSpec,
+    mesh: Mesh | AbstractMesh,
+    axis: object,
 ) -> ValueError:
     return ValueError(
         f"{_context(where, shape, spec, mesh)}: spec names mesh axis {axis!r}, which "
@@ -55,7 +63,11 @@ def unknown_axis_error(
 
 
 def duplicate_axis_error(
-    where: str, shape: Sequence[int] | None, spec: PartitionSpec, mesh: Mesh, axis: object
+    where: str,
+    shape: Sequence[int] | None,
+    spec: PartitionSpec,
+    mesh: Mesh | AbstractMesh,
+    axis: object,
 ) -> ValueError:
     return ValueError(
         f"{_context(where, shape, spec, mesh)}: mesh axis {axis!r} is used more than "
@@ -68,7 +80,7 @@ def indivisible_error(
     where: str,
     shape: Sequence[int],
     spec: PartitionSpec,
-    mesh: Mesh,
+    mesh: Mesh | AbstractMesh,
     dim: int,
     axes: tuple[str, ...],
     parts: int,

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, Sharding, SingleDeviceSharding
 
@@ -151,9 +152,7 @@ def describe(x: Any, /, *, shape: Sequence[int] | None = None) -> str:
             "a jax.ShapeDtypeStruct, an abstract value or a Sharding (with shape=...)"
         )
     dtype = (
-        str(np.dtype(x.dtype))
-        if not jax.dtypes.issubdtype(x.dtype, jax.dtypes.extended)
-        else str(x.dtype)
+        str(np.dtype(x.dtype)) if not jnp.issubdtype(x.dtype, jax.dtypes.extended) else str(x.dtype)
     )
     itemsize = getattr(x.dtype, "itemsize", None)
     global_shape = tuple(x.shape)

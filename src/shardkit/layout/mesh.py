@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal, TypeAlias
 
 import jax
 import numpy as np
@@ -13,7 +13,7 @@ from jax.sharding import AxisType, Mesh
 
 __all__ = ["AxisTypeLike", "mesh", "parse_mesh_shape"]
 
-AxisTypeLike = Literal["auto", "explicit", "manual"] | AxisType
+AxisTypeLike: TypeAlias = Literal["auto", "explicit", "manual"] | AxisType
 _AXIS_TYPES = {"auto": AxisType.Auto, "explicit": AxisType.Explicit, "manual": AxisType.Manual}
 _DEFAULT_NAMES = ("x", "y", "z", "w")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -100,9 +100,9 @@ def _parse_axis_types(
     return tuple(parsed)
 
 
-def _resolve_devices(devices: Sequence[jax.Device | int], size: int) -> list[jax.Device]:
+def _resolve_devices(devices: Sequence[Any], size: int) -> list[Any]:
     by_id = {d.id: d for d in jax.devices()}
-    resolved: list[jax.Device] = []
+    resolved: list[Any] = []
     for d in devices:
         if isinstance(d, int):
             if d not in by_id:
@@ -129,7 +129,7 @@ def mesh(
     /,
     *,
     axis_types: AxisTypeLike | Sequence[AxisTypeLike] = "explicit",
-    devices: Sequence[jax.Device | int] | None = None,
+    devices: Sequence[Any] | None = None,
 ) -> Mesh:
     """Build a device mesh from a short description.
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding
@@ -13,7 +16,7 @@ __all__ = ["shard"]
 
 
 def shard(
-    x: jax.typing.ArrayLike, mesh: Mesh | NamedSharding, spec_: SpecLike = None, /
+    x: jax.typing.ArrayLike | Sequence[Any], mesh: Mesh | NamedSharding, spec_: SpecLike = None, /
 ) -> jax.Array:
     """Place ``x`` on ``mesh`` split as ``spec_`` says, checking the layout first.
 

@@ -90,9 +90,9 @@ def spec(value: SpecLike = None, /) -> PartitionSpec:
 
     Example:
       >>> spec("x,None")
-      PartitionSpec('x', None)
+      P('x', None)
       >>> spec("(x,y)")
-      PartitionSpec(('x', 'y'),)
+      P(('x', 'y'),)
     """
     if value is None:
         return PartitionSpec()
@@ -124,7 +124,7 @@ def sharding(mesh: Mesh, spec_: SpecLike = None, /) -> NamedSharding:
     Example:
       >>> from shardkit.layout import mesh
       >>> sharding(mesh("2x4", "x,y"), "y,x").spec
-      PartitionSpec('y', 'x')
+      P('y', 'x')
     """
     p = spec(spec_)
     check_spec_axes("sharding", None, p, mesh)

@@ -1,4 +1,7 @@
-"""Doctest setup for the package's docstring examples: 8 simulated CPU devices."""
+"""Doctest setup for the docstring examples under src/: the same devices and types as tests/.
+
+Doctests and tests share one process, so both see 8 simulated CPU devices and x64.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import pytest
 import shardkit
 
 shardkit.use_cpu_devices(8)
+jax.config.update("jax_enable_x64", True)
 
 
 @pytest.fixture(autouse=True)

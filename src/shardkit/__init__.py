@@ -1,0 +1,27 @@
+"""shardkit: distributed numerical computing on sharded JAX arrays.
+
+The public API is this module's ``__all__``; a test checks that every name in it
+exists and has a docstring.
+"""
+
+from shardkit import distributed, examples, layout, testing
+from shardkit._config import accelerator_present, pin_cpu_threads, use_cpu_devices
+from shardkit.layout import describe, mesh, shard, sharding, spec
+from shardkit.show import ShardingView, show
+
+__all__ = [
+    "ShardingView",
+    "accelerator_present",
+    "describe",
+    "distributed",
+    "examples",
+    "layout",
+    "mesh",
+    "pin_cpu_threads",
+    "shard",
+    "sharding",
+    "show",
+    "spec",
+    "testing",
+    "use_cpu_devices",
+]

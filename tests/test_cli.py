@@ -64,14 +64,16 @@ def test_devices_lists_eight() -> None:
 
 
 def test_console_script_runs_in_fresh_process() -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "shardkit", "--devices", "4", "devices"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
+    out = _run_cli("--devices", "4", "devices", timeout=120)
+    assert out.returncode == 0, out.stderr
     assert "4 cpu device(s)" in out.stdout
+
+
+def _run_cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m shardkit ARGS`` in a fresh process (a new JAX backend)."""
+    return subprocess.run(
+        [sys.executable, "-m", "shardkit", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_launch_runs_psum_across_two_processes(tmp_path: Path) -> None:
@@ -88,25 +90,17 @@ def test_launch_runs_psum_across_two_processes(tmp_path: Path) -> None:
         " in_specs=P('x'), out_specs=P())(x)\n"
         "print('total', float(total.addressable_data(0)), 'of', jax.device_count())\n"
     )
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "shardkit",
-            "launch",
-            "-n",
-            "2",
-            "--devices-per-process",
-            "4",
-            "--timeout",
-            "120",
-            "--",
-            sys.executable,
-            str(script),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
+    out = _run_cli(
+        "launch",
+        "-n",
+        "2",
+        "--devices-per-process",
+        "4",
+        "--timeout",
+        "120",
+        "--",
+        sys.executable,
+        str(script),
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "[0] total 28.0 of 8" in out.stdout
@@ -114,21 +108,6 @@ def test_launch_runs_psum_across_two_processes(tmp_path: Path) -> None:
 
 
 def test_launch_forwards_failure() -> None:
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "shardkit",
-            "launch",
-            "-n",
-            "2",
-            "--",
-            sys.executable,
-            "-c",
-            "import os, sys; sys.exit(3 if os.environ['SHARDKIT_PROCESS_ID'] == '1' else 0)",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    code = "import os, sys; sys.exit(3 if os.environ['SHARDKIT_PROCESS_ID'] == '1' else 0)"
+    out = _run_cli("launch", "-n", "2", "--", sys.executable, "-c", code, timeout=120)
     assert out.returncode == 3

@@ -22,17 +22,13 @@ def _matrix() -> np.ndarray:
 
 def block_owners(x: jax.Array) -> list[list[list[int]]]:
     """The device ids holding each block of a 2-D array, as a grid of sorted id lists."""
-    starts = [sorted({idx[d].indices(x.shape[d])[0] for idx in _indices(x)}) for d in (0, 1)]
+    index_map = x.sharding.devices_indices_map(x.shape)
+    starts = [sorted({idx[d].indices(x.shape[d])[0] for idx in index_map.values()}) for d in (0, 1)]
     grid: list[list[list[int]]] = [[[] for _ in starts[1]] for _ in starts[0]]
-    for device, idx in x.sharding.devices_indices_map(x.shape).items():
-        r = starts[0].index(idx[0].indices(x.shape[0])[0])
-        c = starts[1].index(idx[1].indices(x.shape[1])[0])
+    for device, idx in index_map.items():
+        r, c = (starts[d].index(idx[d].indices(x.shape[d])[0]) for d in (0, 1))
         grid[r][c].append(device.id)
     return [[sorted(ids) for ids in row] for row in grid]
-
-
-def _indices(x: jax.Array) -> list[tuple[slice, ...]]:
-    return list(x.sharding.devices_indices_map(x.shape).values())
 
 
 def _check_layout(c: Checks, x: jax.Array, want: list[list[int]], a: np.ndarray) -> None:

@@ -57,17 +57,19 @@ def _where(sharding: Sharding) -> str:
     return f"{type(sharding).__name__} over {len(sharding.device_set)} devices"
 
 
-def _shards(sharding: Sharding, shape: Sequence[int]) -> dict[tuple[int, ...], list[int]]:
-    """Shard shape (as the tuple of its index bounds) -> ids of the devices holding it."""
-    holders: dict[tuple[int, ...], list[int]] = defaultdict(list)
+def _shards(
+    sharding: Sharding, shape: Sequence[int]
+) -> dict[tuple[tuple[int, int], ...], list[int]]:
+    """Each distinct shard, as its (start, stop) per dimension -> ids of its devices."""
+    holders: dict[tuple[tuple[int, int], ...], list[int]] = defaultdict(list)
     for device, index in sharding.devices_indices_map(tuple(shape)).items():
-        bounds = tuple(b for i, s in enumerate(index) for b in s.indices(shape[i])[:2])
+        bounds = tuple(s.indices(n)[:2] for s, n in zip(index, shape, strict=True))
         holders[bounds].append(device.id)
     return holders
 
 
-def _shard_shape(bounds: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(bounds[2 * i + 1] - bounds[2 * i] for i in range(len(bounds) // 2))
+def _shard_shape(bounds: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
+    return tuple(stop - start for start, stop in bounds)
 
 
 def _unused_axes(sharding: Sharding) -> list[str]:

@@ -111,3 +111,43 @@ def test_launch_forwards_failure() -> None:
     code = "import os, sys; sys.exit(3 if os.environ['SHARDKIT_PROCESS_ID'] == '1' else 0)"
     out = _run_cli("launch", "-n", "2", "--", sys.executable, "-c", code, timeout=120)
     assert out.returncode == 3
+
+
+def test_inspect_example_reports_the_gather() -> None:
+    result = runner.invoke(app, ["inspect", "--example", "fft"])
+    assert result.exit_code == 0, result.output
+    assert "all-gather" in result.output
+
+
+def test_inspect_target_json(tmp_path: Path) -> None:
+    import json
+
+    result = runner.invoke(
+        app,
+        [
+            "inspect",
+            "jax.numpy:matmul",
+            "--mesh",
+            "2x4",
+            "--names",
+            "x,y",
+            "--json",
+            "--arg",
+            "float32[64,32]@x,None",
+            "--arg",
+            "float32[32,64]@None,y",
+            "--interconnect",
+            "nvlink",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["collectives"] == []
+
+
+def test_inspect_needs_exactly_one_target() -> None:
+    result = runner.invoke(app, ["inspect"])
+    assert result.exit_code == 2
+    result = runner.invoke(app, ["inspect", "--example", "nope"])
+    assert result.exit_code == 2
+    assert "legal values" in result.output

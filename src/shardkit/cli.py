@@ -87,6 +87,47 @@ def show(
 
 
 @app.command()
+def inspect(
+    target: Annotated[
+        str | None, typer.Argument(help="MODULE:FUNC or FILE.py:FUNC to compile and report.")
+    ] = None,
+    mesh: Annotated[str, typer.Option(help="Mesh shape, e.g. 2x4.")] = "8",
+    names: Annotated[str | None, typer.Option(help="Mesh axis names, e.g. x,y.")] = None,
+    arg: Annotated[
+        list[str] | None,
+        typer.Option(help="One per positional argument, e.g. 'float32[1024,1024]@x,y'."),
+    ] = None,
+    example: Annotated[
+        str | None, typer.Option(help="A seed program instead: fft, solve, matmul or mlp.")
+    ] = None,
+    interconnect: Annotated[
+        str, typer.Option(help="Cost-model preset: shared-memory, pcie, nvlink, ici, ethernet.")
+    ] = "shared-memory",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Report every collective, the memory and the predicted time of a compiled function."""
+    from shardkit.inspect.examples import example as seed_example
+    from shardkit.inspect.examples import inspect_target
+
+    if (target is None) == (example is None):
+        raise typer.BadParameter("give either TARGET (MODULE:FUNC) or --example NAME, not both")
+    try:
+        if example is not None:
+            report = seed_example(example, interconnect=interconnect)
+        else:
+            assert target is not None
+            report = inspect_target(
+                target, mesh=mesh, names=names, args=arg or (), interconnect=interconnect
+            )
+    except (ValueError, TypeError) as e:
+        raise typer.BadParameter(str(e)) from None
+    if as_json:
+        typer.echo(report.to_json())
+    else:
+        _console.print(report)
+
+
+@app.command()
 def devices() -> None:
     """List the devices JAX sees (simulated CPU devices unless an accelerator exists)."""
     import jax

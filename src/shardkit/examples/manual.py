@@ -14,15 +14,8 @@ import numpy as np
 from jax.sharding import PartitionSpec as P
 
 from shardkit.examples._scenario import Checks, register
+from shardkit.inspect import comms
 from shardkit.layout import mesh, shard
-
-_COLLECTIVE_OPS = ("all-gather", "all-reduce", "all-to-all", "collective-permute", "reduce-scatter")
-
-
-def compiled_collectives(f: object, *args: object) -> set[str]:
-    """Names of the collective HLO ops in ``jit(f)``'s compiled program."""
-    text = jax.jit(f).lower(*args).compile().as_text() or ""  # type: ignore[arg-type]
-    return {op for op in _COLLECTIVE_OPS if f" {op}(" in text or f" {op}-start(" in text}
 
 
 @register("000/shard_map", "shard_map: per-shard sums, then psum across devices", seed="000")
@@ -74,13 +67,12 @@ def collectives(c: Checks) -> None:
     c.close("ppermute ring shift", shifted, np.roll(data, 1, axis=0))
     scattered = run(lambda b: jax.lax.psum_scatter(b, "d", scatter_dimension=1, tiled=True))
     c.close("psum_scatter", scattered, data.sum(axis=0).reshape(n, 1))
-    c.check(
-        "psum compiles to an all-reduce",
-        "all-reduce"
-        in compiled_collectives(
-            jax.shard_map(lambda b: jax.lax.psum(b, "d"), mesh=m, in_specs=spec, out_specs=P()), x
-        ),
+    report = comms(
+        jax.shard_map(lambda b: jax.lax.psum(b, "d"), mesh=m, in_specs=spec, out_specs=P()), x
     )
+    c.items.append(report)
+    c.check("psum compiles to one all-reduce over d", report.count("all-reduce") == 1, str(report))
+    c.check("...and nothing else", report.kinds == {"all-reduce"}, str(report.kinds))
 
 
 def _layer_inputs() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -125,7 +117,7 @@ def three_ways(c: Checks) -> None:
     c.close("explicit axes: x sharded, W replicated", explicit, want, dtype=np.float32)
     c.check(
         "the contraction over sharded x all-reduces",
-        "all-reduce" in compiled_collectives(_layer, shard(x, m, "x"), shard(w, m, "x"), b),
+        "all-reduce" in comms(_layer, shard(x, m, "x"), shard(w, m, "x"), b).kinds,
     )
 
 
@@ -152,8 +144,5 @@ def batched_solves(c: Checks) -> None:
         float(np.abs(residual).max()) < 1e-4,
         f"{np.abs(residual).max():.2e}",
     )
-    c.check(
-        "no communication at all",
-        compiled_collectives(solve_each, a_s, b_s) == set(),
-        str(compiled_collectives(solve_each, a_s, b_s)),
-    )
+    report = comms(solve_each, a_s, b_s)
+    c.check("no communication at all", report.count() == 0, str(report))

@@ -1,0 +1,196 @@
+"""An alpha-beta cost model of collectives, with presets for common interconnects.
+
+A collective over ``p`` devices on ``n`` bytes costs ``steps * alpha + volume / beta``
+where ``alpha`` is the per-message latency, ``beta`` the per-device, per-direction
+link bandwidth, and ``steps`` and ``volume`` depend on the algorithm:
+
+=====================  ============================  ===============================
+collective             ring                          tree (logarithmic)
+=====================  ============================  ===============================
+all-reduce             2(p-1) a + 2(p-1)/p n/b       2 lg p a + 2(p-1)/p n/b
+all-gather             (p-1) a + (p-1)/p n/b         lg p a + (p-1)/p n/b
+reduce-scatter         (p-1) a + (p-1)/p n/b         lg p a + (p-1)/p n/b
+all-to-all             (p-1) a + (p-1)/p n/b         lg p a + (lg p / 2) n/b
+collective-permute     a + n/b                       a + n/b
+collective-broadcast   (p-1) a + n/b                 lg p (a + n/b)
+=====================  ============================  ===============================
+
+``n`` is the full buffer: the gathered result of an all-gather, the operand of the
+others. The ring column is NCCL's (the ``busbw`` factors in nccl-tests'
+``doc/PERFORMANCE.md``); the tree column is recursive doubling/halving, Rabenseifner's
+all-reduce, Bruck's all-to-all and the binomial-tree broadcast, as analysed in
+R. Thakur, R. Rabenseifner and W. Gropp, "Optimization of Collective Communication
+Operations in MPICH", IJHPCA 19(1), 2005. The model ignores contention, topology and
+overlap with compute: it ranks programs, it does not time them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["INTERCONNECTS", "Algorithm", "Interconnect", "interconnect"]
+
+Algorithm = Literal["ring", "tree"]
+_ALGORITHMS = ("ring", "tree")
+
+
+@dataclass(frozen=True)
+class Interconnect:
+    """How fast devices talk (alpha-beta) and compute, for predicted times.
+
+    Attributes:
+      name: short name, e.g. ``"nvlink"``.
+      latency_s: ``alpha``, seconds per message step.
+      bandwidth: ``beta``, bytes per second per device in each direction.
+      algorithm: ``"ring"`` or ``"tree"`` (logarithmic) collective algorithms.
+      peak_flops: peak floating-point operations per second of one device joined by
+        this link, for the compute-time estimate.
+      description: what the figures describe and where they come from.
+
+    Example:
+      >>> link = Interconnect("toy", latency_s=1e-6, bandwidth=1e9, peak_flops=1e12)
+      >>> round(link.time("all-reduce", 4, 1_000_000) * 1e6, 1)  # microseconds
+      1506.0
+    """
+
+    name: str
+    latency_s: float
+    bandwidth: float
+    algorithm: Algorithm = "ring"
+    peak_flops: float = 1e12
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if self.algorithm not in _ALGORITHMS:
+            raise ValueError(
+                f"Interconnect: algorithm={self.algorithm!r}; legal values are {_ALGORITHMS}"
+            )
+        for field in ("latency_s", "bandwidth", "peak_flops"):
+            value = getattr(self, field)
+            if not (value >= 0 if field == "latency_s" else value > 0):
+                raise ValueError(f"Interconnect: {field}={value!r} must be positive")
+
+    def with_algorithm(self, algorithm: Algorithm, /) -> Interconnect:
+        """The same link with another collective algorithm."""
+        return dataclasses.replace(self, algorithm=algorithm)
+
+    def time(self, kind: str, group_size: int, nbytes: float) -> float:
+        """Predicted seconds for one collective of ``nbytes`` over ``group_size`` devices.
+
+        ``nbytes`` is the full buffer: the gathered result of an all-gather, the
+        operand of the others. A group of one costs nothing.
+
+        Raises:
+          ValueError: ``kind`` is not one of the six collectives.
+        """
+        p, a, b = group_size, self.latency_s, self.bandwidth
+        if kind == "collective-permute":
+            return a + nbytes / b
+        if p <= 1:
+            return 0.0
+        frac = (p - 1) / p * nbytes / b
+        lg = math.ceil(math.log2(p))
+        ring = self.algorithm == "ring"
+        if kind == "all-reduce":
+            return (2 * (p - 1) if ring else 2 * lg) * a + 2 * frac
+        if kind in ("all-gather", "reduce-scatter"):
+            return ((p - 1) if ring else lg) * a + frac
+        if kind == "all-to-all":
+            return (p - 1) * a + frac if ring else lg * a + lg / 2 * nbytes / b
+        if kind == "collective-broadcast":
+            return (p - 1) * a + nbytes / b if ring else lg * (a + nbytes / b)
+        raise ValueError(
+            f"Interconnect.time: kind={kind!r} is not a collective; legal values are "
+            "all-gather, all-reduce, reduce-scatter, all-to-all, collective-permute, "
+            "collective-broadcast"
+        )
+
+
+INTERCONNECTS: dict[str, Interconnect] = {
+    "shared-memory": Interconnect(
+        "shared-memory",
+        latency_s=1e-6,
+        bandwidth=10e9,
+        peak_flops=100e9,
+        description=(
+            "CPU devices of one host exchanging through shared memory: ~1 us per "
+            "synchronised hand-off, ~10 GB/s single-core copy bandwidth (the order of "
+            "one core's STREAM Copy figure, J. McCalpin, www.cs.virginia.edu/stream), "
+            "~100 GFLOP/s per core (AVX2: 2 FMA units x 8 fp32 lanes x 2 flops x 3 GHz)."
+        ),
+    ),
+    "pcie": Interconnect(
+        "pcie",
+        latency_s=10e-6,
+        bandwidth=31.5e9,
+        peak_flops=19.5e12,
+        description=(
+            "GPUs on PCIe 4.0 x16: 16 GT/s x 16 lanes with 128b/130b coding = 31.5 GB/s "
+            "per direction (PCI-SIG, PCI Express Base Specification 4.0); ~10 us per "
+            "step through host bridges; 19.5 TFLOP/s fp32 per device (NVIDIA A100 PCIe "
+            "datasheet)."
+        ),
+    ),
+    "nvlink": Interconnect(
+        "nvlink",
+        latency_s=3e-6,
+        bandwidth=450e9,
+        peak_flops=67e12,
+        description=(
+            "NVLink 4 GPUs (H100 SXM): 900 GB/s total, 450 GB/s per direction, per GPU "
+            "(NVIDIA H100 Tensor Core GPU datasheet); ~3 us per step (NCCL small-message "
+            "latency); 67 TFLOP/s fp32 (989 TFLOP/s dense bf16 with tensor cores)."
+        ),
+    ),
+    "ici": Interconnect(
+        "ici",
+        latency_s=2e-6,
+        bandwidth=200e9,
+        peak_flops=197e12,
+        description=(
+            "TPU inter-chip interconnect (TPU v5e): 1,600 Gbps = 200 GB/s of ICI "
+            "bandwidth per chip and 197 TFLOP/s bf16 (Google Cloud TPU v5e "
+            "documentation, 'System architecture'); ~2 us per hop."
+        ),
+    ),
+    "ethernet": Interconnect(
+        "ethernet",
+        latency_s=20e-6,
+        bandwidth=12.5e9,
+        peak_flops=19.5e12,
+        description=(
+            "Hosts joined by 100 Gb/s Ethernet (IEEE 802.3ba/802.3bj): 12.5 GB/s per "
+            "direction; ~20 us per step through the network stack (RoCE is lower, TCP "
+            "higher); devices as the PCIe preset."
+        ),
+    ),
+}
+"""Preset interconnects by name; each ``description`` cites the source of its figures."""
+
+
+def interconnect(value: str | Interconnect, /) -> Interconnect:
+    """An ``Interconnect`` from a preset name; ``Interconnect`` objects pass through.
+
+    Raises:
+      ValueError: an unknown preset name (the message lists the presets).
+      TypeError: ``value`` is neither a string nor an ``Interconnect``.
+
+    Example:
+      >>> interconnect("nvlink").bandwidth
+      450000000000.0
+    """
+    if isinstance(value, Interconnect):
+        return value
+    if isinstance(value, str):
+        if value in INTERCONNECTS:
+            return INTERCONNECTS[value]
+        raise ValueError(
+            f"interconnect={value!r} is not a preset; legal values are "
+            f"{sorted(INTERCONNECTS)}, or pass an Interconnect(...)"
+        )
+    raise TypeError(
+        f"interconnect={value!r} ({type(value).__name__}) must be a preset name or an Interconnect"
+    )

@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+import typing
+
 import pytest
 
 import shardkit
 import shardkit.distributed
+import shardkit.fft
 import shardkit.inspect
 import shardkit.layout
+import shardkit.linalg
+import shardkit.plan
 import shardkit.show
 
-MODULES = [shardkit, shardkit.layout, shardkit.distributed, shardkit.inspect]
+MODULES = [
+    shardkit,
+    shardkit.layout,
+    shardkit.distributed,
+    shardkit.inspect,
+    shardkit.fft,
+    shardkit.linalg,
+    shardkit.plan,
+]
 
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__)
@@ -18,8 +31,10 @@ def test_every_export_exists_and_has_a_docstring(module) -> None:  # type: ignor
     assert module.__doc__
     for name in module.__all__:
         obj = getattr(module, name)
-        if isinstance(obj, str):  # a documented constant, such as an environment variable name
-            assert name.isupper(), f"{module.__name__}.{name}"
+        if isinstance(obj, str | tuple | dict) or typing.get_origin(obj) is not None:
+            # constants (environment variable names, legal values) and type aliases
+            # are documented where they are defined; their names say what they are
+            assert name.isupper() or name[0].isupper(), f"{module.__name__}.{name}"
             continue
         assert obj.__doc__, f"{module.__name__}.{name} has no docstring"
 

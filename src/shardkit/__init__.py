@@ -4,7 +4,7 @@ The public API is this module's ``__all__``; a test checks that every name in it
 exists and has a docstring.
 """
 
-from shardkit import distributed, examples, inspect, layout, testing
+from shardkit import distributed, examples, fft, inspect, layout, linalg, plan, testing
 from shardkit._config import accelerator_present, pin_cpu_threads, use_cpu_devices
 from shardkit.inspect import INTERCONNECTS, Collective, CommReport, Interconnect, comms
 from shardkit.layout import describe, mesh, shard, sharding, spec
@@ -21,10 +21,13 @@ __all__ = [
     "describe",
     "distributed",
     "examples",
+    "fft",
     "inspect",
     "layout",
+    "linalg",
     "mesh",
     "pin_cpu_threads",
+    "plan",
     "shard",
     "sharding",
     "show",

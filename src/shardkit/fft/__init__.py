@@ -1,0 +1,42 @@
+"""Distributed N-D FFTs that never all-gather: slab and pencil decompositions.
+
+``shardkit.fft.fftn`` and friends take ``jnp.fft``'s arguments and compute the
+transform shard by shard: local FFTs along unsplit axes and ``all_to_all`` moves of
+the split ones (one for a slab, two for a pencil). They work eagerly, inside ``jit``
+(Explicit axes through ``shard_map``, Auto axes through a ``custom_partitioning``
+rule) and under ``grad``/``jvp``/``vjp``. :func:`plan` exposes the per-shard form
+for use inside your own ``shard_map``.
+"""
+
+from shardkit.fft._api import fftfreq, plan, rfftfreq
+from shardkit.fft._plan import FFTPlan, Step
+from shardkit.fft.transforms import (
+    fft,
+    fft2,
+    fftn,
+    ifft,
+    ifft2,
+    ifftn,
+    irfft2,
+    irfftn,
+    rfft2,
+    rfftn,
+)
+
+__all__ = [
+    "FFTPlan",
+    "Step",
+    "fft",
+    "fft2",
+    "fftfreq",
+    "fftn",
+    "ifft",
+    "ifft2",
+    "ifftn",
+    "irfft2",
+    "irfftn",
+    "plan",
+    "rfft2",
+    "rfftfreq",
+    "rfftn",
+]

@@ -1,0 +1,370 @@
+"""The transforms: ``jnp.fft``'s signatures, computed without gathering.
+
+Routing, by what is known about the input's sharding:
+
+* a concrete array with a ``NamedSharding`` (eager use): the plan for its spec runs
+  in a jitted ``shard_map``;
+* a traced array whose type carries the spec (``Explicit`` mesh axes, inside
+  ``jit``, ``grad``, ``vmap``...): the same ``shard_map``, traced in place;
+* a traced array on ``Auto`` axes (or with no sharding in its type): a
+  ``custom_partitioning`` op whose rule the partitioner calls with the operand's
+  sharding (:mod:`shardkit.fft._partition`), natural layout;
+* anything on one device: ``jnp.fft`` itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import operator
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.core import Tracer
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from shardkit.fft._partition import partitioned
+from shardkit.fft._plan import FFTPlan, Kind, Layout, make_plan, normalize_spec
+from shardkit.layout._checks import check_placement
+from shardkit.layout._errors import mesh_summary, spec_summary
+
+__all__ = ["plan", "transform"]
+
+_NORMS = (None, "backward", "ortho", "forward")
+_LAYOUTS = ("default", "natural")
+# name -> (kind, inverse, jnp function)
+_KINDS: dict[str, tuple[Kind, bool, Callable[..., jax.Array]]] = {
+    "fftn": ("c2c", False, jnp.fft.fftn),
+    "ifftn": ("c2c", True, jnp.fft.ifftn),
+    "rfftn": ("r2c", False, jnp.fft.rfftn),
+    "irfftn": ("c2r", True, jnp.fft.irfftn),
+}
+
+
+def _normalize_axes(
+    where: str, shape: tuple[int, ...], s: Sequence[int] | None, axes: Sequence[int] | None
+) -> tuple[int, ...]:
+    rank = len(shape)
+    if axes is None:
+        if s is None:
+            return tuple(range(rank))
+        if len(s) > rank:
+            raise ValueError(f"{where}: s={tuple(s)} has more entries than x has axes ({rank})")
+        return tuple(range(rank - len(s), rank))
+    try:
+        out = tuple(operator.index(a) for a in axes)
+    except TypeError:
+        raise TypeError(f"{where}: axes={axes!r} must be a sequence of ints") from None
+    bad = [a for a in out if not -rank <= a < rank]
+    if bad:
+        raise ValueError(
+            f"{where}: axes={tuple(out)} names axis {bad[0]}, out of range for an array "
+            f"of rank {rank} (legal: {-rank}..{rank - 1})"
+        )
+    out = tuple(a % rank for a in out)
+    if len(set(out)) != len(out):
+        raise ValueError(f"{where}: axes={tuple(axes)} repeats an axis; give each at most once")
+    return out
+
+
+def _normalize_sizes(
+    where: str, kind: Kind, shape: tuple[int, ...], s: Sequence[int] | None, axes: tuple[int, ...]
+) -> tuple[int, ...]:
+    if s is None:
+        sizes = [shape[a] for a in axes]
+        if kind == "c2r" and axes:
+            sizes[-1] = 2 * (shape[axes[-1]] - 1)
+    else:
+        try:
+            sizes = [operator.index(n) for n in s]
+        except TypeError:
+            raise TypeError(f"{where}: s={s!r} must be a sequence of ints") from None
+        if len(sizes) != len(axes):
+            raise ValueError(
+                f"{where}: s={tuple(sizes)} and axes={axes} differ in length; give one "
+                "size per transformed axis"
+            )
+    if any(n < 1 for n in sizes):
+        raise ValueError(f"{where}: s={tuple(sizes)}: every transformed length must be >= 1")
+    return tuple(sizes)
+
+
+def _norm_scale(norm: str | None, inverse: bool, n: int) -> float:
+    """Factor turning numpy's "backward" result into ``norm``'s."""
+    if norm in (None, "backward"):
+        return 1.0
+    if norm == "ortho":
+        return math.sqrt(n) if inverse else 1 / math.sqrt(n)
+    return float(n) if inverse else 1 / n
+
+
+def _check_options(where: str, norm: str | None, out_layout: str) -> None:
+    if norm not in _NORMS:
+        raise ValueError(f"{where}: norm={norm!r}; legal values are {list(_NORMS)}")
+    if out_layout not in _LAYOUTS:
+        raise ValueError(f"{where}: out_layout={out_layout!r}; legal values are {list(_LAYOUTS)}")
+
+
+def _placement(x: jax.Array) -> tuple[str, Any, PartitionSpec | None]:
+    """``(route, mesh, spec)``: ``eager``, ``explicit``, ``auto`` or ``local``."""
+    if isinstance(x, Tracer):
+        aval_sharding = getattr(jax.typeof(x), "sharding", None)
+        spec = getattr(aval_sharding, "spec", None)
+        if spec is not None and any(normalize_spec(spec, x.ndim)):
+            return "explicit", aval_sharding.mesh, spec  # type: ignore[union-attr]
+        return "auto", None, None
+    sharding = x.sharding
+    if isinstance(sharding, NamedSharding) and isinstance(sharding.mesh, Mesh):
+        if sharding.mesh.size == 1:
+            return "local", None, None
+        return "eager", sharding.mesh, sharding.spec
+    if len(sharding.device_set) == 1:
+        return "local", None, None
+    return "auto", None, None
+
+
+@functools.cache
+def _shard_mapped(p: FFTPlan, mesh: Mesh) -> Callable[[jax.Array], jax.Array]:
+    return jax.jit(jax.shard_map(p.local, mesh=mesh, in_specs=p.in_spec, out_specs=p.out_spec))  # type: ignore[arg-type]
+
+
+def _ctx(x_shape: tuple[int, ...], spec: PartitionSpec, mesh: Any) -> str:
+    return f"array shape={x_shape}, spec={spec_summary(spec)}, {mesh_summary(mesh)}"
+
+
+def transform(
+    name: str,
+    x: jax.typing.ArrayLike,
+    s: Sequence[int] | None,
+    axes: Sequence[int] | None,
+    norm: str | None,
+    out_layout: Layout,
+) -> jax.Array:
+    """Run transform ``name`` (``fftn``, ``ifftn``, ``rfftn``, ``irfftn``) on ``x``."""
+    kind, inverse, reference_fn = _KINDS[name]
+    _check_options(name, norm, out_layout)
+    arr = x if isinstance(x, jax.Array) else jnp.asarray(x)
+    if arr.ndim == 0:
+        raise ValueError(f"{name}: x has rank 0; an FFT needs at least one axis")
+    if kind == "r2c" and jnp.issubdtype(arr.dtype, jnp.complexfloating):
+        raise TypeError(
+            f"{name}: x has dtype {arr.dtype}; the R2C transform takes a real input. "
+            "Use fftn for complex inputs."
+        )
+    shape = tuple(arr.shape)
+    axes_t = _normalize_axes(name, shape, s, axes)
+    sizes = _normalize_sizes(name, kind, shape, s, axes_t)
+    reference = functools.partial(reference_fn, s=sizes, axes=axes_t, norm=norm)
+    if not axes_t:
+        return reference(arr)
+    route, mesh, spec = _placement(arr)
+    if route == "local":
+        return reference(arr)
+    if route == "auto":
+        if not jnp.issubdtype(arr.dtype, jnp.inexact):
+            arr = arr.astype(jnp.result_type(float))
+        # Tracing jnp's "ortho"/"forward" scaling leaves constants in the jaxpr, which
+        # custom_partitioning rejects: scale by a Python float instead.
+        unscaled = functools.partial(reference_fn, s=sizes, axes=axes_t, norm="backward")
+        scale = _norm_scale(norm, inverse, math.prod(sizes))
+        op = partitioned(
+            name, kind, inverse, axes_t, sizes, norm, shape, str(arr.dtype), unscaled, scale
+        )
+        return op(arr)
+    assert spec is not None
+    check_placement(name, shape, spec, mesh)
+    p = make_plan(
+        name,
+        shape,
+        spec,
+        dict(mesh.shape),
+        axes=axes_t,
+        sizes=sizes,
+        kind=kind,
+        inverse=inverse,
+        out_layout=out_layout,
+        norm=norm,
+        ctx=_ctx(shape, spec, mesh),
+    )
+    if route == "eager":
+        return _shard_mapped(p, mesh)(arr)
+    return jax.shard_map(p.local, mesh=mesh, in_specs=p.in_spec, out_specs=p.out_spec)(arr)  # type: ignore[arg-type]
+
+
+def plan(
+    name: str,
+    shape: Sequence[int],
+    spec: PartitionSpec | str | None,
+    mesh: Mesh,
+    /,
+    *,
+    s: Sequence[int] | None = None,
+    axes: Sequence[int] | None = None,
+    norm: str | None = None,
+    out_layout: Layout = "default",
+) -> FFTPlan:
+    """Plan a distributed transform: the per-shard form, for your own ``shard_map``.
+
+    The plan holds the input and output specs and the steps (local FFTs and
+    ``all_to_all`` moves); ``plan.local`` runs them on one device's block and must be
+    called inside ``jax.shard_map`` over ``mesh`` with ``in_specs=plan.in_spec`` and
+    ``out_specs=plan.out_spec``.
+
+    Args:
+      name: ``"fftn"``, ``"ifftn"``, ``"rfftn"`` or ``"irfftn"`` (``fft2`` and ``fft``
+        are ``fftn`` with ``axes``).
+      shape: the global input shape.
+      spec: the input's ``PartitionSpec`` (or a string for :func:`shardkit.spec`).
+      mesh: the device mesh.
+      s: transformed lengths, as in ``jnp.fft.fftn``.
+      axes: transformed axes, as in ``jnp.fft.fftn``.
+      norm: ``None``, ``"backward"``, ``"ortho"`` or ``"forward"``.
+      out_layout: ``"default"`` or ``"natural"`` (see :func:`shardkit.fft.fftn`).
+
+    Returns:
+      The :class:`~shardkit.fft.FFTPlan`.
+
+    Raises:
+      ValueError: unknown ``name``, bad ``s``/``axes``/``norm``/``out_layout``, or a
+        layout the mesh does not divide (the message names the axis and the remedy).
+
+    Example:
+      >>> m = shardkit.mesh("2x4", "x,y")
+      >>> p = shardkit.fft.plan("fftn", (16, 16, 16), "x,y,None", m)
+      >>> p.out_spec, p.all_to_alls, p.decomposition
+      (P(None, 'x', 'y'), 2, 'pencil')
+      >>> x = shardkit.shard(np.ones((16, 16, 16), np.complex64), m, "x,y,None")
+      >>> f = jax.shard_map(p.local, mesh=m, in_specs=p.in_spec, out_specs=p.out_spec)
+      >>> complex(np.asarray(f(x))[0, 0, 0])
+      (4096+0j)
+    """
+    from shardkit.layout import spec as to_spec
+
+    if name not in _KINDS:
+        raise ValueError(f"plan: name={name!r}; legal values are {sorted(_KINDS)}")
+    _check_options("plan", norm, out_layout)
+    kind, inverse, _ = _KINDS[name]
+    shape_t = tuple(int(n) for n in shape)
+    p_spec = to_spec(spec)
+    check_placement("plan", shape_t, p_spec, mesh)
+    axes_t = _normalize_axes(name, shape_t, s, axes)
+    sizes = _normalize_sizes(name, kind, shape_t, s, axes_t)
+    return make_plan(
+        name,
+        shape_t,
+        p_spec,
+        dict(mesh.shape),
+        axes=axes_t,
+        sizes=sizes,
+        kind=kind,
+        inverse=inverse,
+        out_layout=out_layout,
+        norm=norm,
+        ctx=_ctx(shape_t, p_spec, mesh),
+    )
+
+
+def _frequencies(
+    name: str,
+    values: np.ndarray,
+    like: jax.Array | None,
+    axis: int,
+    dtype: Any,
+) -> jax.Array:
+    out = jnp.asarray(values, dtype=dtype)
+    if like is None:
+        return out
+    rank = like.ndim
+    if not -rank <= axis < rank:
+        raise ValueError(f"{name}: axis={axis} is out of range for like of rank {rank}")
+    axis %= rank
+    if like.shape[axis] != values.shape[0]:
+        raise ValueError(
+            f"{name}: like has length {like.shape[axis]} along axis={axis} but the grid "
+            f"has {values.shape[0]} points; pass n and d of the transform that made like"
+        )
+    shape = [1] * rank
+    shape[axis] = values.shape[0]
+    out = out.reshape(shape)
+    sharding = like.sharding if not isinstance(like, Tracer) else None
+    if isinstance(sharding, NamedSharding):
+        entry = normalize_spec(sharding.spec, rank)[axis]
+        spec = [None] * rank
+        spec[axis] = entry or None  # type: ignore[call-overload]
+        out = jax.device_put(out, NamedSharding(sharding.mesh, PartitionSpec(*spec)))
+    return out
+
+
+def fftfreq(
+    n: int,
+    d: float = 1.0,
+    *,
+    like: jax.Array | None = None,
+    axis: int = -1,
+    dtype: Any = None,
+) -> jax.Array:
+    """Sample frequencies of an ``n``-point FFT, placed like a transform's output.
+
+    Without ``like`` this is ``jnp.fft.fftfreq(n, d)``. With ``like`` (an array from
+    :func:`fftn` and friends) the result has shape ``[1, ..., n, ..., 1]`` (``n`` at
+    ``axis``) and is split along ``axis`` exactly as ``like`` is, replicated along
+    the other mesh axes: it broadcasts against ``like`` with no communication, in
+    either output layout.
+
+    Args:
+      n: transform length.
+      d: sample spacing.
+      like: an array whose layout along ``axis`` the grid should follow.
+      axis: the axis of ``like`` the frequencies belong to.
+      dtype: the result dtype (default: the default float dtype).
+
+    Returns:
+      The frequencies ``[0, 1, ..., n/2-1, -n/2, ..., -1] / (d n)``.
+
+    Raises:
+      ValueError: ``axis`` out of range, or ``like``'s length there is not ``n``.
+
+    Example:
+      >>> m = shardkit.mesh("8", "x")
+      >>> y = shardkit.fft.fftn(shardkit.shard(np.ones((16, 8)), m, "x,None"))
+      >>> k = shardkit.fft.fftfreq(8, like=y, axis=1)
+      >>> k.shape, k.sharding.spec
+      ((1, 8), P(None, 'x'))
+    """
+    return _frequencies("fftfreq", np.fft.fftfreq(n, d), like, axis, dtype)
+
+
+def rfftfreq(
+    n: int,
+    d: float = 1.0,
+    *,
+    like: jax.Array | None = None,
+    axis: int = -1,
+    dtype: Any = None,
+) -> jax.Array:
+    """Sample frequencies of an ``n``-point real FFT (``n // 2 + 1`` of them).
+
+    As :func:`fftfreq`, with ``like`` the output of :func:`rfftn` (whose halved last
+    axis is never split when the mesh does not divide ``n // 2 + 1``).
+
+    Args:
+      n: the real transform length.
+      d: sample spacing.
+      like: an array whose layout along ``axis`` the grid should follow.
+      axis: the axis of ``like`` the frequencies belong to.
+      dtype: the result dtype.
+
+    Returns:
+      The frequencies ``[0, 1, ..., n//2] / (d n)``.
+
+    Raises:
+      ValueError: ``axis`` out of range, or ``like``'s length there is not ``n//2+1``.
+
+    Example:
+      >>> shardkit.fft.rfftfreq(8).tolist()
+      [0.0, 0.125, 0.25, 0.375, 0.5]
+    """
+    return _frequencies("rfftfreq", np.fft.rfftfreq(n, d), like, axis, dtype)

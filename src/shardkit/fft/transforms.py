@@ -1,0 +1,322 @@
+"""Distributed ``fftn``, ``ifftn``, ``rfftn``, ``irfftn`` and their 1-D and 2-D forms.
+
+Each takes what its ``jnp.fft`` namesake takes (``s``/``n``, ``axes``/``axis``,
+``norm``) plus a keyword-only ``out_layout``, and returns what it returns, computed
+shard by shard: local FFTs along unsplit axes and ``all_to_all`` moves of the split
+axes, never an all-gather. Each device holds one block at a time (peak memory a
+small multiple of the shard).
+
+Output layout (``out_layout="default"``): a split transformed axis hands its mesh
+axes to the *next* transformed axis (cyclically; the *previous* one for inverse
+transforms), which costs one ``all_to_all`` per split axis: a slab ``P('x', None,
+None)`` comes out ``P(None, 'x', None)``, a pencil ``P('x', 'y', None)`` comes out
+``P(None, 'x', 'y')``. The inverse shifts back, so ``ifftn(fftn(x))`` has ``x``'s
+layout. When every transformed axis is split (``fft2`` of a 2-D array on a 2-D
+mesh, ``fft`` along a split axis) the output is in the natural layout.
+``out_layout="natural"`` always returns the input's layout (one more
+``all_to_all`` per move). The R2C axis (the last of ``axes``) is transformed first
+and its halved length ``n//2+1`` is split only if the mesh divides it.
+
+Inside ``jit`` on Explicit mesh axes the same plans run; on Auto axes a
+``custom_partitioning`` rule partitions the op (natural layout there). All are
+differentiable (``grad``, ``jvp``, ``vjp``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import jax
+
+from shardkit.fft._api import transform
+from shardkit.fft._plan import Layout
+
+__all__ = ["fft", "fft2", "fftn", "ifft", "ifft2", "ifftn", "irfft2", "irfftn", "rfft2", "rfftn"]
+
+_AXES_2D = (-2, -1)
+
+
+def _one(n: int | None) -> tuple[int, ...] | None:
+    return None if n is None else (n,)
+
+
+def fftn(
+    x: jax.typing.ArrayLike,
+    /,
+    s: Sequence[int] | None = None,
+    axes: Sequence[int] | None = None,
+    norm: str | None = None,
+    *,
+    out_layout: Layout = "default",
+) -> jax.Array:
+    """N-D discrete Fourier transform of a sharded array, as ``jnp.fft.fftn``.
+
+    A slab (one split transformed axis) costs one ``all_to_all``, a pencil (two) two;
+    each moves ``(g-1)/g`` of the block. See the module docstring for the layout.
+
+    Args:
+      x: the input (any sharding; unsharded inputs use ``jnp.fft.fftn``).
+      s: lengths of the transformed axes (crop or zero-pad), as in numpy.
+      axes: axes to transform (default: all, or the last ``len(s)``).
+      norm: ``None``/``"backward"``, ``"ortho"`` or ``"forward"``, as in numpy.
+      out_layout: ``"default"`` (the sharding moves to the next transformed axis) or
+        ``"natural"`` (the input's sharding).
+
+    Returns:
+      The complex transform, sharded as ``out_layout`` says.
+
+    Raises:
+      ValueError: bad ``s``, ``axes``, ``norm`` or ``out_layout`` (legal values listed),
+        or a length the mesh does not divide where the split has to move (the
+        message names the axis, the spec, the mesh and the remedy).
+      NotImplementedError: a split 1-D array (needs a four-step FFT).
+
+    Example:
+      >>> m = shardkit.mesh("8", "x")
+      >>> v = np.random.default_rng(0).standard_normal((16, 16, 16))
+      >>> y = shardkit.fft.fftn(shardkit.shard(v, m, "x,None,None"))
+      >>> y.sharding.spec
+      P(None, 'x', None)
+      >>> bool(np.allclose(y, np.fft.fftn(v)))
+      True
+    """
+    return transform("fftn", x, s, axes, norm, out_layout)
+
+
+def ifftn(
+    x: jax.typing.ArrayLike,
+    /,
+    s: Sequence[int] | None = None,
+    axes: Sequence[int] | None = None,
+    norm: str | None = None,
+    *,
+    out_layout: Layout = "default",
+) -> jax.Array:
+    """N-D inverse FFT, as ``jnp.fft.ifftn``; the default layout undoes :func:`fftn`'s.
+
+    Args:
+      x: the input.
+      s: lengths of the transformed axes.
+      axes: axes to transform.
+      norm: ``None``/``"backward"``, ``"ortho"`` or ``"forward"``.
+      out_layout: ``"default"`` (the split moves to the previous transformed axis) or
+        ``"natural"``.
+
+    Returns:
+      The complex inverse transform.
+
+    Raises:
+      ValueError: as :func:`fftn`.
+      NotImplementedError: as :func:`fftn`.
+
+    Example:
+      >>> m = shardkit.mesh("2x4", "x,y")
+      >>> x = shardkit.shard(np.ones((8, 8, 8), np.complex128), m, "x,y,None")
+      >>> z = shardkit.fft.ifftn(shardkit.fft.fftn(x))
+      >>> z.sharding.spec == x.sharding.spec, bool(np.allclose(z, 1))
+      (True, True)
+    """
+    return transform("ifftn", x, s, axes, norm, out_layout)
+
+
+def rfftn(
+    x: jax.typing.ArrayLike,
+    /,
+    s: Sequence[int] | None = None,
+    axes: Sequence[int] | None = None,
+    norm: str | None = None,
+    *,
+    out_layout: Layout = "default",
+) -> jax.Array:
+    """N-D FFT of a real sharded array, as ``jnp.fft.rfftn`` (R2C).
+
+    The last of ``axes`` is transformed first (real to complex, length ``n//2+1``).
+    If it is split, its split first moves to the next transformed axis (one more
+    ``all_to_all``; :func:`irfftn` then returns that layout). The halved axis is split
+    only when the mesh divides ``n//2+1``; otherwise a pencil input (every other
+    transformed axis split) comes back in the natural layout.
+
+    Args:
+      x: a real input.
+      s: lengths of the transformed axes (real lengths).
+      axes: axes to transform; the last is the R2C axis.
+      norm: ``None``/``"backward"``, ``"ortho"`` or ``"forward"``.
+      out_layout: ``"default"`` or ``"natural"``.
+
+    Returns:
+      The complex half-spectrum.
+
+    Raises:
+      TypeError: ``x`` is complex.
+      ValueError: as :func:`fftn`.
+      NotImplementedError: the R2C axis and every other transformed axis are split.
+
+    Example:
+      >>> m = shardkit.mesh("8", "x")
+      >>> v = np.random.default_rng(0).standard_normal((16, 8, 6))
+      >>> y = shardkit.fft.rfftn(shardkit.shard(v, m, "x,None,None"))
+      >>> y.shape, y.sharding.spec
+      ((16, 8, 4), P(None, 'x', None))
+      >>> bool(np.allclose(y, np.fft.rfftn(v)))
+      True
+    """
+    return transform("rfftn", x, s, axes, norm, out_layout)
+
+
+def irfftn(
+    x: jax.typing.ArrayLike,
+    /,
+    s: Sequence[int] | None = None,
+    axes: Sequence[int] | None = None,
+    norm: str | None = None,
+    *,
+    out_layout: Layout = "default",
+) -> jax.Array:
+    """Inverse of :func:`rfftn` (C2R), as ``jnp.fft.irfftn``; it mirrors its layout.
+
+    Args:
+      x: the complex half-spectrum.
+      s: real output lengths (default: ``2 * (m - 1)`` on the last axis).
+      axes: axes to transform; the last is the C2R axis, transformed last.
+      norm: ``None``/``"backward"``, ``"ortho"`` or ``"forward"``.
+      out_layout: ``"default"`` or ``"natural"``.
+
+    Returns:
+      The real inverse transform.
+
+    Raises:
+      ValueError: as :func:`fftn`.
+
+    Example:
+      >>> m = shardkit.mesh("8", "x")
+      >>> x = shardkit.shard(np.ones((16, 8, 6)), m, "x,None,None")
+      >>> z = shardkit.fft.irfftn(shardkit.fft.rfftn(x), s=(16, 8, 6))
+      >>> z.sharding.spec == x.sharding.spec, bool(np.allclose(z, 1))
+      (True, True)
+    """
+    return transform("irfftn", x, s, axes, norm, out_layout)
+
+
+def fft2(
+    x: jax.typing.ArrayLike,
+    /,
+    s: Sequence[int] | None = None,
+    axes: Sequence[int] = _AXES_2D,
+    norm: str | None = None,
+    *,
+    out_layout: Layout = "default",
+) -> jax.Array:
+    """2-D FFT over ``axes`` (default the last two), as ``jnp.fft.fft2``; see :func:`fftn`.
+
+    Example:
+      >>> m = shardkit.mesh("8", "x")
+      >>> v = np.arange(64.0).reshape(8, 8)
+      >>> bool(np.allclose(shardkit.fft.fft2(shardkit.shard(v, m, "x")), np.fft.fft2(v)))
+      True
+    """
+    return transform("fftn", x, s, axes, norm, out_layout)
+
+
+def ifft2(
+    x: jax.typing.ArrayLike,
+    /,
+    s: Sequence[int] | None = None,
+    axes: Sequence[int] = _AXES_2D,
+    norm: str | None = None,
+    *,
+    out_layout: Layout = "default",
+) -> jax.Array:
+    """2-D inverse FFT, as ``jnp.fft.ifft2``; see :func:`ifftn`.
+
+    Example:
+      >>> m = shardkit.mesh("8", "x")
+      >>> v = np.arange(64.0).reshape(8, 8)
+      >>> bool(np.allclose(shardkit.fft.ifft2(shardkit.shard(v, m, "x")), np.fft.ifft2(v)))
+      True
+    """
+    return transform("ifftn", x, s, axes, norm, out_layout)
+
+
+def rfft2(
+    x: jax.typing.ArrayLike,
+    /,
+    s: Sequence[int] | None = None,
+    axes: Sequence[int] = _AXES_2D,
+    norm: str | None = None,
+    *,
+    out_layout: Layout = "default",
+) -> jax.Array:
+    """2-D R2C FFT, as ``jnp.fft.rfft2``; see :func:`rfftn`.
+
+    Example:
+      >>> m = shardkit.mesh("8", "x")
+      >>> v = np.arange(224.0).reshape(16, 14)  # 14 // 2 + 1 = 8: the halved axis splits
+      >>> bool(np.allclose(shardkit.fft.rfft2(shardkit.shard(v, m, "x")), np.fft.rfft2(v)))
+      True
+    """
+    return transform("rfftn", x, s, axes, norm, out_layout)
+
+
+def irfft2(
+    x: jax.typing.ArrayLike,
+    /,
+    s: Sequence[int] | None = None,
+    axes: Sequence[int] = _AXES_2D,
+    norm: str | None = None,
+    *,
+    out_layout: Layout = "default",
+) -> jax.Array:
+    """2-D C2R inverse FFT, as ``jnp.fft.irfft2``; see :func:`irfftn`.
+
+    Example:
+      >>> m = shardkit.mesh("8", "x")
+      >>> v = np.fft.rfft2(np.arange(224.0).reshape(16, 14))
+      >>> z = shardkit.fft.irfft2(shardkit.shard(v, m, "x"))
+      >>> bool(np.allclose(z, np.arange(224.0).reshape(16, 14)))
+      True
+    """
+    return transform("irfftn", x, s, axes, norm, out_layout)
+
+
+def fft(
+    x: jax.typing.ArrayLike,
+    /,
+    n: int | None = None,
+    axis: int = -1,
+    norm: str | None = None,
+    *,
+    out_layout: Layout = "default",
+) -> jax.Array:
+    """1-D FFT along ``axis``, as ``jnp.fft.fft``.
+
+    Local when ``axis`` is not split; otherwise the split moves to another axis and
+    back (two ``all_to_all``; the output is in the natural layout).
+
+    Example:
+      >>> m = shardkit.mesh("8", "x")
+      >>> v = np.arange(64.0).reshape(8, 8)
+      >>> y = shardkit.fft.fft(shardkit.shard(v, m, "x"), axis=0)
+      >>> y.sharding.spec, bool(np.allclose(y, np.fft.fft(v, axis=0)))
+      (P('x', None), True)
+    """
+    return transform("fftn", x, _one(n), (axis,), norm, out_layout)
+
+
+def ifft(
+    x: jax.typing.ArrayLike,
+    /,
+    n: int | None = None,
+    axis: int = -1,
+    norm: str | None = None,
+    *,
+    out_layout: Layout = "default",
+) -> jax.Array:
+    """1-D inverse FFT along ``axis``, as ``jnp.fft.ifft``; see :func:`fft`.
+
+    Example:
+      >>> m = shardkit.mesh("8", "x")
+      >>> v = np.arange(64.0).reshape(8, 8)
+      >>> bool(np.allclose(shardkit.fft.ifft(shardkit.shard(v, m, "x")), np.fft.ifft(v)))
+      True
+    """
+    return transform("ifftn", x, _one(n), (axis,), norm, out_layout)

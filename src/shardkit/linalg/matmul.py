@@ -1,0 +1,344 @@
+"""``matmul(a, b)``: sharded matrix products by named algorithms, or the cheapest one.
+
+Every algorithm is one ``jax.shard_map`` over the operands' mesh whose collectives
+are known in advance (and asserted against the compiled program in the tests):
+
+==================  ==============================  ==================  =========================
+algorithm           a (rows, k) @ b (k, cols)       output              collectives
+==================  ==============================  ==================  =========================
+``local``           ``(am, -) @ (-, bn)``           ``(am, bn)``        none
+``allgather``       any                             gathered layout     all-gather(s)
+``allreduce``       ``(am, s) @ (s, bn)``           ``(am, bn)``        1 all-reduce over s
+``reduce_scatter``  ``(am, s) @ (s, bn)``           ``(am+s, bn)``      1 reduce-scatter over s
+``ring``            ``(am, -) @ (s, bn)``, ...      as allgather / rs   p-1 collective-permutes
+``cannon``          ``(r, c) @ (r, c)``, r=c sizes  ``(r, c)``          2q collective-permutes
+``summa``           ``(r, c) @ (r, c)``             ``(r, c)``          lcm(R,C) all-reduces/axis
+==================  ==============================  ==================  =========================
+
+``am``/``bn`` must not share mesh axes except where a gather resolves it (``allgather``
+gathers a's rows or b's columns; ``ring`` rotates b's column blocks). See
+:mod:`shardkit.linalg._matmul_algos` for each algorithm's exact rule.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, Literal, TypeAlias, get_args, overload
+
+import jax
+import jax.core as jax_core
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec
+
+from shardkit.inspect.interconnect import Interconnect
+from shardkit.inspect.interconnect import interconnect as _interconnect
+from shardkit.layout import spec as _spec
+from shardkit.layout._checks import check_placement
+from shardkit.layout._errors import mesh_summary, spec_summary
+from shardkit.linalg._matmul_algos import ALGORITHMS, Problem
+from shardkit.linalg._matmul_cost import Candidate, Explanation, enumerate_variants, price
+from shardkit.linalg._matmul_model import Spec, spec_text, to_pspec, to_spec
+
+__all__ = ["ALGORITHM_NAMES", "Algorithm", "Candidate", "Explanation", "matmul"]
+
+Algorithm: TypeAlias = Literal[
+    "auto", "local", "allgather", "reduce_scatter", "allreduce", "ring", "cannon", "summa"
+]
+ALGORITHM_NAMES: tuple[str, ...] = get_args(Algorithm)
+"""The legal values of ``algorithm=``."""
+
+AnyMesh: TypeAlias = Mesh | AbstractMesh
+
+
+def _is_traced(x: Any) -> bool:
+    return isinstance(x, jax_core.Tracer)
+
+
+def _layout(
+    x: Any, which: str, mesh: AnyMesh | None, given: Any
+) -> tuple[AnyMesh | None, PartitionSpec | None]:
+    """The mesh and spec of one operand: given, read from the array, or unknown (None)."""
+    if given is not None:
+        return mesh, _spec(given)
+    if _is_traced(x):
+        sh = getattr(jax.typeof(x), "sharding", None)
+        m = getattr(sh, "mesh", None)
+        if isinstance(sh, NamedSharding) and m is not None and not m.empty:
+            if all(t == AxisType.Explicit for t in m.axis_types):
+                return m, sh.spec
+            raise ValueError(
+                f"matmul: operand {which} is traced under jax.jit on {mesh_summary(m)}, "
+                "whose Auto axes carry no sharding at trace time. Pass in_specs=(spec_a, "
+                "spec_b) and mesh=... to matmul, or use a mesh with "
+                "axis_types='explicit' (shardkit.mesh's default)."
+            )
+        if mesh is None:
+            raise ValueError(
+                f"matmul: operand {which} is traced under jax.jit without a sharding. "
+                "Pass in_specs=(spec_a, spec_b) and mesh=..., or shard the operands on "
+                "a mesh with axis_types='explicit'."
+            )
+        return mesh, None
+    sh = getattr(x, "sharding", None)
+    if isinstance(sh, NamedSharding):
+        return sh.mesh, sh.spec
+    return None, None
+
+
+def _as_operand(x: Any) -> Any:
+    # ShapeDtypeStructs are welcome for explain=True (nothing is computed).
+    if isinstance(x, jax.Array | jax.ShapeDtypeStruct) or _is_traced(x):
+        return x
+    return jnp.asarray(x)
+
+
+def _normalize(spec: Spec, sizes: dict[str, int]) -> Spec:
+    # Axes of size 1 split nothing; dropping them keeps the algorithms' rules simple.
+    return tuple(tuple(a for a in e if sizes[a] > 1) for e in spec)
+
+
+def _shapes_error(a_shape: tuple[int, ...], b_shape: tuple[int, ...], why: str) -> ValueError:
+    return ValueError(
+        f"matmul: a.shape={a_shape} and b.shape={b_shape} cannot be multiplied: {why}. "
+        "a is (..., m, k) and b is (k, n) or (..., k, n) with the same batch dims."
+    )
+
+
+def _algorithm_error(
+    algorithm: str,
+    why: str,
+    a_shape: Any,
+    b_shape: Any,
+    sa: PartitionSpec,
+    sb: PartitionSpec,
+    m: AnyMesh,
+) -> ValueError:
+    return ValueError(
+        f"matmul: algorithm={algorithm!r} does not apply to a.shape={tuple(a_shape)} "
+        f"spec={spec_summary(sa)} and b.shape={tuple(b_shape)} spec={spec_summary(sb)} on "
+        f"{mesh_summary(m)}: {why}. Reshard the operands, or use algorithm='auto' to "
+        "pick an algorithm that fits (explain=True lists them)."
+    )
+
+
+def build(cand: Candidate, mesh: AnyMesh, sa: Spec, sb: Spec, batch_spec: Spec) -> Any:
+    """The jitted ``shard_map`` running ``cand`` on blocks of (normalized) specs ``sa``, ``sb``."""
+    body = cand.variant.body
+    redist = cand.redistribution.fn if cand.redistribution is not None else None
+
+    def fn(a: jax.Array, b: jax.Array) -> jax.Array:
+        c = body(a, b)
+        return c if redist is None else redist(c)
+
+    out = to_pspec((*batch_spec, *cand.out))
+    in_specs = (to_pspec(sa), to_pspec(sb))
+    return jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=in_specs, out_specs=out, check_vma=False))
+
+
+@functools.lru_cache(maxsize=512)
+def _candidates(
+    problem: Problem,
+    names: tuple[str, ...],
+    target: Spec | None,
+    batch_spec: Spec,
+    batch_shape: tuple[int, ...],
+    link: Interconnect,
+) -> tuple[tuple[Candidate, ...], tuple[tuple[str, str], ...]]:
+    variants, rejected = enumerate_variants(problem, names)
+    cands = sorted(
+        (
+            price(problem, v, link, target=target, batch_spec=batch_spec, batch_shape=batch_shape)
+            for v in variants
+        ),
+        key=lambda c: c.rank_key,
+    )
+    return tuple(cands), tuple(rejected.items())
+
+
+@functools.lru_cache(maxsize=512)
+def _program(key: tuple[Any, ...], mesh: AnyMesh, sa: Spec, sb: Spec) -> Any:
+    # Cached so that a second eager call with the same layout reuses the compiled program.
+    cands, _ = _candidates(*key)
+    return build(cands[0], mesh, sa, sb, key[3])
+
+
+@overload
+def matmul(
+    a: Any,
+    b: Any,
+    /,
+    *,
+    out_spec: Any = ...,
+    algorithm: Algorithm = ...,
+    mesh: Mesh | None = ...,
+    in_specs: tuple[Any, Any] | None = ...,
+    interconnect: str | Interconnect = ...,
+    explain: Literal[False] = ...,
+) -> jax.Array: ...
+
+
+@overload
+def matmul(
+    a: Any,
+    b: Any,
+    /,
+    *,
+    out_spec: Any = ...,
+    algorithm: Algorithm = ...,
+    mesh: Mesh | None = ...,
+    in_specs: tuple[Any, Any] | None = ...,
+    interconnect: str | Interconnect = ...,
+    explain: Literal[True],
+) -> Explanation: ...
+
+
+def matmul(
+    a: Any,
+    b: Any,
+    /,
+    *,
+    out_spec: Any = None,
+    algorithm: Algorithm = "auto",
+    mesh: Mesh | None = None,
+    in_specs: tuple[Any, Any] | None = None,
+    interconnect: str | Interconnect = "shared-memory",
+    explain: bool = False,
+) -> jax.Array | Explanation:
+    """Multiply sharded matrices ``a @ b`` with a chosen or the cheapest algorithm.
+
+    The operands stay where they are: the algorithm runs as one ``jax.shard_map`` over
+    their mesh, with exactly the collectives its rule promises (table in the module
+    docstring). ``algorithm="auto"`` prices every applicable variant with the
+    :class:`~shardkit.inspect.Interconnect` cost model (bytes per device, alpha-beta
+    time, flops) and runs the cheapest; ``explain=True`` returns that table instead
+    of computing. ``out_spec`` requests the output layout: an algorithm producing it
+    is preferred, else the cheapest redistribution (all-to-all, all-gather or a free
+    slice) is appended inside the same ``shard_map``.
+
+    Memory per device: the input blocks, the output block and the algorithm's working
+    set: the gathered operand for ``allgather``, about two blocks of the rotated
+    operand for ``ring``, one panel per operand for ``summa``.
+
+    Args:
+      a: ``(..., m, k)`` array, usually sharded with a ``NamedSharding``.
+      b: ``(k, n)`` or ``(..., k, n)`` with the same batch dims (and batch specs) as ``a``.
+      out_spec: requested output spec (anything :func:`shardkit.spec` accepts), or None.
+      algorithm: ``"auto"`` or one of ``local``, ``allgather``, ``reduce_scatter``,
+        ``allreduce``, ``ring``, ``cannon``, ``summa``.
+      mesh: the mesh, needed only under ``jax.jit`` with Auto axes (with ``in_specs``).
+      in_specs: ``(spec_a, spec_b)`` overriding the operands' own shardings.
+      interconnect: cost-model preset name or :class:`~shardkit.inspect.Interconnect`.
+      explain: return the priced candidates (an :class:`Explanation`) instead.
+
+    Returns:
+      ``a @ b`` as a ``jax.Array`` sharded on the same mesh, or an ``Explanation``.
+
+    Raises:
+      ValueError: an unknown algorithm (the legal ones are listed), shapes that do not
+        multiply, a spec that does not divide a shape, operands on different meshes,
+        an algorithm that does not apply to the specs (the message says why), or
+        operands traced under ``jit`` on Auto axes without ``in_specs``/``mesh``.
+
+    Example:
+      >>> m = shardkit.mesh("2x4", "x,y")
+      >>> a = shardkit.shard(np.ones((8, 16), np.float32), m, "x,y")
+      >>> b = shardkit.shard(np.ones((16, 8), np.float32), m, "y,None")
+      >>> c = matmul(a, b, algorithm="allreduce")
+      >>> c.sharding.spec, float(np.asarray(c)[0, 0])
+      (P('x', None), 16.0)
+      >>> matmul(a, b, explain=True).chosen.algorithm
+      'reduce_scatter'
+    """
+    if algorithm not in ALGORITHM_NAMES:
+        raise ValueError(
+            f"matmul: algorithm={algorithm!r} is not an algorithm; legal values are "
+            f"{list(ALGORITHM_NAMES)}"
+        )
+    a, b = _as_operand(a), _as_operand(b)
+    a_shape, b_shape = tuple(a.shape), tuple(b.shape)
+    if len(a_shape) < 2 or len(b_shape) < 2:
+        raise _shapes_error(a_shape, b_shape, "both operands need at least 2 dimensions")
+    if a_shape[-1] != b_shape[-2]:
+        raise _shapes_error(
+            a_shape, b_shape, f"a has k={a_shape[-1]} columns, b has {b_shape[-2]} rows"
+        )
+    if len(b_shape) > 2 and b_shape[:-2] != a_shape[:-2]:
+        raise _shapes_error(a_shape, b_shape, "b's batch dims differ from a's")
+    given = (None, None) if in_specs is None else in_specs
+    ma, pa = _layout(a, "a", mesh, given[0])
+    mb, pb_ = _layout(b, "b", mesh, given[1])
+    m = mesh or ma or mb
+    if m is None:
+        raise ValueError(
+            "matmul: neither operand is sharded on a mesh; shard them first "
+            "(shardkit.shard(x, mesh, spec)) or pass mesh=... and in_specs=..."
+        )
+    for which, other in (("a", ma), ("b", mb)):
+        if other is not None and mesh is None and other.shape_tuple != m.shape_tuple:
+            raise ValueError(
+                f"matmul: a is on {mesh_summary(m)} but {which} is on {mesh_summary(other)}; "
+                "put both operands on one mesh"
+            )
+    pa = pa if pa is not None else PartitionSpec()
+    pb_ = pb_ if pb_ is not None else PartitionSpec()
+    check_placement("matmul(a)", a_shape, pa, m)
+    check_placement("matmul(b)", b_shape, pb_, m)
+    dtype = jnp.result_type(a.dtype, b.dtype)
+
+    sizes = {str(k): int(v) for k, v in m.shape.items()}
+    sa = _normalize(to_spec(pa, len(a_shape)), sizes)
+    sb = _normalize(to_spec(pb_, len(b_shape)), sizes)
+    nb = len(a_shape) - 2
+    batch_spec = sa[:nb]
+    if len(b_shape) > 2 and sb[:nb] != batch_spec:
+        raise ValueError(
+            f"matmul: a's batch dims are split as {spec_text(batch_spec)} but b's as "
+            f"{spec_text(sb[:nb])} on {mesh_summary(m)}; split them alike"
+        )
+    batch_axes = {x for e in batch_spec for x in e}
+    if len(b_shape) == 2 and batch_axes & {x for e in sb for x in e}:
+        raise ValueError(
+            f"matmul: b (spec={spec_summary(pb_)}) is split over mesh axes "
+            f"{sorted(batch_axes & {x for e in sb for x in e})} that split a's batch dims "
+            f"(a spec={spec_summary(pa)}) on {mesh_summary(m)}; replicate b over them"
+        )
+    local_batch = math.prod(
+        n // math.prod(sizes[x] for x in e) for n, e in zip(a_shape[:nb], batch_spec, strict=True)
+    )
+    problem = Problem(
+        a=sa[nb:],
+        b=sb[-2:],
+        m=a_shape[-2],
+        k=a_shape[-1],
+        n=b_shape[-1],
+        sizes=tuple((k, v) for k, v in sizes.items() if v > 1),
+        itemsize=np.dtype(dtype).itemsize,
+        batch_a=local_batch,
+        batch_b=local_batch if len(b_shape) > 2 else 1,
+    )
+    target = None
+    if out_spec is not None:
+        target_p = _spec(out_spec)
+        out_shape = (*a_shape[:-1], b_shape[-1])
+        check_placement("matmul(out_spec)", out_shape, target_p, m)
+        target = _normalize(to_spec(target_p, len(out_shape)), sizes)
+        if target[:nb] != batch_spec:
+            raise NotImplementedError(
+                f"matmul: out_spec={spec_summary(target_p)} changes the batch dims' split "
+                f"{spec_text(batch_spec)}; keep it, and reshard the result afterwards"
+            )
+    link = _interconnect(interconnect)
+    names = tuple(ALGORITHMS) if algorithm == "auto" else (algorithm,)
+    key = (problem, names, target, batch_spec, tuple(a_shape[:nb]), link)
+    cands, rejected = _candidates(*key)
+    if not cands:
+        raise _algorithm_error(algorithm, dict(rejected)[algorithm], a_shape, b_shape, pa, pb_, m)
+    if explain:
+        title = (
+            f"matmul a{a_shape} {spec_summary(pa)} @ b{b_shape} {spec_summary(pb_)} on "
+            f"{mesh_summary(m)}"
+        )
+        return Explanation(title, cands, rejected, link.name)
+    return _program(key, m, sa, sb)(a.astype(dtype), b.astype(dtype))

@@ -1,0 +1,100 @@
+"""Plans: decomposition, number of moves and output layouts, without running anything."""
+
+from __future__ import annotations
+
+import pytest
+from jax.sharding import PartitionSpec as P
+
+from shardkit.fft._plan import make_plan
+
+SIZES8 = {"x": 8}
+SIZES24 = {"x": 2, "y": 4}
+
+
+def _plan(shape, spec, sizes, axes=None, **kw):  # type: ignore[no-untyped-def]
+    axes = tuple(range(len(shape))) if axes is None else axes
+    s = kw.pop("s", tuple(shape[a] for a in axes))
+    return make_plan("fftn", shape, spec, sizes, axes=axes, sizes=s, **kw)
+
+
+def test_slab_moves_once_to_the_next_axis() -> None:
+    p = _plan((16, 16, 16), P("x"), SIZES8)
+    assert (p.decomposition, p.all_to_alls, p.out_spec) == ("slab", 1, P(None, "x", None))
+    assert [s.op for s in p.steps] == ["fft", "all_to_all", "fft"]
+
+
+def test_pencil_moves_twice() -> None:
+    p = _plan((16, 16, 16), P("x", "y"), SIZES24)
+    assert (p.decomposition, p.all_to_alls, p.out_spec) == ("pencil", 2, P(None, "x", "y"))
+
+
+@pytest.mark.parametrize(
+    ("spec", "out"),
+    [
+        (P(None, None, "x"), P("x", None, None)),
+        (P(None, "x"), P(None, None, "x")),
+    ],
+)
+def test_last_axis_wraps_around(spec: P, out: P) -> None:
+    assert _plan((16, 16, 16), spec, SIZES8).out_spec == out
+
+
+def test_natural_adds_the_reverse_moves() -> None:
+    p = _plan((16, 16, 16), P("x", "y"), SIZES24, out_layout="natural")
+    assert (p.all_to_alls, p.out_spec, p.layout) == (4, P("x", "y", None), "natural")
+
+
+def test_inverse_shifts_back() -> None:
+    fwd = _plan((16, 16, 16), P("x", "y"), SIZES24)
+    inv = _plan((16, 16, 16), fwd.out_spec, SIZES24, inverse=True)
+    assert inv.out_spec == P("x", "y", None)
+
+
+def test_every_axis_split_stacks_and_returns_natural() -> None:
+    p = _plan((16, 16), P("x", "y"), SIZES24)
+    assert (p.all_to_alls, p.out_spec) == (4, P("x", "y"))
+
+
+def test_fft_along_a_split_axis_borrows_the_other() -> None:
+    p = _plan((16, 16), P("x"), SIZES8, axes=(0,))
+    assert (p.all_to_alls, p.out_spec) == (2, P("x", None))
+
+
+def test_untransformed_split_axis_is_left_alone() -> None:
+    p = _plan((16, 16, 16), P("x"), SIZES8, axes=(1, 2))
+    assert (p.all_to_alls, p.decomposition) == (0, "local")
+
+
+def test_indivisible_destination_names_axis_and_remedy() -> None:
+    with pytest.raises(ValueError, match=r"axis 1, whose size 12 .* not divisible by 8.*Pad"):
+        _plan((16, 12, 16), P("x"), SIZES8)
+
+
+def test_split_1d_array_is_not_implemented() -> None:
+    with pytest.raises(NotImplementedError, match="four-step"):
+        _plan((64,), P("x"), SIZES8)
+
+
+def test_rfft_halved_axis_joins_the_cycle_only_when_divisible() -> None:
+    slab = make_plan(
+        "rfftn", (16, 16, 16), P("x"), SIZES8, axes=(0, 1, 2), sizes=(16,) * 3, kind="r2c"
+    )
+    assert (slab.all_to_alls, slab.out_spec, slab.out_shape) == (1, P(None, "x", None), (16, 16, 9))
+    pencil = make_plan(
+        "rfftn", (16, 16, 16), P("x", "y"), SIZES24, axes=(0, 1, 2), sizes=(16,) * 3, kind="r2c"
+    )
+    assert (pencil.out_spec, pencil.layout) == (P("x", "y", None), "natural")
+    wide = make_plan(
+        "rfftn", (16, 16, 14), P("x", "y"), SIZES24, axes=(0, 1, 2), sizes=(16, 16, 14), kind="r2c"
+    )
+    assert (wide.all_to_alls, wide.out_spec) == (2, P(None, "x", "y"))
+
+
+def test_plan_text_lists_steps() -> None:
+    text = str(_plan((16, 16, 16), P("x"), SIZES8))
+    assert "all_to_all(x: axis 0 -> 1)" in text
+
+
+def test_r2c_with_only_the_halved_axis_free_is_rejected_clearly() -> None:
+    with pytest.raises(NotImplementedError, match=r"halved R2C axis 1 \(length 5\)"):
+        make_plan("rfftn", (8, 8), P("x"), SIZES8, axes=(0, 1), sizes=(8, 8), kind="r2c")

@@ -1,0 +1,266 @@
+"""shardkit.linalg.matmul: every algorithm against NumPy, its collectives, its memory."""
+
+from __future__ import annotations
+
+from collections import Counter
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding
+
+from shardkit.inspect import CommReport, comms
+from shardkit.layout import mesh, shard
+from shardkit.linalg import ALGORITHM_NAMES, Algorithm, Candidate, Explanation, matmul
+from shardkit.testing import assert_close
+
+M, K, N = 24, 40, 56  # odd shapes, divisible by the 2- and 4-way splits used below
+
+
+def _data(dtype: Any = np.float64, shape_a=(M, K), shape_b=(K, N), seed=0):  # type: ignore[no-untyped-def]
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal(shape_a).astype(dtype), rng.standard_normal(shape_b).astype(dtype)
+
+
+def _mesh(shape: str, types: Any = "explicit"):  # type: ignore[no-untyped-def]
+    names = "x" if "x" not in shape else "x,y"
+    return mesh(shape, names, axis_types=types)
+
+
+def _by_kind(collectives) -> Counter:  # type: ignore[no-untyped-def]
+    out: Counter = Counter()
+    for c in collectives:
+        out[c.kind, "runs"] += c.count
+        out[c.kind, "bytes"] += c.total_sent_bytes
+    return out
+
+
+def assert_matches(report: CommReport, cand: Candidate) -> None:
+    """The compiled program's kinds, runs and bytes per kind equal the prediction."""
+    assert _by_kind(report.collectives) == _by_kind(cand.collectives), (
+        f"{cand.algorithm} ({cand.detail}) predicted {cand.collectives}\n{report}"
+    )
+    assert report.bytes_sent == cand.bytes_sent
+    assert not report.unknown
+
+
+# (mesh, spec a, spec b, algorithms that apply)
+CASES = [
+    ("2x4", "x", "None,y", {"local"}),
+    ("2x4", "x,None", "None", {"local"}),
+    ("2x4", "None", "None,y", {"local"}),
+    ("2x4", "x,y", "y,None", {"allgather", "allreduce", "reduce_scatter", "ring"}),
+    ("4x2", "x,y", "y,None", {"allgather", "allreduce", "reduce_scatter", "ring"}),
+    ("8", "x", "x", {"allgather", "ring"}),
+    ("8", "x", "None,x", {"allgather", "ring"}),
+    ("8", "None,x", "x", {"allgather", "allreduce", "reduce_scatter", "ring"}),
+    ("8", "None,x", "None", {"allgather", "ring"}),
+    ("1x8", "None,y", "y", {"allgather", "allreduce", "reduce_scatter", "ring"}),
+    ("2x4", "x,y", "x,y", {"allgather", "summa"}),
+    ("4x2", "x,y", "x,y", {"allgather", "summa"}),
+    ("2x2", "x,y", "x,y", {"allgather", "cannon", "summa"}),
+]
+ALGOS: list[Algorithm] = [
+    "local",
+    "allgather",
+    "reduce_scatter",
+    "allreduce",
+    "ring",
+    "cannon",
+    "summa",
+]
+
+
+@pytest.mark.parametrize(("shape", "sa", "sb", "applicable"), CASES)
+def test_every_algorithm_matches_numpy_and_its_formula(shape, sa, sb, applicable) -> None:  # type: ignore[no-untyped-def]
+    m = _mesh(shape)
+    x, y = _data()
+    a, b = shard(x, m, sa), shard(y, m, sb)
+    ran = set()
+    for algo in ALGOS:
+        if algo not in applicable:
+            with pytest.raises(ValueError, match=f"algorithm={algo!r} does not apply"):
+                matmul(a, b, algorithm=algo)
+            continue
+        ran.add(algo)
+        assert_close(matmul(a, b, algorithm=algo), x @ y, what=f"{algo} {sa} @ {sb}")
+        report = comms(partial(matmul, algorithm=algo), a, b)
+        assert_matches(report, matmul(a, b, algorithm=algo, explain=True).chosen)
+    assert ran == applicable
+    auto = matmul(a, b)
+    assert_close(auto, x @ y, what="auto")
+    assert_matches(comms(matmul, a, b), matmul(a, b, explain=True).chosen)
+
+
+@pytest.mark.parametrize("types", ["auto", "explicit"])
+@pytest.mark.parametrize("algo", ["allreduce", "reduce_scatter", "ring", "allgather"])
+def test_axis_types_eager_and_jit(types, algo) -> None:  # type: ignore[no-untyped-def]
+    m = _mesh("2x4", types)
+    x, y = _data()
+    a, b = shard(x, m, "x,y"), shard(y, m, "y,None")
+    eager = matmul(a, b, algorithm=algo)
+    if types == "explicit":
+        traced = jax.jit(lambda p, q: matmul(p, q, algorithm=algo))(a, b)
+    else:
+        with pytest.raises(ValueError, match="in_specs"):
+            jax.jit(lambda p, q: matmul(p, q, algorithm=algo))(a, b)
+        traced = jax.jit(
+            lambda p, q: matmul(p, q, algorithm=algo, mesh=m, in_specs=("x,y", "y,None"))
+        )(a, b)
+    assert_close(eager, x @ y)
+    assert_close(traced, x @ y)
+    assert isinstance(eager.sharding, NamedSharding)
+    assert isinstance(traced.sharding, NamedSharding)
+    assert eager.sharding.spec == traced.sharding.spec
+
+
+@pytest.mark.parametrize("dtype", [np.float32, jnp.bfloat16])
+@pytest.mark.parametrize(
+    ("shape", "sa", "sb", "algo"),
+    [
+        ("2x4", "x", "None,y", "local"),
+        ("2x4", "x,y", "y,None", "allreduce"),
+        ("2x4", "x,y", "y,None", "reduce_scatter"),
+        ("8", "x", "x", "ring"),
+        ("8", "None,x", "x", "ring"),
+        ("8", "x", "None,x", "allgather"),
+        ("2x2", "x,y", "x,y", "cannon"),
+        ("2x4", "x,y", "x,y", "summa"),
+    ],
+)
+def test_low_precision(dtype, shape, sa, sb, algo) -> None:  # type: ignore[no-untyped-def]
+    m = _mesh(shape)
+    x, y = _data(np.float32)
+    a, b = shard(x.astype(dtype), m, sa), shard(y.astype(dtype), m, sb)
+    c = matmul(a, b, algorithm=algo)
+    assert c.dtype == jnp.dtype(dtype)
+    want = np.asarray(x.astype(dtype), np.float64) @ np.asarray(y.astype(dtype), np.float64)
+    assert_close(c, want, dtype=dtype)
+
+
+@pytest.mark.parametrize("b_batched", [True, False])
+@pytest.mark.parametrize("algo", ["auto", "allreduce", "reduce_scatter", "ring", "allgather"])
+def test_batch_dimensions(b_batched, algo) -> None:  # type: ignore[no-untyped-def]
+    m = _mesh("2x4")
+    x, y = _data(shape_a=(4, 8, 16), shape_b=(4, 16, 8) if b_batched else (16, 8))
+    a = shard(x, m, "x,None,y")
+    b = shard(y, m, "x,y,None" if b_batched else "y,None")
+    c = matmul(a, b, algorithm=algo)
+    assert_close(c, x @ y)
+    assert isinstance(c.sharding, NamedSharding)
+    assert c.sharding.spec[0] == "x"
+    cand = matmul(a, b, algorithm=algo, explain=True).chosen
+    assert_matches(comms(lambda p, q: matmul(p, q, algorithm=algo), a, b), cand)
+
+
+@pytest.mark.parametrize(
+    ("sa", "sb", "out", "kind"),
+    [
+        ("x", "None", "None,x", "all-to-all"),
+        ("x", "None", None, None),
+        ("x", "None", "None", "all-gather"),
+        ("None", "None", "x,None", None),
+    ],
+)
+def test_out_spec_redistribution(sa, sb, out, kind) -> None:  # type: ignore[no-untyped-def]
+    m = _mesh("8")
+    x, y = _data()
+    a, b = shard(x, m, sa), shard(y, m, sb)
+    c = matmul(a, b, out_spec=out)
+    assert_close(c, x @ y)
+    if out is not None:
+        assert c.sharding.is_equivalent_to(shard(x @ y, m, out).sharding, 2)
+    report = comms(lambda p, q: matmul(p, q, out_spec=out), a, b)
+    assert_matches(report, matmul(a, b, out_spec=out, explain=True).chosen)
+    assert report.kinds == ({kind} if kind else set())
+
+
+def test_out_spec_steers_the_algorithm() -> None:
+    m = _mesh("2x4")
+    x, y = _data()
+    a, b = shard(x, m, "x,y"), shard(y, m, "y,None")
+    chosen = matmul(a, b, out_spec="x,y", explain=True).chosen
+    assert chosen.out_spec == "P('x', 'y')"
+    assert chosen.algorithm in ("reduce_scatter", "ring")
+    assert all(c.kind != "all-to-all" for c in chosen.collectives)
+
+
+def test_ring_peak_memory_is_about_two_shards() -> None:
+    m = _mesh("8")
+    x, y = _data(np.float32, (256, 256), (256, 256))
+    a, b = shard(x, m, "x"), shard(y, m, "x")
+    ring = comms(lambda p, q: matmul(p, q, algorithm="ring"), a, b)
+    gather = comms(lambda p, q: matmul(p, q, algorithm="allgather"), a, b)
+    ring.assert_only("collective-permute")
+    assert ring.count("collective-permute") == 7
+    shard_bytes = 32 * 256 * 4  # every block here: a, b and the output
+    assert ring.memory is not None
+    assert gather.memory is not None
+    # a, b and the output, plus about two blocks of b in flight and one product.
+    ring.assert_peak_memory_at_most(7 * shard_bytes)
+    assert ring.memory.peak_bytes <= 0.6 * gather.memory.peak_bytes
+
+
+def test_auto_picks_the_cheapest_and_explains() -> None:
+    m = _mesh("8")
+    x, y = _data()
+    a, b = shard(x, m, "None,x"), shard(y, m, "x")
+    ex = matmul(a, b, explain=True)
+    assert isinstance(ex, Explanation)
+    times = [c.time_s for c in ex.candidates]
+    assert times == sorted(times)
+    text = str(ex)
+    for word in ("reduce_scatter", "allreduce", "not applicable"):
+        assert word in text
+    assert ex.chosen.bytes_sent <= min(
+        c.bytes_sent for c in ex.candidates if c.algorithm == "allreduce"
+    )
+
+
+def test_second_eager_call_does_not_recompile() -> None:
+    m = _mesh("8")
+    x, y = _data()
+    a, b = shard(x, m, "None,x"), shard(y, m, "x")
+    matmul(a, b)
+    with jax.log_compiles(True):
+        import logging
+
+        records: list[logging.LogRecord] = []
+        handler = logging.Handler()
+        handler.emit = records.append  # type: ignore[method-assign]
+        logger = logging.getLogger("jax")
+        logger.addHandler(handler)
+        try:
+            matmul(a, b)
+        finally:
+            logger.removeHandler(handler)
+    assert not [r for r in records if "Compiling" in r.getMessage()]
+
+
+def test_algorithm_names() -> None:
+    assert ("auto", *ALGOS) == ALGORITHM_NAMES
+
+
+def test_errors_name_the_problem() -> None:
+    m = _mesh("2x4")
+    x, y = _data()
+    a, b = shard(x, m, "x,y"), shard(y, m, "y,None")
+    with pytest.raises(ValueError, match=r"algorithm='fast'.*legal values are \['auto', 'local'"):
+        matmul(a, b, algorithm="fast")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"a has k=40 columns, b has 24 rows"):
+        matmul(a, shard(x, m, "x"))
+    with pytest.raises(ValueError, match=r"square grid.*summa"):
+        matmul(shard(x, m, "x,y"), shard(y, m, "x,y"), algorithm="cannon")
+    with pytest.raises(ValueError, match=r"matmul\(out_spec\).*6 is not divisible by 8"):
+        matmul(shard(np.ones((6, 40)), m, "x"), b, out_spec="(x,y)")
+    with pytest.raises(ValueError, match="neither operand is sharded"):
+        matmul(x, y)
+    with pytest.raises(ValueError, match="batch dims"):
+        matmul(shard(np.ones((2, 8, 8)), m, "x"), np.ones((4, 8, 8)))
+    with pytest.raises(ValueError, match="split a's batch dims"):
+        matmul(shard(np.ones((2, 8, 8)), m, "x"), shard(np.ones((8, 8)), m, "x"))
+    with pytest.raises(ValueError, match=r"different|on mesh"):
+        matmul(a, shard(y, _mesh("8"), "x"))

@@ -151,3 +151,31 @@ def test_inspect_needs_exactly_one_target() -> None:
     result = runner.invoke(app, ["inspect", "--example", "nope"])
     assert result.exit_code == 2
     assert "legal values" in result.output
+
+
+def test_bench_quick_writes_reports(tmp_path: Path) -> None:
+    result = runner.invoke(
+        app,
+        [
+            "bench",
+            "collectives",
+            "--quick",
+            "--meshes",
+            "8",
+            "--sizes",
+            "1KiB",
+            "--repeat",
+            "2",
+            "--out",
+            str(tmp_path),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "results.json").exists()
+    assert (tmp_path / "report.html").exists()
+
+
+def test_bench_unknown_suite_is_a_usage_error() -> None:
+    result = runner.invoke(app, ["bench", "nope", "--quick"])
+    assert result.exit_code == 2
+    assert "legal values" in result.output

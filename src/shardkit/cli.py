@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -16,7 +17,8 @@ app = typer.Typer(
     help="shardkit: sharded JAX arrays made visible, measurable and fast.",
     pretty_exceptions_enable=False,
 )
-_console = Console()
+# Piped output (logs, CI) gets room for the wide benchmark and report tables.
+_console = Console() if sys.stdout.isatty() else Console(width=160)
 
 
 @app.callback()
@@ -125,6 +127,41 @@ def inspect(
         typer.echo(report.to_json())
     else:
         _console.print(report)
+
+
+@app.command()
+def bench(
+    suites: Annotated[
+        list[str], typer.Argument(help="Suites to run (collectives, matmul, fft, ...) or 'all'.")
+    ],
+    sizes: Annotated[
+        str | None, typer.Option(help="Comma-separated sizes, e.g. 1KiB,1MiB or 2048,4096.")
+    ] = None,
+    meshes: Annotated[str | None, typer.Option(help="Comma-separated meshes, e.g. 8,2x4.")] = None,
+    repeat: Annotated[
+        int | None, typer.Option(help="Timed rounds per case (default adaptive).")
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Directory for results.json and the reports.")] = Path(
+        "bench-results"
+    ),
+    quick: Annotated[bool, typer.Option(help="Small sizes, few rounds: a smoke run.")] = False,
+) -> None:
+    """Time suites side by side against their baselines and write JSON, Markdown and HTML."""
+    from shardkit.bench import run_bench
+
+    try:
+        run_bench(
+            suites[0] if suites == ["all"] else suites,
+            sizes=None if sizes is None else sizes.split(","),
+            meshes=meshes,
+            repeat=repeat,
+            out=out,
+            quick=quick,
+            console=_console,
+        )
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    _console.print(f"reports written to {out}/ (results.json, report.md, report.html)")
 
 
 @app.command()

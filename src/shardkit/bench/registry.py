@@ -1,0 +1,119 @@
+"""The suite registry: each suite module registers a :class:`Suite` when imported.
+
+A suite turns a :class:`SuiteConfig` (sizes, meshes, quick or full) into a list of
+:class:`~shardkit.bench.runner.Case`, and declares how its results are tabulated and
+plotted, so that the report writer needs no suite-specific code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from shardkit.bench.runner import Case
+
+__all__ = ["Column", "PlotSpec", "Suite", "SuiteConfig", "register_suite", "registered_suites"]
+
+
+@dataclass(frozen=True)
+class Column:
+    """A metric shown as a table column.
+
+    Attributes:
+      key: key in a record's ``metrics`` (or ``params``) mapping.
+      title: column heading.
+      unit: ``"s"``, ``"B/s"``, ``"B"``, ``"ratio"``, ``"%"`` or ``""``: how to format it.
+    """
+
+    key: str
+    title: str
+    unit: str = ""
+
+
+@dataclass(frozen=True)
+class PlotSpec:
+    """One figure per distinct value of ``panel``: ``y`` against ``x``, a line per ``series``.
+
+    Attributes:
+      name: file stem, e.g. ``"time"`` (the file is ``<suite>-<name>-<panel>.png``).
+      x: a ``params`` key (numbers), on a log axis.
+      y: ``"median_s"`` or a ``metrics`` key, on a log axis.
+      panel: a ``params`` key; one figure per value.
+      series: a ``params`` key; one line per value.
+      ylabel: y-axis label.
+      xlabel: x-axis label.
+    """
+
+    name: str
+    x: str
+    y: str
+    panel: str
+    series: str
+    ylabel: str
+    xlabel: str
+
+
+@dataclass(frozen=True)
+class SuiteConfig:
+    """What a suite is asked to run.
+
+    Attributes:
+      sizes: problem sizes (the suite says what they measure), or ``None`` for the
+        suite's defaults.
+      meshes: mesh shapes, e.g. ``("8", "2x4")``.
+      quick: small sizes for a fast smoke run.
+    """
+
+    sizes: tuple[int, ...] | None
+    meshes: tuple[str, ...]
+    quick: bool = False
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A registered benchmark suite.
+
+    Attributes:
+      name: the name used on the command line.
+      description: one paragraph for the report.
+      baseline: what the baseline of every case is and why.
+      cases: builds the cases for a :class:`SuiteConfig`.
+      columns: metrics shown in the tables, after the timings.
+      plots: figures drawn in the report.
+      key_params: ``params`` keys shown as the leading table columns.
+      notes: returns lines for the report (definitions, where predictions come from).
+    """
+
+    name: str
+    description: str
+    baseline: str
+    cases: Callable[[SuiteConfig], list[Case]]
+    columns: Sequence[Column] = field(default_factory=tuple)
+    plots: Sequence[PlotSpec] = field(default_factory=tuple)
+    key_params: Sequence[str] = field(default_factory=tuple)
+    notes: Callable[[], list[str]] = list
+
+
+_SUITES: dict[str, Suite] = {}
+
+
+def register_suite(suite: Suite, /) -> Suite:
+    """Add ``suite`` to the registry under ``suite.name`` and return it.
+
+    Raises:
+      ValueError: another suite already has that name.
+    """
+    existing = _SUITES.get(suite.name)
+    if existing is not None and existing is not suite:
+        raise ValueError(f"register_suite: a suite named {suite.name!r} is already registered")
+    _SUITES[suite.name] = suite
+    return suite
+
+
+def registered_suites() -> dict[str, Suite]:
+    """The registered suites by name (a copy), after importing the built-in ones."""
+    from shardkit.bench import collectives, fft, matmul  # noqa: F401  (they register themselves)
+
+    return dict(_SUITES)

@@ -1,0 +1,262 @@
+"""``run_bench``: run suites, show progress and a summary, write the reports.
+
+This is the one function behind ``shardkit bench``; the CLI only parses options.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import jax
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from shardkit.bench.env import environment
+from shardkit.bench.registry import SuiteConfig, registered_suites
+from shardkit.bench.report import SCHEMA, format_value, table_rows, validate_results, write_report
+from shardkit.bench.runner import FULL_TIMING, QUICK_TIMING, Timing, measure_case
+from shardkit.layout import parse_mesh_shape
+
+__all__ = ["DEFAULT_MESHES", "BenchResult", "parse_size", "run_bench"]
+
+DEFAULT_MESHES = ("8", "2x4")
+"""Meshes used when none are given: a 1-D mesh of 8 and a 2x4 mesh."""
+
+_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MIB": 1 << 20}
+_UNITS |= {"G": 1 << 30, "GIB": 1 << 30}
+
+
+def parse_size(value: int | str, /) -> int:
+    """Bytes from ``4096``, ``"4096"``, ``"4KiB"``, ``"4K"``, ``"64MiB"`` or ``"1GiB"``.
+
+    Raises:
+      ValueError: malformed or non-positive (the message shows the accepted forms).
+
+    Example:
+      >>> parse_size("64MiB"), parse_size("1k"), parse_size(512)
+      (67108864, 1024, 512)
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        n = value
+    else:
+        text = str(value).strip().upper().replace(" ", "")
+        digits = text.rstrip("KMGIB")
+        unit = text[len(digits) :]
+        if not digits.isdigit() or unit not in _UNITS:
+            raise ValueError(
+                f"size={value!r} is not a size; write bytes (4096) or a binary unit "
+                "(4KiB, 4K, 64MiB, 1GiB)"
+            )
+        n = int(digits) * _UNITS[unit]
+    if n <= 0:
+        raise ValueError(f"size={value!r} must be positive")
+    return n
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    """What :func:`run_bench` measured.
+
+    Attributes:
+      data: the ``results.json`` document (schema in :mod:`shardkit.bench.report`).
+      files: the files written (empty without ``out``).
+    """
+
+    data: dict[str, Any]
+    files: tuple[Path, ...] = ()
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        """One record per (case, function), in run order."""
+        return self.data["records"]
+
+    @property
+    def wall_s(self) -> float:
+        """Seconds the suites took to run (reports excluded)."""
+        return self.data["wall_s"]
+
+    def summary(self) -> Table:
+        """A rich table of every candidate: time, ratio to the baseline and metrics."""
+        table = Table(title=f"shardkit bench ({self.wall_s:.1f} s)")
+        for name in self.data["suites"]:
+            header, rows = table_rows(self.data, name)
+            if not table.columns:
+                table.add_column("suite")
+                for h in header:
+                    table.add_column(h, justify="right")
+            for row in rows:
+                table.add_row(name, *row)
+        return table
+
+
+def _resolve_suites(suites: str | Sequence[str]) -> list[str]:
+    known = registered_suites()
+    names = [suites] if isinstance(suites, str) else list(suites)
+    if not names:
+        raise ValueError(
+            f"run_bench: suites=[] is empty; legal values are 'all' or {sorted(known)}"
+        )
+    if "all" in names:
+        return list(known)
+    bad = [n for n in names if n not in known]
+    if bad:
+        raise ValueError(
+            f"run_bench: suites={bad!r} unknown; legal values are 'all' or {sorted(known)}"
+        )
+    return list(dict.fromkeys(names))
+
+
+def _resolve_meshes(meshes: Sequence[str] | str | None) -> tuple[str, ...]:
+    if meshes is None:
+        return DEFAULT_MESHES
+    items = [m.strip() for m in meshes.split(",")] if isinstance(meshes, str) else list(meshes)
+    count = len(jax.devices())
+    legal = f"shapes like '{count}', '2x{count // 2}' whose device count is at most {count}"
+    out = []
+    for item in items:
+        try:
+            dims = parse_mesh_shape(item)
+        except (ValueError, TypeError) as e:
+            raise ValueError(
+                f"run_bench: meshes={item!r} is not a mesh shape ({e}); legal: {legal}"
+            ) from None
+        if math.prod(dims) > count:
+            raise ValueError(
+                f"run_bench: meshes={item!r} needs {math.prod(dims)} devices but {count} exist; "
+                f"legal: {legal}"
+            )
+        out.append("x".join(map(str, dims)))
+    if not out:
+        raise ValueError(f"run_bench: meshes=[] is empty; legal: {legal}")
+    return tuple(out)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def run_bench(
+    suites: str | Sequence[str],
+    /,
+    *,
+    sizes: Sequence[int | str] | None = None,
+    meshes: Sequence[str] | str | None = None,
+    repeat: int | None = None,
+    out: str | Path | None = None,
+    quick: bool = False,
+    console: Console | None = None,
+) -> BenchResult:
+    """Run benchmark suites, print progress and a summary, and write the reports.
+
+    Every case is compiled once (timed apart), warmed up, then timed in interleaved
+    rounds with its baseline (see :mod:`shardkit.bench.runner`).
+
+    Args:
+      suites: ``"all"``, a suite name, or a list of names (e.g. ``["collectives"]``).
+      sizes: problem sizes (bytes per device for ``collectives``; ints or strings such
+        as ``"64KiB"``), or ``None`` for each suite's defaults.
+      meshes: mesh shapes, e.g. ``["8", "2x4"]`` or ``"8,2x4"``; default ``8`` and ``2x4``.
+      repeat: exact number of timed rounds per case; ``None``: adaptive (at least 3,
+        until a time budget per case is spent).
+      out: directory for ``results.json``, ``report.md``, ``report.html`` and the PNG
+        plots; ``None`` writes nothing.
+      quick: every suite at small sizes with few rounds (a smoke run of seconds).
+      console: where progress and the summary go; ``None``: silent.
+
+    Returns:
+      The :class:`BenchResult`.
+
+    Raises:
+      ValueError: unknown suite, malformed or too large mesh, malformed size (each
+        message lists the legal values), or ``repeat`` below 1.
+      ImportError: ``out`` is given and matplotlib (the ``bench`` extra) is missing;
+        checked before anything runs.
+    """
+    names = _resolve_suites(suites)
+    mesh_shapes = _resolve_meshes(meshes)
+    size_list = tuple(parse_size(s) for s in sizes) if sizes is not None else None
+    if repeat is not None and (
+        isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1
+    ):
+        raise ValueError(f"run_bench: repeat={repeat!r} must be an integer of at least 1")
+    if out is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError as e:
+            raise ImportError(
+                "shardkit bench reports need matplotlib: pip install 'shardkit[bench]'"
+            ) from e
+    base = QUICK_TIMING if quick else FULL_TIMING
+    timing = Timing(**{**asdict(base), "repeat": repeat})
+    registry = registered_suites()
+    config = SuiteConfig(size_list, mesh_shapes, quick)
+    plan = [(name, case) for name in names for case in registry[name].cases(config)]
+
+    records: list[dict[str, Any]] = []
+    start = time.perf_counter()
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=console is None,
+        transient=False,
+    ) as progress:
+        task = progress.add_task("bench", total=len(plan))
+        for name, case in plan:
+            progress.update(task, description=f"{name} {case.name}")
+            records += measure_case(case, suite=name, timing=timing)
+            progress.advance(task)
+    wall_s = time.perf_counter() - start
+
+    data: dict[str, Any] = {
+        "schema": SCHEMA,
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "wall_s": wall_s,
+        "config": {
+            "suites": names,
+            "meshes": list(mesh_shapes),
+            "sizes": list(size_list) if size_list is not None else None,
+            "repeat": repeat,
+            "quick": quick,
+            "timing": asdict(timing),
+        },
+        "environment": environment(),
+        "suites": {
+            name: {
+                "description": registry[name].description,
+                "baseline": registry[name].baseline,
+                "notes": registry[name].notes(),
+                "key_params": list(registry[name].key_params),
+                "columns": [asdict(c) for c in registry[name].columns],
+                "plots": [asdict(p) for p in registry[name].plots],
+            }
+            for name in names
+        },
+        "records": _finite(records),
+    }
+    validate_results(data)
+    files = tuple(write_report(data, out)) if out is not None else ()
+    result = BenchResult(data, files)
+    if console is not None:
+        console.print(result.summary())
+        for note in (n for name in names for n in data["suites"][name]["notes"]):
+            console.print(f"[dim]{note}[/dim]")
+        if files:
+            console.print(f"wrote {', '.join(str(f) for f in files)}")
+        console.print(f"suites ran in {format_value(wall_s, 's')}")
+    return result

@@ -1,0 +1,36 @@
+"""The ``fft`` bench suite: its cases run, and their metrics come from the programs."""
+
+from __future__ import annotations
+
+import jax
+import pytest
+
+from shardkit.bench import SuiteConfig, Timing, measure_case
+from shardkit.bench.fft import SUITE, jaxdecomp_status
+
+
+def test_quick_cases_measure_every_candidate() -> None:
+    if len(jax.devices()) < 8:
+        pytest.skip("needs 8 devices")
+    cases = SUITE.cases(SuiteConfig(sizes=(16,), meshes=("8", "2x4"), quick=True))
+    assert [c.name for c in cases] == ["1/16", "8/16", "2x4/16"]
+    jd, reason = jaxdecomp_status()
+    assert (jd is None) == bool(reason)
+    records = measure_case(cases[2], suite="fft", timing=Timing(warmup=0, repeat=1))
+    by_name = {r["candidate"]: r for r in records}
+    assert {"shardkit", "shardkit-natural", "shardkit-auto", "jnp-sharded"} <= set(by_name)
+    assert by_name["shardkit"]["metrics"]["all_to_all"] == 2
+    assert by_name["shardkit"]["metrics"]["all_gather"] == 0
+    assert by_name["shardkit-natural"]["metrics"]["all_to_all"] == 4
+    assert by_name["jnp-sharded"]["metrics"]["all_gather"] >= 1
+    assert (
+        by_name["shardkit"]["metrics"]["peak_bytes"]
+        < by_name["jnp-sharded"]["metrics"]["peak_bytes"]
+    )
+    if jd is None:
+        assert any("jaxdecomp" in n for n in SUITE.notes())
+
+
+def test_rejects_a_size_the_mesh_does_not_divide() -> None:
+    with pytest.raises(ValueError, match="not divisible by mesh 2x4"):
+        SUITE.cases(SuiteConfig(sizes=(6,), meshes=("2x4",)))

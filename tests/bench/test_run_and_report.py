@@ -1,0 +1,92 @@
+"""End to end: the --quick run of every suite, the JSON schema and the report files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from shardkit.bench import (
+    SCHEMA,
+    read_results,
+    registered_suites,
+    run_bench,
+    validate_results,
+    write_report,
+)
+from shardkit.bench.collectives import COLLECTIVES
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path, str]:
+    out = tmp_path_factory.mktemp("bench")
+    console = Console(record=True, width=200)
+    result = run_bench(["collectives"], quick=True, out=out, console=console)
+    return result, out, console.export_text()
+
+
+def test_quick_collectives_cover_every_collective_and_axis(quick: tuple[Any, Path, str]) -> None:
+    result, _, _ = quick
+    seen = {(r["params"]["mesh"], r["params"]["axis"], r["candidate"]) for r in result.records}
+    for mesh, axes in (("8", ["x"]), ("2x4", ["x", "y"])):
+        for axis in axes:
+            for c in (*COLLECTIVES, "local"):
+                assert (mesh, axis, c) in seen
+    assert all(r["median_s"] > 0 for r in result.records)
+    assert all(r["ratio_median"] is not None for r in result.records if not r["is_baseline"])
+
+
+def test_quick_writes_valid_reports(quick: tuple[Any, Path, str]) -> None:
+    _result, out, text = quick
+    data = read_results(out / "results.json")
+    assert data["schema"] == SCHEMA
+    validate_results(data)
+    assert data["environment"]["device_count"] == 8
+    assert data["environment"]["simulated"] is True
+    md = (out / "report.md").read_text()
+    assert "| 8 | x | 1 KiB | psum |" in md
+    html = (out / "report.html").read_text()
+    assert "data:image/png;base64," in html
+    assert any(p.suffix == ".png" for p in out.iterdir())
+    assert "shardkit bench" in text
+
+
+def test_validate_rejects_broken_documents(quick: tuple[Any, Path, str]) -> None:
+    result, _, _ = quick
+    broken = json.loads(json.dumps(result.data))
+    broken["schema"] = "other/9"
+    with pytest.raises(ValueError, match="schema"):
+        validate_results(broken)
+    broken = json.loads(json.dumps(result.data))
+    del broken["records"][0]["median_s"]
+    with pytest.raises(ValueError, match="median_s"):
+        validate_results(broken)
+
+
+def test_report_rerenders_from_json(quick: tuple[Any, Path, str], tmp_path: Path) -> None:
+    _, out, _ = quick
+    files = write_report(read_results(out / "results.json"), tmp_path)
+    assert {f.name for f in files} >= {"report.md", "report.html"}
+
+
+def test_registry_has_the_suites() -> None:
+    assert {"collectives", "fft", "matmul"} <= set(registered_suites())
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"suites": "nope"}, "legal values are 'all'"),
+        ({"suites": "collectives", "meshes": "4x4"}, "needs 16 devices"),
+        ({"suites": "collectives", "meshes": "2y4"}, "not a mesh shape"),
+        ({"suites": "collectives", "repeat": 0}, "at least 1"),
+        ({"suites": "collectives", "sizes": ["12parsecs"]}, "not a size"),
+    ],
+)
+def test_run_bench_errors(kwargs: dict[str, Any], match: str) -> None:
+    suites = kwargs.pop("suites")
+    with pytest.raises(ValueError, match=match):
+        run_bench(suites, **kwargs)

@@ -13,7 +13,9 @@ import shardkit.inspect
 import shardkit.layout
 import shardkit.linalg
 import shardkit.plan
+import shardkit.random
 import shardkit.show
+import shardkit.train
 
 MODULES = [
     shardkit,
@@ -23,6 +25,8 @@ MODULES = [
     shardkit.fft,
     shardkit.linalg,
     shardkit.plan,
+    shardkit.random,
+    shardkit.train,
 ]
 
 

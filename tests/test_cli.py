@@ -179,3 +179,32 @@ def test_bench_unknown_suite_is_a_usage_error() -> None:
     result = runner.invoke(app, ["bench", "nope", "--quick"])
     assert result.exit_code == 2
     assert "legal values" in result.output
+
+
+def test_train_runs_and_plots(tmp_path: Path) -> None:
+    png = tmp_path / "loss.png"
+    result = runner.invoke(
+        app,
+        [
+            "train",
+            "--strategy",
+            "dp_tp",
+            "--mesh",
+            "4x2",
+            "--steps",
+            "3",
+            "--sizes",
+            "16,32,32,8",
+            "--batch-size",
+            "32",
+            "--plot",
+            str(png),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_train_bad_strategy_is_a_usage_error() -> None:
+    result = runner.invoke(app, ["train", "--strategy", "nope", "--steps", "1"])
+    assert result.exit_code == 2

@@ -4,7 +4,18 @@ The public API is this module's ``__all__``; a test checks that every name in it
 exists and has a docstring.
 """
 
-from shardkit import distributed, examples, fft, inspect, layout, linalg, plan, testing
+from shardkit import (
+    distributed,
+    examples,
+    fft,
+    inspect,
+    layout,
+    linalg,
+    plan,
+    random,
+    testing,
+    train,
+)
 from shardkit._config import accelerator_present, pin_cpu_threads, use_cpu_devices
 from shardkit.inspect import INTERCONNECTS, Collective, CommReport, Interconnect, comms
 from shardkit.layout import describe, mesh, shard, sharding, spec
@@ -28,10 +39,12 @@ __all__ = [
     "mesh",
     "pin_cpu_threads",
     "plan",
+    "random",
     "shard",
     "sharding",
     "show",
     "spec",
     "testing",
+    "train",
     "use_cpu_devices",
 ]

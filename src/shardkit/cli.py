@@ -165,6 +165,37 @@ def bench(
 
 
 @app.command()
+def train(
+    strategy: Annotated[str, typer.Option(help="single, dp, fsdp, tp or dp_tp.")] = "dp_tp",
+    mesh: Annotated[str, typer.Option(help="Mesh shape, e.g. 4x2 (data x model).")] = "4x2",
+    steps: Annotated[int, typer.Option(help="Training steps.")] = 30,
+    sizes: Annotated[str, typer.Option(help="MLP layer sizes.")] = "784,1024,1024,10",
+    batch_size: Annotated[int, typer.Option(help="Global batch size.")] = 256,
+    optimizer: Annotated[str, typer.Option(help="sgd or adam.")] = "sgd",
+    learning_rate: Annotated[float, typer.Option(help="Step size.")] = 1e-3,
+    plot: Annotated[Path | None, typer.Option(help="Write the loss curve PNG here.")] = None,
+) -> None:
+    """Train the seeds' MLP with a parallel strategy; loss, steps/s and bytes per step."""
+    from shardkit.train import run_training
+
+    try:
+        layer_sizes = tuple(int(s) for s in sizes.split(","))
+        run_training(
+            _console,
+            strategy=strategy,
+            mesh=mesh,
+            steps=steps,
+            sizes=layer_sizes,
+            batch_size=batch_size,
+            optimizer=optimizer,
+            learning_rate=learning_rate,
+            plot=plot,
+        )
+    except (ValueError, TypeError, NotImplementedError) as e:
+        raise typer.BadParameter(str(e)) from None
+
+
+@app.command()
 def devices() -> None:
     """List the devices JAX sees (simulated CPU devices unless an accelerator exists)."""
     import jax

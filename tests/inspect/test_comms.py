@@ -181,3 +181,11 @@ def test_peak_flops_override_sets_compute_time() -> None:
     assert r.flops is not None
     assert r.compute_time_s == pytest.approx(r.flops / 1e9)
     assert r.bound == "compute"
+
+
+def test_comms_accepts_typed_prng_keys() -> None:
+    import jax.numpy as jnp
+
+    key = jax.random.key(0)
+    report = comms(lambda k, x: jax.random.normal(k, x.shape) + x, key, jnp.zeros(8, jnp.float32))
+    assert report.count() == 0

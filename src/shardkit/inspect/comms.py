@@ -8,7 +8,6 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
-import numpy as np
 from jax.sharding import Mesh, NamedSharding
 
 from shardkit.inspect._axes import group_axes, pair_axes
@@ -62,7 +61,8 @@ def _global_bytes(tree: Any) -> int:
         shape, dtype = getattr(leaf, "shape", None), getattr(leaf, "dtype", None)
         if shape is None or dtype is None:
             continue
-        total += math.prod(shape) * np.dtype(dtype).itemsize
+        # Extended dtypes (PRNG keys) are not NumPy dtypes but carry their itemsize.
+        total += math.prod(shape) * dtype.itemsize
     return total
 
 

@@ -1,0 +1,286 @@
+"""Mesh-invariant sharded random numbers, generated in place with no communication.
+
+``normal(key, shape, sharding)`` returns the same values as
+``jax.random.normal(key, shape)`` computed on one device, whatever the mesh and spec
+of ``sharding``, and every device computes only its own block: the compiled program
+holds no collective (``shardkit.comms`` proves it in the tests).
+
+This rests on JAX's *partitionable* threefry implementation, the flag
+``jax_threefry_partitionable`` that seed 004's "sharp bit" is about. With the flag
+off, JAX's stable implementation makes a sharded draw gather counters
+(an all-gather and a collective-permute on 8 CPU devices), and its values differ from
+the partitionable ones. The flag is on by default since JAX 0.5, but a user (or a
+library) may turn it off globally; these functions therefore trace their draw under
+the scoped ``jax.threefry_partitionable(True)`` context manager, so they are
+partitionable whatever the global setting, and they change no global state. The
+reference they equal is the unsharded draw under the same setting::
+
+    with jax.threefry_partitionable(True):
+        ref = jax.random.normal(key, shape, dtype)
+
+The values of the partitionable implementation are fixed for a given JAX version
+but may change across releases (as JAX documents).
+
+Keys may be typed keys (``jax.random.key``) or legacy ``uint32[2]`` keys
+(``jax.random.PRNGKey``). The functions also work inside ``jax.jit``, where the
+sharding becomes a constraint on the draw.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import NamedSharding, Sharding
+
+from shardkit.layout._checks import check_placement
+
+__all__ = ["bernoulli", "normal", "randint", "uniform"]
+
+Sampler = Callable[..., jax.Array]
+
+
+def _normal(key: jax.Array, shape: tuple[int, ...], dtype: Any) -> jax.Array:
+    return jax.random.normal(key, shape, dtype)
+
+
+def _uniform(
+    key: jax.Array, shape: tuple[int, ...], dtype: Any, minval: jax.Array, maxval: jax.Array
+) -> jax.Array:
+    return jax.random.uniform(key, shape, dtype, minval, maxval)
+
+
+def _bernoulli(key: jax.Array, shape: tuple[int, ...], dtype: Any, p: jax.Array) -> jax.Array:
+    del dtype
+    return jax.random.bernoulli(key, p, shape)
+
+
+def _randint(
+    key: jax.Array, shape: tuple[int, ...], dtype: Any, minval: jax.Array, maxval: jax.Array
+) -> jax.Array:
+    return jax.random.randint(key, shape, minval, maxval, dtype)
+
+
+_SAMPLERS: dict[str, Sampler] = {
+    "normal": _normal,
+    "uniform": _uniform,
+    "bernoulli": _bernoulli,
+    "randint": _randint,
+}
+
+
+@functools.lru_cache(maxsize=512)
+def _jitted(name: str, shape: tuple[int, ...], dtype: Any, sharding: Sharding) -> Any:
+    sampler = _SAMPLERS[name]
+
+    def draw(key: jax.Array, *operands: jax.Array) -> jax.Array:
+        return sampler(key, shape, dtype, *operands)
+
+    draw.__name__ = f"shardkit_random_{name}"
+    return jax.jit(draw, out_shardings=sharding)
+
+
+def _check(where: str, key: Any, shape: Any, sharding: Any) -> tuple[int, ...]:
+    if not isinstance(sharding, Sharding):
+        raise TypeError(
+            f"{where}: sharding={sharding!r} ({type(sharding).__name__}) must be a "
+            "jax.sharding.Sharding, e.g. shardkit.sharding(mesh, 'x,y') or "
+            "jax.NamedSharding(mesh, jax.P('x', 'y'))"
+        )
+    if isinstance(shape, int | np.integer):
+        shape = (shape,)
+    if not isinstance(shape, Sequence | tuple) or not all(
+        isinstance(d, int | np.integer) and d >= 0 for d in shape
+    ):
+        raise TypeError(f"{where}: shape={shape!r} must be a tuple of non-negative integers")
+    shape = tuple(int(d) for d in shape)
+    if isinstance(sharding, NamedSharding):
+        check_placement(f"{where}(sharding=...)", shape, sharding.spec, sharding.mesh)
+    else:
+        sharding.shard_shape(shape)  # raises for an indivisible shape
+    dtype = getattr(key, "dtype", None)
+    if dtype is None or not (
+        jnp.issubdtype(dtype, jax.dtypes.prng_key) or np.dtype(dtype) == np.uint32
+    ):
+        raise TypeError(
+            f"{where}: key={key!r} must be a PRNG key from jax.random.key or "
+            "jax.random.PRNGKey, not a value of type "
+            f"{type(key).__name__} (dtype {dtype})"
+        )
+    return shape
+
+
+def _draw(name: str, key: Any, shape: Any, sharding: Any, dtype: Any, *operands: Any) -> jax.Array:
+    shape = _check(name, key, shape, sharding)
+    with jax.threefry_partitionable(True):
+        return _jitted(name, shape, dtype, sharding)(key, *operands)
+
+
+def _float_dtype(where: str, dtype: Any) -> Any:
+    dt = jnp.dtype(dtype) if dtype is not None else jnp.dtype(jnp.zeros(0).dtype)
+    if not jnp.issubdtype(dt, jnp.floating):
+        raise ValueError(f"{where}: dtype={dt.name} must be a floating dtype")
+    return dt
+
+
+def normal(
+    key: jax.Array, shape: Sequence[int], sharding: Sharding, /, *, dtype: Any = None
+) -> jax.Array:
+    """Standard normal values of ``shape``, placed with ``sharding``, drawn in place.
+
+    Each device draws only its own block (no collective; compute and memory 1/P of
+    the array per device when it is fully sharded). The values are bit-identical for
+    every mesh and spec, and to the unsharded ``jax.random.normal(key, shape, dtype)``
+    under ``jax.threefry_partitionable(True)`` (JAX's default).
+
+    Args:
+      key: a PRNG key (``jax.random.key`` or ``jax.random.PRNGKey``).
+      shape: the global shape.
+      sharding: where the result lives, e.g. ``shardkit.sharding(mesh, "x,y")``.
+      dtype: a floating dtype; JAX's default float when None.
+
+    Returns:
+      A ``jax.Array`` of ``shape`` with ``sharding``.
+
+    Raises:
+      TypeError: ``key``, ``shape`` or ``sharding`` has the wrong type.
+      ValueError: the spec does not fit the mesh or does not divide ``shape``.
+
+    Example:
+      >>> m = shardkit.mesh("2x4", "x,y", axis_types="auto")
+      >>> key = jax.random.key(0)
+      >>> a = shardkit.random.normal(key, (4, 8), shardkit.sharding(m, "x,y"), dtype=np.float32)
+      >>> shardkit.describe(a)
+      'float32[4@x,8@y] on mesh(x=2,y=4): 8 shards of float32[2,2] (16 B each), 1 copy'
+      >>> b = shardkit.random.normal(key, (4, 8), shardkit.sharding(m, "y,None"), dtype=np.float32)
+      >>> bool((np.asarray(a) == np.asarray(b)).all())
+      True
+      >>> bool((np.asarray(a) == np.asarray(jax.random.normal(key, (4, 8), np.float32))).all())
+      True
+    """
+    return _draw("normal", key, shape, sharding, _float_dtype("normal", dtype))
+
+
+def uniform(
+    key: jax.Array,
+    shape: Sequence[int],
+    sharding: Sharding,
+    /,
+    *,
+    dtype: Any = None,
+    minval: Any = 0.0,
+    maxval: Any = 1.0,
+) -> jax.Array:
+    """Uniform values in ``[minval, maxval)`` of ``shape``, placed with ``sharding``.
+
+    Drawn in place with no communication; identical for every mesh and spec and to
+    ``jax.random.uniform(key, shape, dtype, minval, maxval)`` (see :func:`normal`).
+
+    Args:
+      key: a PRNG key.
+      shape: the global shape.
+      sharding: where the result lives.
+      dtype: a floating dtype; JAX's default float when None.
+      minval: lower bound (inclusive), a scalar.
+      maxval: upper bound (exclusive), a scalar.
+
+    Returns:
+      A ``jax.Array`` of ``shape`` with ``sharding``.
+
+    Raises:
+      TypeError: ``key``, ``shape`` or ``sharding`` has the wrong type.
+      ValueError: the spec does not fit the mesh or does not divide ``shape``.
+
+    Example:
+      >>> m = shardkit.mesh("8", "x", axis_types="auto")
+      >>> u = shardkit.random.uniform(jax.random.key(1), (16,), shardkit.sharding(m, "x"),
+      ...                             dtype=np.float32, minval=-1.0, maxval=1.0)
+      >>> bool((np.asarray(u) >= -1).all() and (np.asarray(u) < 1).all())
+      True
+    """
+    dt = _float_dtype("uniform", dtype)
+    return _draw(
+        "uniform", key, shape, sharding, dt, jnp.asarray(minval, dt), jnp.asarray(maxval, dt)
+    )
+
+
+def bernoulli(
+    key: jax.Array, shape: Sequence[int], sharding: Sharding, /, *, p: Any = 0.5
+) -> jax.Array:
+    """Booleans that are True with probability ``p``, of ``shape``, placed with ``sharding``.
+
+    Drawn in place with no communication; identical for every mesh and spec and to
+    ``jax.random.bernoulli(key, p, shape)`` (see :func:`normal`).
+
+    Args:
+      key: a PRNG key.
+      shape: the global shape.
+      sharding: where the result lives.
+      p: probability of True, a scalar in ``[0, 1]``.
+
+    Returns:
+      A boolean ``jax.Array`` of ``shape`` with ``sharding``.
+
+    Raises:
+      TypeError: ``key``, ``shape`` or ``sharding`` has the wrong type.
+      ValueError: the spec does not fit the mesh or does not divide ``shape``.
+
+    Example:
+      >>> m = shardkit.mesh("2x4", "x,y", axis_types="auto")
+      >>> mask = shardkit.random.bernoulli(jax.random.key(2), (8, 8), shardkit.sharding(m, "x,y"),
+      ...                                  p=0.25)
+      >>> mask.dtype, mask.sharding.spec
+      (dtype('bool'), P('x', 'y'))
+    """
+    # p keeps the dtype JAX would give it, since the draw's precision follows p's dtype.
+    return _draw("bernoulli", key, shape, sharding, None, jnp.asarray(p))
+
+
+def randint(
+    key: jax.Array,
+    shape: Sequence[int],
+    sharding: Sharding,
+    /,
+    *,
+    minval: Any,
+    maxval: Any,
+    dtype: Any = np.int32,
+) -> jax.Array:
+    """Integers in ``[minval, maxval)`` of ``shape``, placed with ``sharding``.
+
+    Drawn in place with no communication; identical for every mesh and spec and to
+    ``jax.random.randint(key, shape, minval, maxval, dtype)`` (see :func:`normal`).
+
+    Args:
+      key: a PRNG key.
+      shape: the global shape.
+      sharding: where the result lives.
+      minval: lower bound (inclusive), a scalar.
+      maxval: upper bound (exclusive), a scalar.
+      dtype: an integer dtype (int32 by default).
+
+    Returns:
+      An integer ``jax.Array`` of ``shape`` with ``sharding``.
+
+    Raises:
+      TypeError: ``key``, ``shape`` or ``sharding`` has the wrong type.
+      ValueError: the spec does not fit the mesh, does not divide ``shape``, or
+        ``dtype`` is not an integer dtype.
+
+    Example:
+      >>> m = shardkit.mesh("4x2", "x,y", axis_types="auto")
+      >>> r = shardkit.random.randint(jax.random.key(3), (4, 6), shardkit.sharding(m, "x,y"),
+      ...                             minval=0, maxval=10)
+      >>> r.dtype, int(np.asarray(r).min()) >= 0, int(np.asarray(r).max()) < 10
+      (dtype('int32'), True, True)
+    """
+    dt = jnp.dtype(dtype)
+    if not jnp.issubdtype(dt, jnp.integer):
+        raise ValueError(f"randint: dtype={dt.name} must be an integer dtype")
+    return _draw(
+        "randint", key, shape, sharding, dt, jnp.asarray(minval, dt), jnp.asarray(maxval, dt)
+    )

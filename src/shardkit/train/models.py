@@ -1,0 +1,272 @@
+"""The seeds' models as stacks of dense layers: the MLP of seed 004 and the logistic model of 001.
+
+A model here is a chain of dense layers ``h = act(h @ w + b)``. Its parameters are a
+tuple with one ``{"w": (n_in, n_out), "b": (n_out,)}`` dict per layer, so that a
+training strategy can give every layer its own sharding (see
+:mod:`shardkit.train.strategies`) and ask for a hook between layers: ``apply`` calls
+``hooks.param(i, name, value)`` before using a parameter (fsdp gathers it there) and
+``hooks.activation(i, h)`` on each layer's output (tp constrains it there).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import Sharding
+
+from shardkit import random as sk_random
+
+__all__ = ["MLP", "Hooks", "Logistic", "Model", "Params"]
+
+Params = tuple[dict[str, jax.Array], ...]
+"""One ``{"w": ..., "b": ...}`` dict per dense layer."""
+
+
+class Hooks(Protocol):
+    """What a strategy may do to parameters and activations inside the forward pass."""
+
+    def param(self, layer: int, name: str, value: jax.Array, /) -> jax.Array:
+        """Return the parameter as the layer should use it (e.g. gathered)."""
+        ...
+
+    def activation(self, layer: int, value: jax.Array, /) -> jax.Array:
+        """Return the layer's pre-activation output, possibly constrained."""
+        ...
+
+
+class _NoHooks:
+    def param(self, layer: int, name: str, value: jax.Array, /) -> jax.Array:
+        del layer, name
+        return value
+
+    def activation(self, layer: int, value: jax.Array, /) -> jax.Array:
+        del layer
+        return value
+
+
+def _check_sizes(where: str, sizes: Sequence[int]) -> tuple[int, ...]:
+    sizes = tuple(sizes)
+    if len(sizes) < 2 or not all(isinstance(n, int) and n > 0 for n in sizes):
+        raise ValueError(
+            f"{where}: layer_sizes={sizes!r} must hold at least two positive integers "
+            "(inputs, ..., outputs), e.g. (784, 1024, 1024, 10)"
+        )
+    return sizes
+
+
+@dataclass(frozen=True)
+class Model:
+    """A chain of dense layers; see :class:`MLP` and :class:`Logistic`.
+
+    Attributes:
+      layer_sizes: ``(inputs, hidden..., outputs)``.
+      dtype: parameter and data dtype.
+    """
+
+    layer_sizes: tuple[int, ...]
+    dtype: Any = jnp.float32
+
+    @property
+    def num_layers(self) -> int:
+        """The number of dense layers."""
+        return len(self.layer_sizes) - 1
+
+    def param_shapes(self) -> tuple[dict[str, tuple[int, ...]], ...]:
+        """``({"w": (n_in, n_out), "b": (n_out,)}, ...)``, one dict per layer."""
+        pairs = zip(self.layer_sizes[:-1], self.layer_sizes[1:], strict=True)
+        return tuple({"w": (i, o), "b": (o,)} for i, o in pairs)
+
+    def init(self, key: jax.Array, /, shardings: Any = None) -> Params:
+        """Initial parameters, each drawn in place with its sharding (None: one device).
+
+        The values do not depend on ``shardings`` (see :mod:`shardkit.random`), so
+        every strategy starts from the same point.
+        """
+        if shardings is None:
+            one = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+            shardings = tuple(dict.fromkeys(layer, one) for layer in self.param_shapes())
+        frozen = tuple(tuple(sorted(layer.items())) for layer in shardings)
+        with jax.threefry_partitionable(True):
+            return _init_program(self, frozen)(key)
+
+    def _init_layer(
+        self, key: jax.Array, shapes: dict[str, tuple[int, ...]], shardings: dict[str, Sharding]
+    ) -> dict[str, jax.Array]:
+        raise NotImplementedError
+
+    def apply(self, params: Params, x: jax.Array, /, hooks: Hooks | None = None) -> jax.Array:
+        """The model's output for inputs ``x``."""
+        raise NotImplementedError
+
+    def loss(
+        self, params: Params, batch: tuple[jax.Array, jax.Array], /, hooks: Hooks | None = None
+    ) -> jax.Array:
+        """The mean loss over ``batch = (inputs, targets)``."""
+        raise NotImplementedError
+
+    def batch(
+        self, key: jax.Array, batch_size: int, /, sharding: Sharding | None = None
+    ) -> tuple[jax.Array, jax.Array]:
+        """A synthetic ``(inputs, targets)`` batch as in the seed, drawn in place."""
+        raise NotImplementedError
+
+
+@functools.lru_cache(maxsize=64)
+def _init_program(model: Model, shardings: tuple[tuple[tuple[str, Sharding], ...], ...]) -> Any:
+    """One jitted program drawing every layer (compiled once per model and layout).
+
+    The shardkit.random draws inside it act as constraints, so each device draws only
+    its own blocks of every parameter.
+    """
+    shapes = model.param_shapes()
+    layers = tuple(dict(layer) for layer in shardings)
+
+    def draw(k: jax.Array) -> Params:
+        keys = jax.random.split(k, len(shapes))
+        return tuple(
+            model._init_layer(ki, shape, si)
+            for ki, shape, si in zip(keys, shapes, layers, strict=True)
+        )
+
+    return jax.jit(draw, out_shardings=layers)
+
+
+def _dense(params: Params, x: jax.Array, hooks: Hooks, final: Any) -> jax.Array:
+    h = x
+    last = len(params) - 1
+    for i, layer in enumerate(params):
+        w, b = hooks.param(i, "w", layer["w"]), hooks.param(i, "b", layer["b"])
+        h = hooks.activation(i, h @ w + b)
+        h = final(h) if i == last else jax.nn.relu(h)
+    return h
+
+
+def _draw_batch(
+    draw: Any, key: jax.Array, sharding: Sharding | None
+) -> tuple[jax.Array, jax.Array]:
+    s = sharding or jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    with jax.threefry_partitionable(True):
+        return jax.jit(lambda k: draw(k, s), out_shardings=(s, s))(key)
+
+
+@dataclass(frozen=True)
+class MLP(Model):
+    """Seed 004's multi-layer perceptron: relu between layers, mean squared error.
+
+    Seed 004 uses ``(784, 8192, 8192, 8192, 10)`` with batch 8192; the default here
+    fits a laptop. Weights are ``N(0, 1/n_in)``, biases ``N(0, 1)`` as in the seed;
+    the loss is ``mean(sum((pred - target)**2, axis=-1))``.
+
+    Example:
+      >>> model = shardkit.train.MLP((4, 8, 2))
+      >>> params = model.init(jax.random.key(0))
+      >>> [tuple(layer["w"].shape) for layer in params], params[0]["w"].dtype
+      ([(4, 8), (8, 2)], dtype('float32'))
+      >>> x, y = model.batch(jax.random.key(1), 16)
+      >>> float(model.loss(params, (x, y))) > 0
+      True
+    """
+
+    layer_sizes: tuple[int, ...] = (784, 1024, 1024, 10)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "layer_sizes", _check_sizes("MLP", self.layer_sizes))
+
+    def _init_layer(
+        self, key: jax.Array, shapes: dict[str, tuple[int, ...]], shardings: dict[str, Sharding]
+    ) -> dict[str, jax.Array]:
+        kw, kb = jax.random.split(key)
+        n_in = shapes["w"][0]
+        w = sk_random.normal(kw, shapes["w"], shardings["w"], dtype=self.dtype)
+        w = w * jnp.asarray(1.0 / n_in**0.5, self.dtype)
+        b = sk_random.normal(kb, shapes["b"], shardings["b"], dtype=self.dtype)
+        return {"w": w, "b": b}
+
+    def apply(self, params: Params, x: jax.Array, /, hooks: Hooks | None = None) -> jax.Array:
+        """The network's output (no activation on the last layer)."""
+        return _dense(params, x, hooks or _NoHooks(), lambda h: h)
+
+    def loss(
+        self, params: Params, batch: tuple[jax.Array, jax.Array], /, hooks: Hooks | None = None
+    ) -> jax.Array:
+        """``mean(sum((apply(x) - y)**2, axis=-1))``."""
+        x, y = batch
+        pred = self.apply(params, x, hooks)
+        return jnp.mean(jnp.sum((pred - y) ** 2, axis=-1))
+
+    def batch(
+        self, key: jax.Array, batch_size: int, /, sharding: Sharding | None = None
+    ) -> tuple[jax.Array, jax.Array]:
+        """Normal inputs and normal targets, as seed 004 draws them."""
+        n_in, n_out = self.layer_sizes[0], self.layer_sizes[-1]
+
+        def draw(k: jax.Array, s: Sharding) -> tuple[jax.Array, jax.Array]:
+            kx, ky = jax.random.split(k)
+            x = sk_random.normal(kx, (batch_size, n_in), s, dtype=self.dtype)
+            return x, sk_random.normal(ky, (batch_size, n_out), s, dtype=self.dtype)
+
+        return _draw_batch(draw, key, sharding)
+
+
+@dataclass(frozen=True)
+class Logistic(Model):
+    """Seed 001's logistic model: ``sigmoid(x @ w + b)`` with a squared-error loss.
+
+    Parameters start at zero (as in the seed); labels are ``x @ w_true > 0`` for a
+    random ``w_true``.
+
+    Example:
+      >>> model = shardkit.train.Logistic(features=32)
+      >>> params = model.init(jax.random.key(0))
+      >>> params[0]["w"].shape, float(params[0]["w"].sum())
+      ((32, 1), 0.0)
+    """
+
+    layer_sizes: tuple[int, ...] = (32, 1)
+    features: int | None = None
+
+    def __post_init__(self) -> None:
+        sizes = (self.features, 1) if self.features is not None else self.layer_sizes
+        sizes = _check_sizes("Logistic", sizes)
+        if len(sizes) != 2 or sizes[1] != 1:
+            raise ValueError(
+                f"Logistic: layer_sizes={sizes!r} must be (features, 1); use MLP for more layers"
+            )
+        object.__setattr__(self, "layer_sizes", sizes)
+        object.__setattr__(self, "features", sizes[0])
+
+    def _init_layer(
+        self, key: jax.Array, shapes: dict[str, tuple[int, ...]], shardings: dict[str, Sharding]
+    ) -> dict[str, jax.Array]:
+        del key, shardings
+        return {k: jnp.zeros(shape, self.dtype) for k, shape in shapes.items()}
+
+    def apply(self, params: Params, x: jax.Array, /, hooks: Hooks | None = None) -> jax.Array:
+        """Probabilities ``sigmoid(x @ w + b)``, shape ``(batch, 1)``."""
+        return _dense(params, x, hooks or _NoHooks(), jax.nn.sigmoid)
+
+    def loss(
+        self, params: Params, batch: tuple[jax.Array, jax.Array], /, hooks: Hooks | None = None
+    ) -> jax.Array:
+        """``mean((sigmoid(x @ w + b) - y)**2)`` as in the seed."""
+        x, y = batch
+        return jnp.mean((self.apply(params, x, hooks) - y) ** 2)
+
+    def batch(
+        self, key: jax.Array, batch_size: int, /, sharding: Sharding | None = None
+    ) -> tuple[jax.Array, jax.Array]:
+        """Normal inputs and labels ``x @ w_true > 0`` (``w_true`` from ``key`` too)."""
+        d = self.layer_sizes[0]
+
+        def draw(k: jax.Array, s: Sharding) -> tuple[jax.Array, jax.Array]:
+            kx, kw = jax.random.split(k)
+            x = sk_random.normal(kx, (batch_size, d), s, dtype=self.dtype)
+            w_true = jax.random.normal(kw, (d, 1), self.dtype)
+            return x, (x @ w_true > 0).astype(self.dtype)
+
+        return _draw_batch(draw, key, sharding)

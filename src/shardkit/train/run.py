@@ -1,0 +1,218 @@
+"""``run_training``: what ``shardkit train`` does, with a rich progress bar and a loss plot."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from shardkit.inspect import CommReport, comms
+from shardkit.layout import format_bytes, parse_mesh_shape
+from shardkit.layout import mesh as make_mesh
+from shardkit.train.models import MLP
+from shardkit.train.step import make_train_step
+from shardkit.train.strategies import STRATEGIES, strategy_layout
+
+__all__ = ["TrainRun", "run_training"]
+
+OPTIMIZERS = ("sgd", "adam")
+
+
+@dataclass(frozen=True)
+class TrainRun:
+    """What one ``shardkit train`` run measured.
+
+    Attributes:
+      strategy: the strategy.
+      mesh: the mesh shape, e.g. ``"4x2"``.
+      sizes: the MLP's layer sizes.
+      batch_size: examples per step.
+      losses: the loss of every step.
+      steps_per_s: steps per second after the first (compiled) step.
+      compile_s: seconds to build the state and compile the step.
+      bytes_per_step: bytes one device sends per step (``shardkit.comms``).
+      peak_bytes: peak per-device memory of the step, or None when unknown.
+      report: the step's full communication report.
+      plot: the loss-curve PNG, or None.
+    """
+
+    strategy: str
+    mesh: str
+    sizes: tuple[int, ...]
+    batch_size: int
+    losses: tuple[float, ...]
+    steps_per_s: float
+    compile_s: float
+    bytes_per_step: int
+    peak_bytes: int | None
+    report: CommReport
+    plot: Path | None
+
+
+def _mesh(strategy: str, shape: str) -> Any:
+    dims = parse_mesh_shape(shape)
+    if len(dims) == 2:
+        names = "data,model"
+    elif len(dims) == 1:
+        names = "model" if strategy == "tp" else "data"
+    else:
+        names = ",".join(f"a{i}" for i in range(len(dims)))
+    return make_mesh(dims, names, axis_types="auto")
+
+
+def _optimizer(name: str, learning_rate: float) -> Any:
+    import optax
+
+    if name not in OPTIMIZERS:
+        raise ValueError(f"shardkit train: optimizer={name!r}; choose one of {list(OPTIMIZERS)}")
+    return optax.sgd(learning_rate) if name == "sgd" else optax.adam(learning_rate)
+
+
+def plot_losses(losses: np.ndarray, path: str | Path, /, *, title: str) -> Path:
+    """Write a loss-curve PNG (needs matplotlib, the ``bench`` extra)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        raise ImportError(
+            "shardkit train --plot needs matplotlib: pip install 'shardkit[bench]'"
+        ) from e
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(np.arange(1, len(losses) + 1), losses, marker="o", markersize=3)
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss")
+    ax.set_yscale("log")
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out
+
+
+def run_training(
+    console: Console,
+    /,
+    *,
+    strategy: str = "dp_tp",
+    mesh: str = "4x2",
+    steps: int = 30,
+    sizes: tuple[int, ...] = (784, 1024, 1024, 10),
+    batch_size: int = 256,
+    optimizer: str = "sgd",
+    learning_rate: float = 1e-3,
+    seed: int = 0,
+    plot: str | Path | None = None,
+) -> TrainRun:
+    """Train seed 004's MLP with a strategy on a mesh, showing progress; ``shardkit train``.
+
+    Builds the sharded state, compiles the step and reports its collectives and
+    bytes per device (``shardkit.comms``), then runs ``steps`` steps on one synthetic
+    batch (as the seed does) under a progress bar showing the loss and steps/s, and
+    writes a loss-curve PNG when ``plot`` is given.
+
+    Args:
+      console: where to print.
+      strategy: ``single``, ``dp``, ``fsdp``, ``tp`` or ``dp_tp``.
+      mesh: mesh shape, e.g. ``"4x2"`` (axes ``data,model``) or ``"8"``.
+      steps: training steps (at least 1).
+      sizes: the MLP's layer sizes.
+      batch_size: examples per step; the data axes must divide it.
+      optimizer: ``sgd`` or ``adam``.
+      learning_rate: the optimizer's learning rate.
+      seed: seeds the parameters and the batch.
+      plot: PNG path for the loss curve, or None.
+
+    Returns:
+      A :class:`TrainRun`.
+
+    Raises:
+      ValueError: a bad strategy, mesh, size, step count or optimizer.
+      ImportError: optax (``train`` extra) or, with ``plot``, matplotlib (``bench``) missing.
+
+    Example:
+      >>> import io
+      >>> from rich.console import Console
+      >>> con = Console(file=io.StringIO())
+      >>> run = shardkit.train.run_training(con, strategy="dp", mesh="8", steps=3,
+      ...                                   sizes=(16, 32, 8), batch_size=32)
+      >>> len(run.losses), run.bytes_per_step > 0
+      (3, True)
+    """
+    if strategy not in STRATEGIES:
+        raise ValueError(f"shardkit train: strategy={strategy!r}; choose one of {list(STRATEGIES)}")
+    if steps < 1:
+        raise ValueError(f"shardkit train: steps={steps} must be at least 1")
+    t0 = time.perf_counter()
+    m = _mesh(strategy, mesh)
+    model = MLP(tuple(sizes))
+    layout = strategy_layout(model, strategy=strategy, mesh=m)
+    layout.check_batch((batch_size, sizes[0]), where=f"shardkit train --batch-size {batch_size}")
+    key = jax.random.key(seed)
+    step, state = make_train_step(
+        model, _optimizer(optimizer, learning_rate), strategy=strategy, mesh=m, key=key
+    )
+    batch = model.batch(jax.random.fold_in(key, 1), batch_size, layout.batch)
+    report = comms(step, state, batch)
+    compile_s = time.perf_counter() - t0
+    n_params = sum(math.prod(s) for layer in model.param_shapes() for s in layer.values())
+    console.print(
+        f"[bold]{strategy}[/] on mesh {mesh}: MLP {'-'.join(map(str, sizes))} "
+        f"({n_params:,} parameters), batch {batch_size}, {optimizer} lr={learning_rate:g}"
+    )
+    console.print(report.summary())
+
+    losses: list[float] = []
+    start = None
+    columns = (
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("loss {task.fields[loss]}"),
+        TextColumn("{task.fields[rate]} steps/s"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task("training", total=steps, loss="-", rate="-")
+        for i in range(steps):
+            state, loss = step(state, batch)
+            losses.append(float(loss))  # waits for the step
+            if i == 0:
+                start = time.perf_counter()
+            rate = (i / (time.perf_counter() - start)) if i and start else float("nan")
+            progress.update(task, advance=1, loss=f"{losses[-1]:.4g}", rate=f"{rate:.1f}")
+    elapsed = time.perf_counter() - start if start is not None else 0.0
+    steps_per_s = (steps - 1) / elapsed if steps > 1 and elapsed > 0 else float("nan")
+    peak = report.memory.peak_bytes if report.memory else None
+    console.print(
+        f"loss {losses[0]:.4g} -> {losses[-1]:.4g}; {steps_per_s:.1f} steps/s; "
+        f"{format_bytes(report.bytes_sent)} sent per device per step"
+        + (f"; peak {format_bytes(peak)}/device" if peak is not None else "")
+    )
+    png = None
+    if plot is not None:
+        png = plot_losses(np.array(losses), plot, title=f"{strategy} on {mesh}")
+        console.print(f"loss curve: {png}")
+    return TrainRun(
+        strategy=strategy,
+        mesh=mesh,
+        sizes=tuple(sizes),
+        batch_size=batch_size,
+        losses=tuple(losses),
+        steps_per_s=steps_per_s,
+        compile_s=compile_s,
+        bytes_per_step=report.bytes_sent,
+        peak_bytes=peak,
+        report=report,
+        plot=png,
+    )

@@ -1,0 +1,37 @@
+"""Shared fixtures of the training tests: a small MLP, a batch, meshes by name."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+from jax.sharding import Mesh
+
+import shardkit
+from shardkit import train
+
+SIZES = (16, 32, 32, 8)
+BATCH = 32
+STEPS = 20
+
+
+def small_mlp(sizes: tuple[int, ...] = SIZES) -> train.MLP:
+    return train.MLP(sizes)
+
+
+def numpy_batch(model: train.Model, n: int = BATCH, seed: int = 1) -> tuple[np.ndarray, ...]:
+    return tuple(np.asarray(a) for a in model.batch(jax.random.key(seed), n))
+
+
+def make_mesh(shape: str | None) -> Mesh | None:
+    if shape is None:
+        return None
+    names = "x" if "x" not in shape else "data,model"
+    return shardkit.mesh(shape, names, axis_types="auto")
+
+
+def losses(step, state, batch, steps: int = STEPS):  # type: ignore[no-untyped-def]
+    out = []
+    for _ in range(steps):
+        state, loss = step(state, batch)
+        out.append(float(loss))
+    return np.array(out), state

@@ -1,0 +1,29 @@
+"""The ``train`` bench suite: every strategy against one device, figures from the programs."""
+
+from __future__ import annotations
+
+import pytest
+
+from shardkit.bench import SuiteConfig, Timing, measure_case
+from shardkit.bench.train import SUITE
+
+
+def test_quick_case_measures_every_strategy() -> None:
+    cases = SUITE.cases(SuiteConfig(sizes=(32,), meshes=("8", "2x4"), quick=True))
+    assert [c.name for c in cases] == ["8/32", "2x4/32"]
+    assert set(cases[0].candidates) == {"dp", "fsdp", "tp"}
+    records = measure_case(cases[1], suite="train", timing=Timing(warmup=0, repeat=2))
+    by_name = {r["candidate"]: r for r in records}
+    assert set(by_name) == {"single", "dp", "fsdp", "tp", "dp_tp"}
+    assert by_name["single"]["is_baseline"]
+    metrics = {k: r["metrics"] for k, r in by_name.items()}
+    assert metrics["single"]["bytes_sent"] == 0
+    assert all(metrics[k]["bytes_sent"] > 0 for k in ("dp", "fsdp", "tp", "dp_tp"))
+    assert all(m["steps_per_s"] > 0 and m["peak_bytes"] > 0 for m in metrics.values())
+    # fsdp holds about 1/8 of the state (the 10-wide last bias stays whole).
+    assert metrics["fsdp"]["state_bytes"] < metrics["dp"]["state_bytes"] / 7
+
+
+def test_rejects_a_batch_the_mesh_does_not_divide() -> None:
+    with pytest.raises(ValueError, match="not divisible by 3"):
+        SUITE.cases(SuiteConfig(sizes=(32,), meshes=("3",), quick=True))

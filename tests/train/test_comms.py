@@ -1,0 +1,165 @@
+"""Each strategy's step communicates what the textbook says, checked through shardkit.comms.
+
+Bytes are per device under ``shardkit.comms``' ring convention: an all-reduce of
+``N`` bytes over ``p`` devices sends ``2 (p-1)/p N``, an all-gather of a result of
+``R`` bytes ``(p-1)/p R``. ``f`` is 4 (float32); the loss is one more float32 in the
+gradient all-reduce, where the compiler fuses it in.
+
+What the CPU compiler emits (jax 0.10.2): ``dp`` one fused all-reduce of every
+gradient and the loss; ``tp`` one all-reduce per layer pair forward (of the pair's
+output) and one backward (of the pair's input gradient, none for the first pair);
+``fsdp`` one all-gather per split parameter (the backward pass reuses them) and, for
+the gradients, an all-reduce of the full gradients that each device then slices
+(not a reduce-scatter, which would send half the bytes); ``dp_tp`` the ``tp``
+all-reduces over the model axis on ``B/D`` rows plus the gradient all-reduce of the
+local gradient shards over the data axis.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import numpy as np
+import optax
+import pytest
+from _train_util import BATCH, make_mesh, numpy_batch, small_mlp
+
+from shardkit import train
+from shardkit.inspect import CommReport, comms
+from shardkit.train.strategies import tp_roles
+
+F = 4  # bytes of a float32
+
+
+def _ar(n: int, p: int) -> int:
+    return 2 * n * (p - 1) // p
+
+
+def _report(
+    model: train.Model, strategy: str, mesh_shape: str, opt=None
+) -> tuple[CommReport, train.TrainState]:  # type: ignore[no-untyped-def]
+    step, state = train.make_train_step(
+        model,
+        opt or optax.sgd(0.1),
+        strategy=strategy,
+        mesh=make_mesh(mesh_shape),
+        key=jax.random.key(0),
+    )
+    return comms(step, state, numpy_batch(model)), state
+
+
+def _param_bytes(model: train.Model) -> int:
+    return sum(math.prod(s) * F for layer in model.param_shapes() for s in layer.values())
+
+
+def _all_reduces(report: CommReport, axes: tuple[str, ...]) -> list[int]:
+    """Operand bytes of each all-reduce run over exactly ``axes``."""
+    out = []
+    for c in report.collectives:
+        if c.kind == "all-reduce" and c.axes is not None and set(c.axes) == set(axes):
+            out += [sum(math.prod(s) for s in c.operand_shapes) * F] * c.count
+    return out
+
+
+def _tp_activation_bytes(model: train.Model, rows: int) -> list[int]:
+    sizes, out = model.layer_sizes, []
+    for layer, role in enumerate(tp_roles(model.num_layers)):
+        if role == "row":
+            out.append(rows * sizes[layer + 1] * F)  # forward: the pair's output
+        if role == "column" and layer > 0:
+            out.append(rows * sizes[layer] * F)  # backward: the pair's input gradient
+    return out
+
+
+@pytest.mark.parametrize("mesh_shape", ["8", "2x4"])
+def test_dp_one_all_reduce_of_the_gradients(mesh_shape: str) -> None:
+    model = small_mlp()
+    report, _ = _report(model, "dp", mesh_shape)
+    p = 8
+    report.assert_only({"all-reduce"})
+    names = ("x",) if mesh_shape == "8" else ("data", "model")
+    grads = _param_bytes(model) + F
+    assert _all_reduces(report, names) == [grads]
+    assert report.bytes_sent == _ar(grads, p)
+
+
+@pytest.mark.parametrize(
+    ("sizes", "mesh_shape"), [((16, 32, 32, 8), "8"), ((16, 32, 32, 32, 8), "2x4")]
+)
+def test_tp_activation_all_reduces_per_layer_pair(sizes: tuple[int, ...], mesh_shape: str) -> None:
+    model = small_mlp(sizes)
+    report, _ = _report(model, "tp", mesh_shape)
+    report.assert_only({"all-reduce"})
+    names = ("x",) if mesh_shape == "8" else ("data", "model")
+    want = _tp_activation_bytes(model, BATCH)
+    assert sorted(_all_reduces(report, names)) == sorted(want)
+    assert report.bytes_sent == sum(_ar(n, 8) for n in want)
+
+
+@pytest.mark.parametrize("mesh_shape", ["8", "4x2"])
+def test_fsdp_gathers_each_parameter_once_and_reduces_gradients(mesh_shape: str) -> None:
+    model = small_mlp()
+    report, _ = _report(model, "fsdp", mesh_shape, optax.adam(1e-3))
+    p = 8
+    report.assert_only({"all-gather", "all-reduce", "reduce-scatter"})
+    gathers = [c for c in report.collectives if c.kind == "all-gather"]
+    shapes = [s for layer in model.param_shapes() for s in layer.values()]
+    assert sorted(c.result_shapes[0] for c in gathers) == sorted(shapes)
+    assert all(c.count == 1 and c.group_size == p for c in gathers)
+    gather_bytes = sum((p - 1) * math.prod(s) * F // p for s in shapes)
+    grads = _param_bytes(model) + F
+    if "reduce-scatter" in report.kinds:  # the textbook form, where a compiler emits it
+        scatter = sum((p - 1) * math.prod(s) * F // p for s in shapes)
+        assert report.bytes_sent <= gather_bytes + scatter + _ar(F, p)
+    else:  # what the CPU compiler emits: all-reduce of the full gradients, then a slice
+        assert [c.count for c in report.collectives if c.kind == "all-reduce"] == [1]
+        assert report.bytes_sent == gather_bytes + _ar(grads, p)
+
+
+def test_fsdp_holds_one_eighth_of_parameters_and_optimizer_state() -> None:
+    model = small_mlp()
+    report, state = _report(model, "fsdp", "2x4", optax.adam(1e-3))
+    p = 8
+
+    def per_device(tree) -> int:  # type: ignore[no-untyped-def]
+        return sum(
+            math.prod(x.sharding.shard_shape(x.shape)) * x.dtype.itemsize
+            for x in jax.tree.leaves(tree)
+        )
+
+    def total(tree) -> int:  # type: ignore[no-untyped-def]
+        return sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(tree) if x.ndim > 0)
+
+    assert per_device(state.params) * p == total(state.params)
+    count = 4  # adam's int32 step count, replicated
+    assert (per_device(state.opt_state) - count) * p == total(state.opt_state)
+    batch_bytes = sum(a.nbytes for a in numpy_batch(model)) // p
+    assert report.memory is not None
+    assert report.memory.argument_bytes == per_device(state) + batch_bytes
+    dp_report, _ = _report(model, "dp", "2x4", optax.adam(1e-3))
+    assert dp_report.memory is not None
+    # The peak also counts temporaries: the gathered parameters and, on CPU, the full
+    # gradients of the all-reduce, so it is not 1/8 of dp's; it is still well below.
+    assert report.memory.peak_bytes < dp_report.memory.peak_bytes / 2
+
+
+@pytest.mark.parametrize("mesh_shape", ["4x2", "2x4"])
+def test_dp_tp_model_axis_activations_and_data_axis_gradients(mesh_shape: str) -> None:
+    model = small_mlp()
+    report, state = _report(model, "dp_tp", mesh_shape)
+    d, m = (int(n) for n in mesh_shape.split("x"))
+    report.assert_only({"all-reduce"})
+    acts = _tp_activation_bytes(model, BATCH // d)
+    assert sorted(_all_reduces(report, ("model",))) == sorted(acts)
+    local_grads = sum(
+        math.prod(x.sharding.shard_shape(x.shape)) * F for x in jax.tree.leaves(state.params)
+    )
+    assert _all_reduces(report, ("data",)) == [local_grads + F]
+    assert report.bytes_sent == sum(_ar(n, m) for n in acts) + _ar(local_grads + F, d)
+
+
+def test_single_device_step_communicates_nothing() -> None:
+    report, _ = _report(small_mlp(), "single", "8")
+    report.assert_none()
+    assert np.isclose(report.bytes_sent, 0)

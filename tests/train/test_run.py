@@ -1,0 +1,56 @@
+"""run_training (``shardkit train``): progress, figures from the compiled step, a PNG."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from shardkit import train
+
+
+def test_run_prints_progress_and_writes_the_plot(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    console = Console(record=True, width=120)
+    png = tmp_path / "loss.png"
+    run = train.run_training(
+        console,
+        strategy="dp_tp",
+        mesh="4x2",
+        steps=6,
+        sizes=(16, 32, 32, 8),
+        batch_size=32,
+        plot=png,
+    )
+    assert run.plot == png
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(run.losses) == 6
+    assert run.losses[-1] < run.losses[0]
+    assert run.bytes_per_step == run.report.bytes_sent > 0
+    assert run.steps_per_s > 0
+    assert run.peak_bytes
+    text = console.export_text()
+    for needle in (
+        "dp_tp on mesh 4x2",
+        "MLP 16-32-32-8",
+        "6/6",
+        "steps/s",
+        "sent per device",
+        "loss curve",
+    ):
+        assert needle in text
+
+
+def test_run_rejects_bad_options() -> None:
+    console = Console(record=True)
+    with pytest.raises(ValueError, match=r"strategy='ddp'; choose one of"):
+        train.run_training(console, strategy="ddp")
+    with pytest.raises(ValueError, match="steps=0 must be at least 1"):
+        train.run_training(console, steps=0)
+    with pytest.raises(ValueError, match=r"optimizer='lion'; choose one of \['sgd', 'adam'\]"):
+        train.run_training(
+            console, mesh="8", strategy="dp", sizes=(16, 8), batch_size=8, optimizer="lion"
+        )
+    with pytest.raises(ValueError, match=r"--batch-size 30.*not divisible by 4"):
+        train.run_training(console, mesh="4x2", sizes=(16, 32, 8), batch_size=30)

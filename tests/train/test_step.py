@@ -1,0 +1,151 @@
+"""Every strategy trains like one device: same losses for 20 steps on meshes 8, 2x4, 4x2."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import optax
+import pytest
+from _train_util import losses, make_mesh, numpy_batch, small_mlp
+
+import shardkit
+from shardkit import train
+from shardkit.testing import assert_close
+
+# (strategy, mesh): every strategy on every mesh it accepts (dp_tp needs 2-D).
+CASES = [
+    (s, m)
+    for s in ("dp", "fsdp", "tp", "dp_tp")
+    for m in ("8", "2x4", "4x2")
+    if not (s == "dp_tp" and m == "8")
+]
+
+OPTIMIZERS = {"sgd": lambda: optax.sgd(0.05), "adam": lambda: optax.adam(1e-2)}
+
+# Measured: the largest relative deviation from `single` over 20 steps is 2.1e-7
+# (SGD; 1.9e-7 with Adam), i.e. one or two float32 ulps from reordered sums; float32's own
+# tolerance (rtol 2e-5, shardkit.testing) covers it with a wide margin.
+
+
+def _reference(opt: str, model: train.Model, batch) -> np.ndarray:  # type: ignore[no-untyped-def]
+    step, state = train.make_train_step(
+        model, OPTIMIZERS[opt](), strategy="single", mesh=None, key=jax.random.key(0)
+    )
+    ref, _ = losses(step, state, batch)
+    return ref
+
+
+@pytest.fixture(scope="module")
+def references() -> dict[str, np.ndarray]:
+    model = small_mlp()
+    batch = numpy_batch(model)
+    return {opt: _reference(opt, model, batch) for opt in OPTIMIZERS}
+
+
+@pytest.mark.parametrize(("strategy", "mesh_shape"), CASES)
+def test_losses_match_single_device_sgd(strategy: str, mesh_shape: str, references) -> None:  # type: ignore[no-untyped-def]
+    model = small_mlp()
+    batch = numpy_batch(model)
+    step, state = train.make_train_step(
+        model, optax.sgd(0.05), strategy=strategy, mesh=make_mesh(mesh_shape), key=jax.random.key(0)
+    )
+    got, state = losses(step, state, batch)
+    assert got[-1] < 0.5 * got[0]  # it trains
+    assert_close(
+        got, references["sgd"], dtype=np.float32, what=f"{strategy} losses on {mesh_shape}"
+    )
+    layout = train.strategy_layout(model, strategy=strategy, mesh=make_mesh(mesh_shape))
+    for leaf, want in zip(
+        jax.tree.leaves(state.params), jax.tree.leaves(layout.params), strict=True
+    ):
+        assert leaf.sharding.is_equivalent_to(want, leaf.ndim)
+
+
+@pytest.mark.parametrize(
+    ("strategy", "mesh_shape"), [("dp", "8"), ("fsdp", "2x4"), ("dp_tp", "4x2"), ("tp", "4x2")]
+)
+def test_losses_match_single_device_adam(strategy: str, mesh_shape: str, references) -> None:  # type: ignore[no-untyped-def]
+    model = small_mlp()
+    batch = numpy_batch(model)
+    step, state = train.make_train_step(
+        model,
+        optax.adam(1e-2),
+        strategy=strategy,
+        mesh=make_mesh(mesh_shape),
+        key=jax.random.key(0),
+    )
+    got, _ = losses(step, state, batch)
+    assert_close(got, references["adam"], dtype=np.float32, what=f"{strategy} adam losses")
+
+
+def test_four_layers_and_the_logistic_model() -> None:
+    model = small_mlp((16, 32, 32, 32, 8))
+    batch = numpy_batch(model)
+    ref = None
+    for strategy, shape in [("single", None), ("tp", "8"), ("dp_tp", "2x4")]:
+        step, state = train.make_train_step(
+            model, optax.sgd(0.02), strategy=strategy, mesh=make_mesh(shape), key=jax.random.key(3)
+        )
+        got, _ = losses(step, state, batch, 5)
+        ref = got if ref is None else ref
+        assert_close(got, ref, dtype=np.float32, what=strategy)
+    logistic = train.Logistic(features=32)
+    batch = numpy_batch(logistic, 64)
+    ref = None
+    for strategy, shape in [("single", None), ("dp", "8"), ("fsdp", "8")]:
+        step, state = train.make_train_step(
+            logistic,
+            optax.sgd(0.5),
+            strategy=strategy,
+            mesh=make_mesh(shape),
+            key=jax.random.key(0),
+        )
+        got, _ = losses(step, state, batch, 10)
+        ref = got if ref is None else ref
+        assert got[-1] < got[0]
+        assert_close(got, ref, dtype=np.float32, what=f"logistic {strategy}")
+
+
+def test_initial_parameters_do_not_depend_on_the_strategy() -> None:
+    model = small_mlp()
+    states = [
+        train.make_train_step(
+            model, optax.sgd(0.1), strategy=s, mesh=make_mesh(m), key=jax.random.key(5)
+        )[1]
+        for s, m in [("single", None), ("fsdp", "8"), ("dp_tp", "4x2")]
+    ]
+    for other in states[1:]:
+        for a, b in zip(
+            jax.tree.leaves(states[0].params), jax.tree.leaves(other.params), strict=True
+        ):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert states[0].params[0]["w"].dtype == np.float32
+
+
+def test_bad_configurations_raise() -> None:
+    model = small_mlp()
+    opt = optax.sgd(0.1)
+    key = jax.random.key(0)
+    with pytest.raises(
+        ValueError,
+        match=r"strategy='zero'; choose one of \['single', 'dp', 'fsdp', 'tp', 'dp_tp'\]",
+    ):
+        train.make_train_step(model, opt, strategy="zero", mesh=make_mesh("8"), key=key)
+    with pytest.raises(ValueError, match=r"mesh=mesh\(x=8\) must be 2-D"):
+        train.make_train_step(model, opt, strategy="dp_tp", mesh=make_mesh("8"), key=key)
+    with pytest.raises(TypeError, match=r"must be a jax\.sharding\.Mesh"):
+        train.make_train_step(model, opt, strategy="dp", mesh=None, key=key)
+    with pytest.raises(ValueError, match=r"layer 0 w: array shape=\(16, 36\).*not divisible by 8"):
+        train.make_train_step(
+            small_mlp((16, 36, 8)), opt, strategy="tp", mesh=make_mesh("8"), key=key
+        )
+    explicit = shardkit.mesh("2x4", "x,y", axis_types="explicit")
+    with pytest.raises(NotImplementedError, match="Explicit mesh axes are not supported"):
+        train.make_train_step(model, opt, strategy="dp", mesh=explicit, key=key)
+    with pytest.raises(ValueError, match="at least two positive integers"):
+        train.MLP((16,))
+    with pytest.raises(ValueError, match=r"must be \(features, 1\)"):
+        train.Logistic((4, 2))
+    layout = train.strategy_layout(model, strategy="dp", mesh=make_mesh("8"))
+    with pytest.raises(ValueError, match="not divisible by 8"):
+        layout.check_batch((12, 16))

@@ -92,6 +92,29 @@ def _loop(n: int, step: Any, init: Any) -> Any:
     return jax.lax.fori_loop(0, n, step, init) if n > 0 else init
 
 
+def _parts(n: int, most: int) -> int:
+    """The largest divisor of ``n`` that is at most ``most`` (equal panels for a loop)."""
+    return max(d for d in range(1, max(1, min(n, most)) + 1) if n % d == 0)
+
+
+def _accumulate(acc: jax.Array, product: Any, dim: int, parts: int) -> jax.Array:
+    """``acc + P`` one panel of ``P`` at a time along ``dim``, ``acc`` updated in place.
+
+    ``product(lo, size)`` gives the panel of ``P`` at ``lo`` along ``dim``. Adding the
+    whole ``P`` would first materialize it, a second output-sized block; a loop over
+    panels holds one panel's product (``1/parts`` of it), and the update of the loop
+    carry is in place. Unrolled panels would not do: XLA schedules every product first.
+    """
+    size = acc.shape[dim] // parts
+
+    def step(j: jax.Array, acc: jax.Array) -> jax.Array:
+        lo = j * size
+        panel = take(acc, dim, lo, size) + product(lo, size)
+        return jax.lax.dynamic_update_slice_in_dim(acc, panel, lo, axis=dim)
+
+    return _loop(parts, step, acc)
+
+
 def local(pb: Problem) -> Result:
     """No communication: ``a (am, -) @ b (-, bn) -> (am, bn)``, ``am`` and ``bn`` disjoint."""
     (am, ak), (bk, bn) = pb.a, pb.b
@@ -260,32 +283,44 @@ def _ring_gather_k(pb: Problem, *, rotate_b: bool) -> Variant:
     moved = pb.b_bytes(bk, bn) if rotate_b else pb.a_bytes(am, ak)
     perm = ring_perm(p)
 
-    def product(a: jax.Array, b: jax.Array, j: jax.Array) -> jax.Array:
-        if rotate_b:
-            return take(a, a.ndim - 1, j * kb, kb) @ b
-        return a @ take(b, b.ndim - 2, j * kb, kb)
+    def add(acc: jax.Array, a: jax.Array, b: jax.Array, j: jax.Array) -> jax.Array:
+        # Panels along the dim of the operand that is sliced by k (a's rows when b
+        # rotates, b's columns when a does), so the rotated block is read whole.
+        dim = acc.ndim - 2 if rotate_b else acc.ndim - 1
+
+        def product(lo: jax.Array, size: int) -> jax.Array:
+            if rotate_b:
+                return take(take(a, a.ndim - 2, lo, size), a.ndim - 1, j * kb, kb) @ b
+            return a @ take(take(b, b.ndim - 1, lo, size), b.ndim - 2, j * kb, kb)
+
+        return _accumulate(acc, product, dim, _parts(acc.shape[dim], p))
 
     def body(a: jax.Array, b: jax.Array) -> jax.Array:
         i = index(s)
 
         def step(t: jax.Array, carry: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
             acc, blk = carry
-            acc = acc + (product(a, blk, (i + t) % p) if rotate_b else product(blk, b, (i + t) % p))
+            acc = add(acc, a, blk, (i + t) % p) if rotate_b else add(acc, blk, b, (i + t) % p)
             return acc, jax.lax.ppermute(blk, name(s), perm)
 
         acc = jnp.zeros(_out_shape(a, b), jnp.result_type(a, b))
         acc, blk = _loop(p - 1, step, (acc, b if rotate_b else a))
         last = (i + p - 1) % p
-        return acc + (product(a, blk, last) if rotate_b else product(blk, b, last))
+        return add(acc, a, blk, last) if rotate_b else add(acc, blk, b, last)
 
     comm = Comm("collective-permute", s, 0, moved, moved, p - 1)
     who = "b's row" if rotate_b else "a's column"
+    # Two rotated blocks (the one in use and the one arriving), one panel's product,
+    # and the k-slice of the fixed operand that panel reads.
+    local_len = pb.m // pb.p(am) if rotate_b else pb.n // pb.p(bn)
+    panels = _parts(local_len, p)
+    sliced = pb.a_bytes(am, (), k=kb) if rotate_b else pb.b_bytes((), bn, k=kb)
     return Variant(
         "ring",
         f"rotate {who} blocks over {','.join(s)}",
         (am, bn),
         (comm,) if p > 1 else (),
-        moved + pb.c_bytes(am, bn),
+        2 * moved + (pb.c_bytes(am, bn) + sliced) // panels,
         pb.flops(am, pb.k, bn),
         body,
         overlap_steps=p - 1,

@@ -218,8 +218,9 @@ def matmul(
     slice) is appended inside the same ``shard_map``.
 
     Memory per device: the input blocks, the output block and the algorithm's working
-    set: the gathered operand for ``allgather``, about two blocks of the rotated
-    operand for ``ring``, one panel per operand for ``summa``.
+    set: the gathered operand for ``allgather``; for ``ring``, two blocks of the rotated
+    operand plus one panel of the local product (it is added to the output in panels,
+    never whole); one panel per operand for ``summa``.
 
     Args:
       a: ``(..., m, k)`` array, usually sharded with a ``NamedSharding``.

@@ -3,6 +3,18 @@
 Runs inside ``jax.shard_map`` (or a ``custom_partitioning`` lowering), where the
 mesh axis names are bound. Every step is a JAX primitive with JVP and transpose
 rules, so the per-shard function is differentiable as is.
+
+XLA's FFT transforms the trailing axes of its operand, so an FFT along any other
+axis costs a transpose in and a transpose out (that is what ``jnp.fft.fft`` does
+for ``axis=0``). The executor instead keeps the block in a *physical* axis order
+that may differ from the logical one: before each local FFT it moves the
+transformed axes last (if they are not already), runs the FFT there, and leaves
+them there; an ``all_to_all`` splits and joins whichever physical axes hold the
+logical ones; one transpose after the last FFT restores the logical order (before
+any remaining moves, which then exchange contiguous pieces). XLA fuses each
+of those transposes with the packing or unpacking of the neighbouring
+``all_to_all``, so an axis costs one pass over the block instead of two (as in
+jaxDecomp, which keeps every 1-D FFT on the contiguous axis the same way).
 """
 
 from __future__ import annotations
@@ -30,17 +42,42 @@ def move(block: jax.Array, mesh_axes: tuple[str, ...], src: int, dst: int) -> ja
     return jax.lax.all_to_all(block, name, split_axis=dst, concat_axis=src, tiled=True)
 
 
+def _local_fft(block: jax.Array, step: Step, k: int, norm: str | None) -> jax.Array:
+    """``step``'s transform of the ``k`` trailing (physical) axes of ``block``."""
+    trailing = tuple(range(block.ndim - k, block.ndim))
+    if step.op == "fft":
+        return jnp.fft.fftn(block, s=step.sizes, axes=trailing, norm=norm)
+    if step.op == "ifft":
+        return jnp.fft.ifftn(block, s=step.sizes, axes=trailing, norm=norm)
+    if step.op == "rfft":
+        return jnp.fft.rfft(block, n=step.sizes[0], axis=-1, norm=norm)
+    return jnp.fft.irfft(block, n=step.sizes[0], axis=-1, norm=norm)
+
+
 def run_steps(block: jax.Array, steps: Sequence[Step], norm: str | None) -> jax.Array:
-    """Apply ``steps`` (see :class:`~shardkit.fft._plan.Step`) to ``block`` in order."""
-    for step in steps:
+    """Apply ``steps`` (see :class:`~shardkit.fft._plan.Step`) to ``block`` in order.
+
+    ``order[i]`` is the logical axis stored at physical position ``i``; the result
+    is returned in the logical order.
+    """
+    order = tuple(range(block.ndim))
+    last_fft = max((i for i, s in enumerate(steps) if s.op != "all_to_all"), default=-1)
+    for i, step in enumerate(steps):
+        if i == last_fft + 1 and order != tuple(range(block.ndim)):
+            # Only moves remain (the natural layout's way back): restoring the logical
+            # order first lets XLA fuse the transpose into the packing of the next
+            # ``all_to_all``, whose pieces are then contiguous.
+            block = jnp.transpose(block, [order.index(a) for a in range(block.ndim)])
+            order = tuple(range(block.ndim))
         if step.op == "all_to_all":
-            block = move(block, step.mesh_axes, step.src, step.dst)
-        elif step.op == "fft":
-            block = jnp.fft.fftn(block, s=step.sizes, axes=step.axes, norm=norm)
-        elif step.op == "ifft":
-            block = jnp.fft.ifftn(block, s=step.sizes, axes=step.axes, norm=norm)
-        elif step.op == "rfft":
-            block = jnp.fft.rfft(block, n=step.sizes[0], axis=step.axes[0], norm=norm)
-        else:
-            block = jnp.fft.irfft(block, n=step.sizes[0], axis=step.axes[0], norm=norm)
+            block = move(block, step.mesh_axes, order.index(step.src), order.index(step.dst))
+            continue
+        k = len(step.axes)
+        if order[len(order) - k :] != step.axes:
+            new = tuple(a for a in order if a not in step.axes) + step.axes
+            block = jnp.transpose(block, [order.index(a) for a in new])
+            order = new
+        block = _local_fft(block, step, k, norm)
+    if order != tuple(range(block.ndim)):
+        block = jnp.transpose(block, [order.index(a) for a in range(block.ndim)])
     return block

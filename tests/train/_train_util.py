@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import jax
 import numpy as np
-from jax.sharding import Mesh
+from jax.sharding import AxisType, Mesh
 
 import shardkit
 from shardkit import train
@@ -22,11 +22,14 @@ def numpy_batch(model: train.Model, n: int = BATCH, seed: int = 1) -> tuple[np.n
     return tuple(np.asarray(a) for a in model.batch(jax.random.key(seed), n))
 
 
-def make_mesh(shape: str | None) -> Mesh | None:
+AXIS_TYPES = {"auto": AxisType.Auto, "explicit": AxisType.Explicit}
+
+
+def make_mesh(shape: str | None, axis_types: str = "auto") -> Mesh | None:
     if shape is None:
         return None
     names = "x" if "x" not in shape else "data,model"
-    return shardkit.mesh(shape, names, axis_types="auto")
+    return shardkit.mesh(shape, names, axis_types=AXIS_TYPES[axis_types])
 
 
 def losses(step, state, batch, steps: int = STEPS):  # type: ignore[no-untyped-def]

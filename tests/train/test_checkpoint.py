@@ -1,4 +1,8 @@
-"""Save a sharded state with orbax and resume on another mesh or strategy, same next loss."""
+"""Save a sharded state with orbax and resume on another mesh or strategy, same next loss.
+
+The target mesh has Auto axes, or once Explicit axes (a state from an Auto mesh
+resumed onto an Explicit one).
+"""
 
 from __future__ import annotations
 
@@ -17,15 +21,16 @@ pytest.importorskip("orbax.checkpoint")
 
 
 @pytest.mark.parametrize(
-    ("saved", "resumed"),
+    ("saved", "resumed", "axis_types"),
     [
-        (("dp", "8"), ("dp_tp", "4x2")),
-        (("fsdp", "2x4"), ("tp", "8")),
-        (("dp_tp", "2x4"), ("single", None)),
+        (("dp", "8"), ("dp_tp", "4x2"), "auto"),
+        (("fsdp", "2x4"), ("tp", "8"), "auto"),
+        (("dp_tp", "2x4"), ("single", None), "auto"),
+        (("fsdp", "4x2"), ("dp_tp", "2x4"), "explicit"),
     ],
 )
 def test_resume_on_another_layout_gives_the_same_next_loss(
-    tmp_path: Path, saved: tuple[str, str], resumed: tuple[str, str | None]
+    tmp_path: Path, saved: tuple[str, str], resumed: tuple[str, str | None], axis_types: str
 ) -> None:
     model = small_mlp()
     batch = numpy_batch(model)
@@ -36,12 +41,9 @@ def test_resume_on_another_layout_gives_the_same_next_loss(
     path = train.save_state(tmp_path / "ckpt", state)
     expected, _ = losses(step, state, batch, 2)
 
+    mesh = make_mesh(resumed[1], axis_types)
     step2, fresh = train.make_train_step(
-        model,
-        optax.adam(1e-2),
-        strategy=resumed[0],
-        mesh=make_mesh(resumed[1]),
-        key=jax.random.key(9),
+        model, optax.adam(1e-2), strategy=resumed[0], mesh=mesh, key=jax.random.key(9)
     )
     restored = train.restore_state(path, fresh)
     assert isinstance(restored, train.TrainState)
@@ -51,6 +53,8 @@ def test_resume_on_another_layout_gives_the_same_next_loss(
     ):
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
         assert got.sharding.is_equivalent_to(like.sharding, got.ndim)
+        if mesh is not None:  # on the target's own mesh, axis types included
+            assert got.sharding.mesh == mesh
     got_losses, _ = losses(step2, restored, batch, 2)
     assert_close(got_losses, expected, dtype=np.float32, what="losses after the restore")
 

@@ -13,6 +13,9 @@ the gradients, an all-reduce of the full gradients that each device then slices
 (not a reduce-scatter, which would send half the bytes); ``dp_tp`` the ``tp``
 all-reduces over the model axis on ``B/D`` rows plus the gradient all-reduce of the
 local gradient shards over the data axis.
+
+On a mesh with Explicit axes the step's body runs with the axes viewed as Auto, so
+each formula holds there unchanged; every strategy is checked on one Explicit mesh.
 """
 
 from __future__ import annotations
@@ -37,13 +40,17 @@ def _ar(n: int, p: int) -> int:
 
 
 def _report(
-    model: train.Model, strategy: str, mesh_shape: str, opt=None
-) -> tuple[CommReport, train.TrainState]:  # type: ignore[no-untyped-def]
+    model: train.Model,
+    strategy: str,
+    mesh_shape: str,
+    opt: optax.GradientTransformation | None = None,
+    axis_types: str = "auto",
+) -> tuple[CommReport, train.TrainState]:
     step, state = train.make_train_step(
         model,
         opt or optax.sgd(0.1),
         strategy=strategy,
-        mesh=make_mesh(mesh_shape),
+        mesh=make_mesh(mesh_shape, axis_types),
         key=jax.random.key(0),
     )
     return comms(step, state, numpy_batch(model)), state
@@ -72,10 +79,12 @@ def _tp_activation_bytes(model: train.Model, rows: int) -> list[int]:
     return out
 
 
-@pytest.mark.parametrize("mesh_shape", ["8", "2x4"])
-def test_dp_one_all_reduce_of_the_gradients(mesh_shape: str) -> None:
+@pytest.mark.parametrize(
+    ("mesh_shape", "axis_types"), [("8", "auto"), ("2x4", "auto"), ("2x4", "explicit")]
+)
+def test_dp_one_all_reduce_of_the_gradients(mesh_shape: str, axis_types: str) -> None:
     model = small_mlp()
-    report, _ = _report(model, "dp", mesh_shape)
+    report, _ = _report(model, "dp", mesh_shape, axis_types=axis_types)
     p = 8
     report.assert_only({"all-reduce"})
     names = ("x",) if mesh_shape == "8" else ("data", "model")
@@ -85,11 +94,18 @@ def test_dp_one_all_reduce_of_the_gradients(mesh_shape: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("sizes", "mesh_shape"), [((16, 32, 32, 8), "8"), ((16, 32, 32, 32, 8), "2x4")]
+    ("sizes", "mesh_shape", "axis_types"),
+    [
+        ((16, 32, 32, 8), "8", "auto"),
+        ((16, 32, 32, 32, 8), "2x4", "auto"),
+        ((16, 32, 32, 32, 8), "8", "explicit"),
+    ],
 )
-def test_tp_activation_all_reduces_per_layer_pair(sizes: tuple[int, ...], mesh_shape: str) -> None:
+def test_tp_activation_all_reduces_per_layer_pair(
+    sizes: tuple[int, ...], mesh_shape: str, axis_types: str
+) -> None:
     model = small_mlp(sizes)
-    report, _ = _report(model, "tp", mesh_shape)
+    report, _ = _report(model, "tp", mesh_shape, axis_types=axis_types)
     report.assert_only({"all-reduce"})
     names = ("x",) if mesh_shape == "8" else ("data", "model")
     want = _tp_activation_bytes(model, BATCH)
@@ -97,10 +113,14 @@ def test_tp_activation_all_reduces_per_layer_pair(sizes: tuple[int, ...], mesh_s
     assert report.bytes_sent == sum(_ar(n, 8) for n in want)
 
 
-@pytest.mark.parametrize("mesh_shape", ["8", "4x2"])
-def test_fsdp_gathers_each_parameter_once_and_reduces_gradients(mesh_shape: str) -> None:
+@pytest.mark.parametrize(
+    ("mesh_shape", "axis_types"), [("8", "auto"), ("4x2", "auto"), ("8", "explicit")]
+)
+def test_fsdp_gathers_each_parameter_once_and_reduces_gradients(
+    mesh_shape: str, axis_types: str
+) -> None:
     model = small_mlp()
-    report, _ = _report(model, "fsdp", mesh_shape, optax.adam(1e-3))
+    report, _ = _report(model, "fsdp", mesh_shape, optax.adam(1e-3), axis_types)
     p = 8
     report.assert_only({"all-gather", "all-reduce", "reduce-scatter"})
     gathers = [c for c in report.collectives if c.kind == "all-gather"]
@@ -144,10 +164,14 @@ def test_fsdp_holds_one_eighth_of_parameters_and_optimizer_state() -> None:
     assert report.memory.peak_bytes < dp_report.memory.peak_bytes / 2
 
 
-@pytest.mark.parametrize("mesh_shape", ["4x2", "2x4"])
-def test_dp_tp_model_axis_activations_and_data_axis_gradients(mesh_shape: str) -> None:
+@pytest.mark.parametrize(
+    ("mesh_shape", "axis_types"), [("4x2", "auto"), ("2x4", "auto"), ("4x2", "explicit")]
+)
+def test_dp_tp_model_axis_activations_and_data_axis_gradients(
+    mesh_shape: str, axis_types: str
+) -> None:
     model = small_mlp()
-    report, state = _report(model, "dp_tp", mesh_shape)
+    report, state = _report(model, "dp_tp", mesh_shape, axis_types=axis_types)
     d, m = (int(n) for n in mesh_shape.split("x"))
     report.assert_only({"all-reduce"})
     acts = _tp_activation_bytes(model, BATCH // d)
@@ -159,7 +183,8 @@ def test_dp_tp_model_axis_activations_and_data_axis_gradients(mesh_shape: str) -
     assert report.bytes_sent == sum(_ar(n, m) for n in acts) + _ar(local_grads + F, d)
 
 
-def test_single_device_step_communicates_nothing() -> None:
-    report, _ = _report(small_mlp(), "single", "8")
+@pytest.mark.parametrize("axis_types", ["auto", "explicit"])
+def test_single_device_step_communicates_nothing(axis_types: str) -> None:
+    report, _ = _report(small_mlp(), "single", "8", axis_types=axis_types)
     report.assert_none()
     assert np.isclose(report.bytes_sent, 0)

@@ -1,4 +1,9 @@
-"""Every strategy trains like one device: same losses for 20 steps on meshes 8, 2x4, 4x2."""
+"""Every strategy trains like one device: same losses for 20 steps on meshes 8, 2x4, 4x2.
+
+Each mesh once with Auto axes and once with Explicit axes (the default of
+``jax.make_mesh`` and ``shardkit.mesh``), where the state must also carry its
+sharding in its type.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,8 @@ import jax
 import numpy as np
 import optax
 import pytest
-from _train_util import losses, make_mesh, numpy_batch, small_mlp
+from _train_util import AXIS_TYPES, losses, make_mesh, numpy_batch, small_mlp
+from jax.sharding import PartitionSpec as P
 
 import shardkit
 from shardkit import train
@@ -27,6 +33,14 @@ OPTIMIZERS = {"sgd": lambda: optax.sgd(0.05), "adam": lambda: optax.adam(1e-2)}
 # tolerance (rtol 2e-5, shardkit.testing) covers it with a wide margin.
 
 
+def _trimmed(spec: P) -> tuple[object, ...]:
+    """The spec without trailing Nones (types spell P() of a vector as P(None,))."""
+    entries = list(spec)
+    while entries and entries[-1] is None:
+        entries.pop()
+    return tuple(entries)
+
+
 def _reference(opt: str, model: train.Model, batch) -> np.ndarray:  # type: ignore[no-untyped-def]
     step, state = train.make_train_step(
         model, OPTIMIZERS[opt](), strategy="single", mesh=None, key=jax.random.key(0)
@@ -42,36 +56,57 @@ def references() -> dict[str, np.ndarray]:
     return {opt: _reference(opt, model, batch) for opt in OPTIMIZERS}
 
 
+@pytest.mark.parametrize("axis_types", list(AXIS_TYPES))
 @pytest.mark.parametrize(("strategy", "mesh_shape"), CASES)
-def test_losses_match_single_device_sgd(strategy: str, mesh_shape: str, references) -> None:  # type: ignore[no-untyped-def]
+def test_losses_match_single_device_sgd(
+    strategy: str,
+    mesh_shape: str,
+    axis_types: str,
+    references,  # type: ignore[no-untyped-def]
+) -> None:
     model = small_mlp()
     batch = numpy_batch(model)
+    mesh = make_mesh(mesh_shape, axis_types)
     step, state = train.make_train_step(
-        model, optax.sgd(0.05), strategy=strategy, mesh=make_mesh(mesh_shape), key=jax.random.key(0)
+        model, optax.sgd(0.05), strategy=strategy, mesh=mesh, key=jax.random.key(0)
     )
     got, state = losses(step, state, batch)
     assert got[-1] < 0.5 * got[0]  # it trains
-    assert_close(
-        got, references["sgd"], dtype=np.float32, what=f"{strategy} losses on {mesh_shape}"
-    )
-    layout = train.strategy_layout(model, strategy=strategy, mesh=make_mesh(mesh_shape))
+    what = f"{strategy} losses on {mesh_shape} ({axis_types})"
+    assert_close(got, references["sgd"], dtype=np.float32, what=what)
+    layout = train.strategy_layout(model, strategy=strategy, mesh=mesh)
     for leaf, want in zip(
         jax.tree.leaves(state.params), jax.tree.leaves(layout.params), strict=True
     ):
         assert leaf.sharding.is_equivalent_to(want, leaf.ndim)
+        assert leaf.sharding.mesh == mesh  # the state stays on the caller's mesh
+        if axis_types == "explicit":  # ... with its sharding in its type
+            assert _trimmed(jax.typeof(leaf).sharding.spec) == _trimmed(want.spec)
 
 
 @pytest.mark.parametrize(
-    ("strategy", "mesh_shape"), [("dp", "8"), ("fsdp", "2x4"), ("dp_tp", "4x2"), ("tp", "4x2")]
+    ("strategy", "mesh_shape", "axis_types"),
+    [
+        ("dp", "8", "auto"),
+        ("fsdp", "2x4", "auto"),
+        ("dp_tp", "4x2", "auto"),
+        ("tp", "4x2", "auto"),
+        ("fsdp", "4x2", "explicit"),  # Adam's moments sharded like the parameters
+    ],
 )
-def test_losses_match_single_device_adam(strategy: str, mesh_shape: str, references) -> None:  # type: ignore[no-untyped-def]
+def test_losses_match_single_device_adam(
+    strategy: str,
+    mesh_shape: str,
+    axis_types: str,
+    references,  # type: ignore[no-untyped-def]
+) -> None:
     model = small_mlp()
     batch = numpy_batch(model)
     step, state = train.make_train_step(
         model,
         optax.adam(1e-2),
         strategy=strategy,
-        mesh=make_mesh(mesh_shape),
+        mesh=make_mesh(mesh_shape, axis_types),
         key=jax.random.key(0),
     )
     got, _ = losses(step, state, batch)
@@ -139,9 +174,9 @@ def test_bad_configurations_raise() -> None:
         train.make_train_step(
             small_mlp((16, 36, 8)), opt, strategy="tp", mesh=make_mesh("8"), key=key
         )
-    explicit = shardkit.mesh("2x4", "x,y", axis_types="explicit")
-    with pytest.raises(NotImplementedError, match="Explicit mesh axes are not supported"):
-        train.make_train_step(model, opt, strategy="dp", mesh=explicit, key=key)
+    manual = shardkit.mesh("2x4", "x,y", axis_types="manual")
+    with pytest.raises(NotImplementedError, match="Manual mesh axes are not supported"):
+        train.make_train_step(model, opt, strategy="dp", mesh=manual, key=key)
     with pytest.raises(ValueError, match="at least two positive integers"):
         train.MLP((16,))
     with pytest.raises(ValueError, match=r"must be \(features, 1\)"):

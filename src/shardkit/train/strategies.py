@@ -25,6 +25,19 @@ partitioning, the way seed 004 does it. On a mesh of ``P`` devices:
 ``dp_tp``
   A 2-D mesh ``(data, model)`` as seed 004's 4x2: the batch split over the first
   axis, ``tp``'s rules over the second.
+
+Auto and Explicit meshes
+  The specs are the same for both. On a mesh with Explicit axes (``jax.make_mesh``'s
+  and ``shardkit.mesh``'s default) the state and batch are placed on that mesh and
+  come back on it, so they carry their shardings in their types; the body of the step
+  runs under ``jax.sharding.auto_axes`` (see :func:`~shardkit.train.make_train_step`),
+  which views every axis as Auto, and the hooks constrain to the same specs on that
+  Auto view of the mesh. ``with_sharding_constraint`` accepts only Auto axes, and the
+  alternative, annotating every matmul with ``out_sharding=`` and every gather with
+  ``reshard``, would leave the partitioning of the backward pass and the optimizer
+  update to Explicit-mode rules rather than the ones measured here. So the compiled
+  program, its communication and its losses are those of the Auto mesh. Manual axes
+  (inside ``shard_map``) are not supported.
 """
 
 from __future__ import annotations
@@ -99,10 +112,29 @@ class StrategyLayout:
             return self.batch
         return NamedSharding(self.mesh, P())
 
-    def _named(self, *entries: Any) -> Sharding:
+    @property
+    def explicit(self) -> bool:
+        """Whether the mesh has Explicit axes (the step then runs under ``auto_axes``)."""
+        if self.mesh is None or self.strategy == "single":
+            return False
+        return any(t == AxisType.Explicit for t in self.mesh.axis_types)
+
+    def _constraint(self, *entries: Any) -> Sharding:
+        """A sharding for ``with_sharding_constraint``, on the Auto view of the mesh."""
         if self.mesh is None or self.strategy == "single":
             return self.batch
-        return NamedSharding(self.mesh, P(*entries))
+        return NamedSharding(_auto_view(self.mesh), P(*entries))
+
+    def param_constraints(self) -> tuple[Mapping[str, Sharding], ...]:
+        """The parameters' shardings as ``with_sharding_constraint`` takes them (Auto view)."""
+        if self.mesh is None or not self.explicit:
+            return self.params
+        auto = _auto_view(self.mesh)
+
+        def on_auto(s: Sharding) -> Sharding:
+            return NamedSharding(auto, s.spec) if isinstance(s, NamedSharding) else s
+
+        return tuple({k: on_auto(s) for k, s in layer.items()} for layer in self.params)
 
     # ---- hooks the model calls inside the forward pass -----------------------------
 
@@ -111,7 +143,7 @@ class StrategyLayout:
         del layer, name
         if not self.gather:
             return value
-        return jax.lax.with_sharding_constraint(value, self.replicated)
+        return jax.lax.with_sharding_constraint(value, self._constraint())
 
     def activation(self, layer: int, value: jax.Array, /) -> jax.Array:
         """Constrain a layer's output: batch-split, and model-split after a column layer."""
@@ -121,7 +153,7 @@ class StrategyLayout:
         model = (
             _axes_entry(self.model_axes) if self.roles and self.roles[layer] == "column" else None
         )
-        return jax.lax.with_sharding_constraint(value, self._named(data, model))
+        return jax.lax.with_sharding_constraint(value, self._constraint(data, model))
 
     # ---- optimizer state and checks --------------------------------------------------
 
@@ -146,6 +178,13 @@ class StrategyLayout:
         """Raise ``ValueError`` if the batch dimension does not split over the data axes."""
         if isinstance(self.batch, NamedSharding):
             check_placement(where, tuple(shape), self.batch.spec, self.batch.mesh)
+
+
+def _auto_view(mesh: Mesh) -> Mesh:
+    """The same devices and axis names with every axis Auto (``mesh`` itself if it is)."""
+    if all(t == AxisType.Auto for t in mesh.axis_types):
+        return mesh
+    return Mesh(mesh.devices, mesh.axis_names, axis_types=(AxisType.Auto,) * len(mesh.axis_names))
 
 
 def _param_specs(
@@ -194,8 +233,8 @@ def strategy_layout(model: Model, /, *, strategy: str, mesh: Mesh | None) -> Str
     Args:
       model: an :class:`~shardkit.train.MLP` or :class:`~shardkit.train.Logistic`.
       strategy: one of ``single``, ``dp``, ``fsdp``, ``tp``, ``dp_tp``.
-      mesh: the mesh (its axes must be Auto); ``single`` uses its first device, or
-        the first device when None.
+      mesh: the mesh, with Auto or Explicit axes (the shardings are on it either
+        way); ``single`` uses its first device, or the first device when None.
 
     Returns:
       A :class:`StrategyLayout`.
@@ -203,7 +242,7 @@ def strategy_layout(model: Model, /, *, strategy: str, mesh: Mesh | None) -> Str
     Raises:
       ValueError: unknown strategy, a missing or 1-D mesh for ``dp_tp``, or a layer
         that the model axes do not divide (the message names layer, spec and mesh).
-      NotImplementedError: a mesh with Explicit axes.
+      NotImplementedError: a mesh with Manual axes.
 
     Example:
       >>> m = shardkit.mesh("4x2", "data,model", axis_types="auto")
@@ -226,11 +265,12 @@ def strategy_layout(model: Model, /, *, strategy: str, mesh: Mesh | None) -> Str
             f"make_train_step(strategy={strategy!r}): mesh={mesh!r} must be a jax.sharding.Mesh, "
             "e.g. shardkit.mesh('4x2', 'data,model', axis_types='auto')"
         )
-    if any(t != AxisType.Auto for t in mesh.axis_types):
+    if any(t == AxisType.Manual for t in mesh.axis_types):
         raise NotImplementedError(
-            f"make_train_step(strategy={strategy!r}) on {mesh_summary(mesh)}: Explicit mesh "
-            "axes are not supported; the strategies place arrays through jit shardings and "
-            "with_sharding_constraint on Auto axes. Build the mesh with axis_types='auto'."
+            f"make_train_step(strategy={strategy!r}) on {mesh_summary(mesh)}: Manual mesh "
+            "axes are not supported; a training step partitions through jit shardings, so "
+            "call it outside shard_map on a mesh with Auto or Explicit axes, e.g. "
+            "shardkit.mesh('4x2', 'data,model')."
         )
     specs, roles, data, model_axes = _param_specs(model, strategy, mesh)
     for i, (layer, shapes) in enumerate(zip(specs, model.param_shapes(), strict=True)):

@@ -114,6 +114,6 @@ def register_suite(suite: Suite, /) -> Suite:
 
 def registered_suites() -> dict[str, Suite]:
     """The registered suites by name (a copy), after importing the built-in ones."""
-    from shardkit.bench import collectives, fft, matmul, train  # noqa: F401  (they register themselves)
+    from shardkit.bench import collectives, fft, linalg, matmul, train  # noqa: F401  (they register themselves)
 
     return dict(_SUITES)

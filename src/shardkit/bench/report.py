@@ -278,7 +278,11 @@ def write_plots(data: Mapping[str, Any], out_dir: str | Path, /) -> list[Path]:
     for name, meta in data["suites"].items():
         records = [r for r in data["records"] if r["suite"] == name]
         for plot in meta["plots"]:
-            panels = list(dict.fromkeys(_field(r, plot["panel"]) for r in records))
+            panels = list(
+                dict.fromkeys(
+                    _field(r, plot["panel"]) for r in records if _field(r, plot["y"]) is not None
+                )
+            )
             if not panels:
                 continue
             ncols = min(3, len(panels))

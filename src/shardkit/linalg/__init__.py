@@ -1,5 +1,62 @@
-"""Sharded linear algebra: matrix products by named algorithms or by cost model."""
+"""Sharded linear algebra: matrix products, factorizations and solvers that never gather.
 
+Products by named algorithms or by cost model (:func:`matmul`); LU with partial
+pivoting across the whole column, Cholesky and triangular solves on a block-cyclic
+layout (:func:`solve`, :func:`lu_factor`, :func:`cholesky`, ...); tall-skinny QR and
+least squares; Krylov solvers on sharded vectors; batched solves without communication.
+"""
+
+from shardkit.linalg._blockcyclic import (
+    ORDER_NAMES,
+    BlockCyclic,
+    Order,
+    from_block_cyclic,
+    to_block_cyclic,
+)
+from shardkit.linalg._status import (
+    LinAlgStatusError,
+    NotPositiveDefiniteError,
+    SingularMatrixError,
+)
+from shardkit.linalg.batched import batched_solve
+from shardkit.linalg.cholesky import CholeskyFactors, cho_factor, cho_solve, cholesky
+from shardkit.linalg.iterative import IterativeInfo, bicgstab, cg, gmres
+from shardkit.linalg.lu import LUFactors, det, inv, lu, lu_factor, lu_solve, solve
 from shardkit.linalg.matmul import ALGORITHM_NAMES, Algorithm, Candidate, Explanation, matmul
+from shardkit.linalg.qr import lstsq, qr
+from shardkit.linalg.triangular import solve_triangular
 
-__all__ = ["ALGORITHM_NAMES", "Algorithm", "Candidate", "Explanation", "matmul"]
+__all__ = [
+    "ALGORITHM_NAMES",
+    "ORDER_NAMES",
+    "Algorithm",
+    "BlockCyclic",
+    "Candidate",
+    "CholeskyFactors",
+    "Explanation",
+    "IterativeInfo",
+    "LUFactors",
+    "LinAlgStatusError",
+    "NotPositiveDefiniteError",
+    "Order",
+    "SingularMatrixError",
+    "batched_solve",
+    "bicgstab",
+    "cg",
+    "cho_factor",
+    "cho_solve",
+    "cholesky",
+    "det",
+    "from_block_cyclic",
+    "gmres",
+    "inv",
+    "lstsq",
+    "lu",
+    "lu_factor",
+    "lu_solve",
+    "matmul",
+    "qr",
+    "solve",
+    "solve_triangular",
+    "to_block_cyclic",
+]

@@ -1,0 +1,420 @@
+"""The block-cyclic layout of the factorizations, kept in "permuted global order".
+
+ScaLAPACK deals ``nb x nb`` blocks round-robin over the devices so that, as a
+factorization shrinks to its trailing corner, every device keeps working. shardkit
+gets the same balance *without moving data*: each device keeps exactly the elements
+of its ordinary block of a ``NamedSharding(mesh, P(rows, cols))`` and we choose the
+**elimination order** of the blocks instead. Block ``s`` of ``a`` (rows ``s*nb ..``)
+is eliminated at step ``e = order^-1[s]``, and ``order`` interleaves the blocks so that
+consecutive steps visit every mesh row and every mesh column in turn (on a square
+mesh this is exactly ScaLAPACK's block-cyclic dealing). The factorization is then
+that of ``a[σ][:, σ]`` with ``σ`` the element-wise ``order``, a *symmetric*
+permutation: determinants, solves and Cholesky's positive definiteness are unchanged.
+
+Cost of going between the layouts (both directions): no communication at all and one
+local copy of each device's block (its blocks are put in elimination order, so that
+the active part of a shrinking factorization is a suffix of the local rows and
+columns). ``order="natural"`` keeps ``σ`` the identity: factors come out exactly as
+LAPACK's, at the price of balance (devices owning early blocks idle later; up to 3x
+the flops of the busiest device).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import itertools
+import math
+from typing import Any, Literal, TypeAlias, get_args
+
+import jax
+import jax.core as jax_core
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec
+
+from shardkit.layout import spec as _spec
+from shardkit.layout._checks import entry_axes
+from shardkit.layout._errors import indivisible_error, mesh_summary, spec_summary
+
+__all__ = [
+    "DEFAULT_BLOCK",
+    "ORDER_NAMES",
+    "BlockCyclic",
+    "Order",
+    "Plan",
+    "from_block_cyclic",
+    "resolve",
+    "to_block_cyclic",
+]
+
+Order: TypeAlias = Literal["cyclic", "natural"]
+AnyMesh: TypeAlias = Mesh | AbstractMesh
+ORDER_NAMES: tuple[str, ...] = get_args(Order)
+"""The legal values of ``order=``."""
+
+DEFAULT_BLOCK = 128
+"""Default block size ``nb`` (rounded down to a divisor of the local block sizes)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """Static description of one square ``n x n`` problem on a mesh (hashable).
+
+    Attributes:
+      n: matrix order.
+      nb: block (panel) size; divides the local row and column counts.
+      row_axes: mesh axes splitting the rows (may be empty).
+      col_axes: mesh axes splitting the columns (may be empty).
+      nr: number of device rows (product of ``row_axes`` sizes).
+      nc: number of device columns.
+      order: elimination order of the ``n / nb`` blocks (natural block indices).
+    """
+
+    n: int
+    nb: int
+    row_axes: tuple[str, ...]
+    col_axes: tuple[str, ...]
+    nr: int
+    nc: int
+    order: tuple[int, ...]
+
+    @property
+    def blocks(self) -> int:
+        """Number of blocks ``n / nb`` along each side."""
+        return self.n // self.nb
+
+    @property
+    def m(self) -> int:
+        """Local rows per device."""
+        return self.n // self.nr
+
+    @property
+    def k(self) -> int:
+        """Local columns per device."""
+        return self.n // self.nc
+
+    @functools.cached_property
+    def tables(self) -> dict[str, np.ndarray]:
+        """Index tables (NumPy): who owns each elimination block and where it sits locally.
+
+        ``own_r[e]``, ``slot_r[e]``: device row and local block slot of step ``e``'s
+        rows (likewise ``own_c``/``slot_c`` for columns); ``perm_r[r]``: the natural
+        local blocks of device row ``r`` in slot order; ``elim_r[r, slot]``: the step of
+        that slot; ``sigma``: element-wise natural index of each elimination index.
+        """
+        b, nb = self.blocks, self.nb
+        order = np.asarray(self.order)
+        step = np.empty(b, np.int64)
+        step[order] = np.arange(b)
+        out: dict[str, np.ndarray] = {}
+        for side, parts in (("r", self.nr), ("c", self.nc)):
+            per = b // parts
+            natural = np.arange(b).reshape(parts, per)
+            perm = np.argsort(step[natural], axis=1, kind="stable")  # local slot -> local block
+            elim = np.take_along_axis(step[natural], perm, axis=1)
+            own = np.empty(b, np.int64)
+            slot = np.empty(b, np.int64)
+            for dev in range(parts):
+                own[elim[dev]] = dev
+                slot[elim[dev]] = np.arange(per)
+            out[f"own_{side}"], out[f"slot_{side}"] = own, slot
+            out[f"perm_{side}"], out[f"elim_{side}"] = perm, elim
+        out["sigma"] = (order[:, None] * nb + np.arange(nb)[None, :]).reshape(-1)
+        return out
+
+    def stage_bounds(self, stages: int) -> list[tuple[int, int, int, int]]:
+        """``(first step, end step, row slot bound, col slot bound)`` of each stage.
+
+        Within a stage every active local row (column) block has a slot at least the
+        bound on every device, so the stage works on a static suffix of the local array.
+        """
+        b = self.blocks
+        stages = max(1, min(stages, b // 4))  # short problems: fewer copies of the loop
+        cuts = sorted({round(i * b / stages) for i in range(stages + 1)})
+        t = self.tables
+        out = []
+        for s0, s1 in itertools.pairwise(cuts):
+            lr = int((t["elim_r"] < s0).sum(axis=1).min())
+            lc = int((t["elim_c"] < s0).sum(axis=1).min())
+            out.append((s0, s1, lr, lc))
+        return out
+
+
+def _balanced_order(blocks: int, nr: int, nc: int) -> tuple[int, ...]:
+    # Natural block s sits on device row s // (B/nr) and column s // (B/nc). Sorting by
+    # (s mod L, s div L) with L = B / max(nr, nc) makes each run of max(nr, nc) steps
+    # visit every device row and column once (when one count divides the other).
+    per = blocks // max(nr, nc)
+    s = np.arange(blocks)
+    return tuple(int(v) for v in np.lexsort((s // per, s % per)))
+
+
+@functools.lru_cache(maxsize=256)
+def make_plan(
+    n: int,
+    row_axes: tuple[str, ...],
+    col_axes: tuple[str, ...],
+    nr: int,
+    nc: int,
+    nb: int,
+    order: str,
+) -> Plan:
+    """The plan for an ``n x n`` matrix; ``nb`` is rounded down to divide the local blocks."""
+    g = math.gcd(n // nr, n // nc)
+    nb_eff = max(d for d in range(1, min(nb, g) + 1) if g % d == 0)
+    blocks = n // nb_eff
+    o = tuple(range(blocks)) if order == "natural" else _balanced_order(blocks, nr, nc)
+    return Plan(n, nb_eff, row_axes, col_axes, nr, nc, o)
+
+
+def _axes_size(m: AnyMesh, axes: tuple[str, ...]) -> int:
+    return math.prod(m.shape[a] for a in axes)
+
+
+def check_order(where: str, order: str) -> None:
+    """Raise ``ValueError`` unless ``order`` is one of :data:`ORDER_NAMES`."""
+    if order not in ORDER_NAMES:
+        raise ValueError(f"{where}: order={order!r} is not one of {list(ORDER_NAMES)}")
+
+
+def resolve(
+    where: str, a: Any, mesh: AnyMesh | None, spec: Any, *, square: bool = True
+) -> tuple[AnyMesh, PartitionSpec, tuple[str, ...], tuple[str, ...]]:
+    """The mesh, spec and row/column axes of matrix ``a``: given, or read from ``a``.
+
+    Eagerly the layout is read from ``a.sharding``; under ``jit`` from the abstract
+    sharding of an Explicit mesh. A replicated spec is replaced by rows over the first
+    mesh axis and columns over the second (a free local slice of the replicated data).
+
+    Raises:
+      TypeError: ``a`` is not a 2-D float array.
+      ValueError: the layout is unknown, or a dimension does not divide.
+    """
+    shape = tuple(a.shape)
+    if len(shape) != 2 or (square and shape[0] != shape[1]):
+        want = "a square matrix (n, n)" if square else "a matrix (m, n)"
+        raise ValueError(f"{where}: a.shape={shape} is not {want}")
+    if not jnp.issubdtype(a.dtype, jnp.floating):
+        raise TypeError(
+            f"{where}: a.dtype={np.dtype(a.dtype).name} is not supported; "
+            "use float32 or float64 (complex is not implemented)"
+        )
+    m_found, s_found = None, None
+    sh = getattr(a, "sharding", None)
+    if not isinstance(sh, NamedSharding):
+        sh = getattr(jax.typeof(a), "sharding", None)
+        if isinstance(sh, NamedSharding) and not all(
+            t == AxisType.Explicit for t in sh.mesh.axis_types
+        ):
+            sh = None
+    if isinstance(sh, NamedSharding) and not sh.mesh.empty:
+        m_found, s_found = sh.mesh, sh.spec
+    m = mesh if mesh is not None else m_found
+    if m is None:
+        raise ValueError(
+            f"{where}: cannot tell the layout of a (shape={shape}): it is not a sharded "
+            "jax.Array on a mesh (or is traced on an Auto mesh). Shard it with "
+            "shardkit.shard(a, mesh, 'x,y'), or pass mesh=... (and spec=...)."
+        )
+    p = _spec(spec) if spec is not None else (s_found if mesh is None or m is m_found else None)
+    if p is None:
+        p = s_found if s_found is not None and m_found == m else PartitionSpec()
+    entries = tuple(p) + (None,) * (2 - len(tuple(p)))
+    rows, cols = entry_axes(entries[0]), entry_axes(entries[1])
+    if not rows and not cols:
+        names = m.axis_names
+        rows, cols = (names[0],), tuple(names[1:2])
+        p = PartitionSpec(rows[0], cols[0] if cols else None)
+    for d, axes in ((0, rows), (1, cols)):
+        for ax in axes:
+            if ax not in m.axis_names:
+                raise ValueError(
+                    f"{where}: spec={spec_summary(p)} names axis {ax!r}, not an axis of "
+                    f"{mesh_summary(m)}"
+                )
+        parts = _axes_size(m, axes)
+        if shape[d] % parts:
+            raise indivisible_error(where, shape, p, m, d, axes, parts)
+    return m, PartitionSpec(rows or None, cols or None), tuple(rows), tuple(cols)
+
+
+def plan_for(
+    where: str, a: Any, mesh: AnyMesh | None, spec: Any, nb: int, order: str
+) -> tuple[AnyMesh, PartitionSpec, Plan]:
+    """:func:`resolve` then :func:`make_plan` (validating ``nb`` and ``order``)."""
+    check_order(where, order)
+    if not isinstance(nb, int) or nb < 1:
+        raise ValueError(f"{where}: nb={nb!r} must be a positive int (block size)")
+    m, p, rows, cols = resolve(where, a, mesh, spec)
+    n = int(a.shape[0])
+    plan = make_plan(n, rows, cols, _axes_size(m, rows), _axes_size(m, cols), nb, order)
+    return m, p, plan
+
+
+# ---- inside shard_map ---------------------------------------------------------------
+
+
+def axis_index(axes: tuple[str, ...]) -> jax.Array:
+    """This device's linear index over ``axes`` (0 when there are none)."""
+    return jax.lax.axis_index(axes).astype(jnp.int32) if axes else jnp.int32(0)
+
+
+def psum(x: Any, axes: tuple[str, ...]) -> Any:
+    """``psum`` over ``axes``, the identity over none."""
+    return jax.lax.psum(x, axes) if axes else x
+
+
+def local_tables(plan: Plan) -> dict[str, jax.Array]:
+    """This device's row/column tables (inside ``shard_map``): slot orders and step indices."""
+    t = plan.tables
+    r, c = axis_index(plan.row_axes), axis_index(plan.col_axes)
+    nb = plan.nb
+    out = {"r": r, "c": c}
+    for side, dev in (("r", r), ("c", c)):
+        elim = jnp.asarray(t[f"elim_{side}"], jnp.int32)[dev]  # step of each local slot
+        out[f"perm_{side}"] = jnp.asarray(t[f"perm_{side}"], jnp.int32)[dev]
+        out[f"g_{side}"] = (elim[:, None] * nb + jnp.arange(nb, dtype=jnp.int32)[None, :]).reshape(
+            -1
+        )
+    for name in ("own_r", "slot_r", "own_c", "slot_c"):
+        out[name] = jnp.asarray(t[name], jnp.int32)
+    return out
+
+
+def to_local_order(x: jax.Array, plan: Plan, tab: dict[str, jax.Array]) -> jax.Array:
+    """Reorder a device's ``(m, k)`` block so its blocks are in elimination order (a copy)."""
+    return _reorder(x, plan, tab["perm_r"], tab["perm_c"])
+
+
+def _reorder(x: jax.Array, plan: Plan, pr: jax.Array, pc: jax.Array) -> jax.Array:
+    # One gather (not one per axis) so that only one share-sized copy is made; an axis
+    # whose order is the identity on every device is left alone.
+    nb = plan.nb
+    m, k = x.shape
+    t = plan.tables
+    same_r = bool((t["perm_r"] == np.arange(m // nb)).all())
+    same_c = bool((t["perm_c"] == np.arange(k // nb)).all())
+    ri = (pr[:, None] * nb + jnp.arange(nb)[None, :]).reshape(-1)
+    ci = (pc[:, None] * nb + jnp.arange(nb)[None, :]).reshape(-1)
+    if same_r and same_c:
+        return x
+    if same_c:
+        return x[ri]
+    if same_r:
+        return x[:, ci]
+    return x[ri[:, None], ci[None, :]]
+
+
+def from_local_order(x: jax.Array, plan: Plan, tab: dict[str, jax.Array]) -> jax.Array:
+    """Inverse of :func:`to_local_order`."""
+    return _reorder(x, plan, jnp.argsort(tab["perm_r"]), jnp.argsort(tab["perm_c"]))
+
+
+# ---- public helpers -----------------------------------------------------------------
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class BlockCyclic:
+    """A square matrix in shardkit's block-cyclic layout (see the module docstring).
+
+    Attributes:
+      data: global ``(n, n)`` array with the same sharding as the source; each device's
+        block holds the same elements, its ``nb``-blocks reordered to elimination order.
+      plan: the static layout (block size, axes, elimination order).
+      mesh: the mesh.
+      spec: the ``PartitionSpec`` of ``data`` (rows, columns).
+    """
+
+    data: jax.Array
+    plan: Plan = dataclasses.field(metadata={"static": True})
+    mesh: AnyMesh = dataclasses.field(metadata={"static": True})
+    spec: PartitionSpec = dataclasses.field(metadata={"static": True})
+
+
+def _relayout(x: jax.Array, m: AnyMesh, p: PartitionSpec, plan: Plan, forward: bool) -> jax.Array:
+    def body(blk: jax.Array) -> jax.Array:
+        tab = local_tables(plan)
+        return to_local_order(blk, plan, tab) if forward else from_local_order(blk, plan, tab)
+
+    return jax.shard_map(body, mesh=m, in_specs=p, out_specs=p, check_vma=False)(x)
+
+
+def to_block_cyclic(
+    a: Any,
+    /,
+    *,
+    nb: int = DEFAULT_BLOCK,
+    order: Order = "cyclic",
+    mesh: AnyMesh | None = None,
+    spec: Any = None,
+) -> BlockCyclic:
+    """Put a sharded square matrix in the block-cyclic layout of the factorizations.
+
+    Cost: no communication; one local copy of each device's block (its ``nb``-blocks
+    reordered). ``nb`` is rounded down to a divisor of the local row and column counts.
+
+    Args:
+      a: ``(n, n)`` float matrix sharded ``P(rows, cols)`` (either may be ``None``).
+      nb: block size.
+      order: ``"cyclic"`` (balanced elimination order) or ``"natural"``.
+      mesh: the mesh, when ``a`` does not carry it (traced on an Auto mesh).
+      spec: ``a``'s spec, likewise.
+
+    Returns:
+      A :class:`BlockCyclic`.
+
+    Raises:
+      ValueError: bad ``order``/``nb``, unknown layout, or a dimension that does not divide.
+
+    Example:
+      >>> m = shardkit.mesh("2x4", "x,y")
+      >>> a = shardkit.shard(np.arange(256.0).reshape(16, 16), m, "x,y")
+      >>> bc = shardkit.linalg.to_block_cyclic(a, nb=2)
+      >>> bc.plan.nb, bc.plan.order
+      (2, (0, 2, 4, 6, 1, 3, 5, 7))
+      >>> bool((np.asarray(shardkit.linalg.from_block_cyclic(bc)) == np.asarray(a)).all())
+      True
+    """
+    where = "to_block_cyclic"
+    a = a if isinstance(a, jax.Array) else jnp.asarray(a)
+    m, p, plan = plan_for(where, a, mesh, spec, nb, order)
+    return BlockCyclic(_relayout(a, m, p, plan, True), plan, m, p)
+
+
+def from_block_cyclic(bc: BlockCyclic, /) -> jax.Array:
+    """The ordinary ``NamedSharding`` matrix of ``bc`` (no communication, one local copy).
+
+    Example:
+      >>> m = shardkit.mesh("8", "x")
+      >>> a = shardkit.shard(np.eye(16), m, "x,None")
+      >>> bool((shardkit.linalg.from_block_cyclic(shardkit.linalg.to_block_cyclic(a)) == a).all())
+      True
+    """
+    return _relayout(bc.data, bc.mesh, bc.spec, bc.plan, False)
+
+
+def dslice(x: jax.Array, starts: tuple[Any, ...], sizes: tuple[int, ...]) -> jax.Array:
+    """``lax.dynamic_slice`` with int32 starts (x64 mode mixes Python ints in as int64)."""
+    return jax.lax.dynamic_slice(x, tuple(jnp.asarray(s, jnp.int32) for s in starts), sizes)
+
+
+def dupdate(x: jax.Array, update: jax.Array, starts: tuple[Any, ...]) -> jax.Array:
+    """``lax.dynamic_update_slice`` with int32 starts."""
+    return jax.lax.dynamic_update_slice(x, update, tuple(jnp.asarray(s, jnp.int32) for s in starts))
+
+
+def place(x: Any, mesh: AnyMesh, spec: PartitionSpec) -> jax.Array:
+    """``x`` laid out as ``spec`` on ``mesh`` before a ``shard_map`` that expects it.
+
+    Explicit meshes need the exact layout (``jax.sharding.reshard``); on Auto meshes a
+    sharding constraint (traced) or ``device_put`` (eager) does it. Free when ``x``
+    already has that layout; a replicated-to-split change is a local slice.
+    """
+    target = NamedSharding(mesh, spec)
+    if all(t == AxisType.Explicit for t in mesh.axis_types):
+        return jax.sharding.reshard(x, target)
+    if isinstance(x, jax_core.Tracer):
+        return jax.lax.with_sharding_constraint(x, target)
+    return jax.device_put(x, target)

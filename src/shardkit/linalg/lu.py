@@ -1,0 +1,663 @@
+"""Distributed LU with partial pivoting across the whole column, and what it solves.
+
+Right-looking blocked LU (ScaLAPACK's PDGETRF) inside one ``jax.shard_map`` over the
+matrix's mesh, on the block-cyclic layout of :mod:`shardkit.linalg._blockcyclic`. For
+each panel of ``nb`` columns:
+
+1. the panel's column block is broadcast along the mesh row (all-reduce over the
+   column axes, ``(n / R) x nb``);
+2. for each of its columns every device finds its largest active ``|a|`` and one
+   all-gather over the row axes of ``(|value|, row, the candidate row, row j)``
+   (``2 + 2 ib`` numbers, ``ib = 16``) picks the global pivot and exchanges rows ``j``
+   and ``p``: the pivot is the largest in the *whole* column, as in LAPACK. Columns
+   are factored ``ib`` at a time and the rest of the panel updated by blocks; the
+   panel's row exchanges reach the rest of the rows in one ``2 nb x n / C``
+   all-reduce;
+3. the ``nb`` rows of U (``nb x n / C``) are solved on their owner and broadcast down
+   the mesh column (all-reduce over the row axes);
+4. the trailing matrix is updated locally with one matmul.
+
+Every collective is panel- or vector-sized; none moves the matrix. The loops are
+``lax.fori_loop``: the program size does not grow with ``n`` (``stages`` static
+sub-loops shrink the working set so the flops stay within ~1.3x of LU's ``2n^3/3P``).
+
+A pivot with ``|u_jj| <= n * eps * max|a|`` marks the matrix (numerically) singular:
+eagerly :class:`~shardkit.linalg.SingularMatrixError` (a ``numpy.linalg.LinAlgError``)
+naming the column; under ``jax.jit`` ``return_status=True`` returns the status and
+otherwise the result is NaN-filled. An exactly zero pivot is skipped as LAPACK does,
+so the factorization itself never produces inf.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.scipy.linalg import solve_triangular as _local_trsm
+from jax.sharding import PartitionSpec
+
+from shardkit.linalg._blockcyclic import (
+    DEFAULT_BLOCK,
+    AnyMesh,
+    Order,
+    Plan,
+    dslice,
+    dupdate,
+    local_tables,
+    place,
+    plan_for,
+    psum,
+    to_local_order,
+)
+from shardkit.linalg._status import finish, is_traced
+from shardkit.linalg.triangular import substitute
+
+__all__ = ["LUFactors", "det", "inv", "lu", "lu_factor", "lu_solve", "solve"]
+
+DEFAULT_STAGES = 8
+INNER_BLOCK = 16
+"""Columns factored one at a time inside a panel before a blocked update of the rest."""
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class LUFactors:
+    """The distributed factorization ``a[rows] = L U`` (with ``σ``-permuted columns).
+
+    Attributes:
+      lu: ``(n, n)``, sharded like ``a``; each device holds its block of the packed
+        ``L\\U`` of ``a[σ][:, σ]``, in the block-cyclic slot order of ``plan``.
+      perm: ``(n,)`` replicated int32: position ``i`` of the factorization holds
+        elimination row ``perm[i]`` (natural row ``σ[perm[i]]``).
+      swaps: number of row exchanges (the sign of the determinant).
+      status: 0, or ``j + 1`` for the first numerically zero pivot (natural column ``j``).
+      plan: static layout; mesh, spec: where ``lu`` lives.
+    """
+
+    lu: jax.Array
+    perm: jax.Array
+    swaps: jax.Array
+    status: jax.Array
+    plan: Plan = dataclasses.field(metadata={"static": True})
+    mesh: AnyMesh = dataclasses.field(metadata={"static": True})
+    spec: PartitionSpec = dataclasses.field(metadata={"static": True})
+
+
+def trailing_update(a: jax.Array, left: jax.Array, right: jax.Array, r0: int, c0: int) -> jax.Array:
+    """``a[r0:, c0:] -= left @ right`` in column chunks of about ``n * nb`` elements.
+
+    Chunking keeps the matmul's temporary at ``O(n * nb)`` instead of the device's
+    whole share, which is what bounds the peak memory by ``2 x share + O(n * nb)``.
+    """
+    rows, width = left.shape[0], right.shape[1]
+    nb = left.shape[1]
+    step = max(nb, (max(rows, width) * nb) // max(rows, 1))
+    step = max(nb, min(width, step))
+    for j0 in range(0, width, step):
+        j1 = min(width, j0 + step)
+        upd = left @ right[:, j0:j1]
+        a = a.at[r0:, c0 + j0 : c0 + j1].add(-upd)
+    return a
+
+
+def _factor_local(
+    a: jax.Array, plan: Plan, stages: int
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """The LU kernel, inside ``shard_map``: (packed factors in slot order, perm, swaps, status)."""
+    tab = local_tables(plan)
+    a = to_local_order(a, plan, tab)
+    nb, n = plan.nb, plan.n
+    m, k = a.shape
+    r, c = tab["r"], tab["c"]
+    rows_ax, cols_ax = plan.row_axes, plan.col_axes
+    amax = jnp.maximum(jnp.max(a), -jnp.min(a))  # no |a| temporary
+    if rows_ax + cols_ax:
+        amax = lax.pmax(amax, rows_ax + cols_ax)
+    tol = n * jnp.finfo(a.dtype).eps * amax
+    perm = jnp.arange(n, dtype=jnp.int32)
+    status = jnp.int32(0)
+    swaps = jnp.int32(0)
+    cols_nb = jnp.arange(nb, dtype=jnp.int32)
+    ib = max(d for d in range(1, min(nb, INNER_BLOCK) + 1) if nb % d == 0)
+    cols_ib = jnp.arange(ib, dtype=jnp.int32)
+
+    for s0, s1, lr, lc in plan.stage_bounds(stages):
+        r0, c0 = lr * nb, lc * nb
+        g_r = tab["g_r"][r0:]
+        g_c = tab["g_c"][c0:]
+        rows = m - r0
+
+        def where_row(g: jax.Array) -> tuple[jax.Array, jax.Array]:
+            blk = g // nb
+            loc = tab["slot_r"][blk] * nb + g % nb
+            return tab["own_r"][blk], jnp.clip(loc, 0, m - 1)
+
+        def panel_step(
+            e: jax.Array,
+            carry: tuple[jax.Array, ...],
+            g_r: jax.Array = g_r,
+            g_c: jax.Array = g_c,
+            r0: int = r0,
+            c0: int = c0,
+            rows: int = rows,
+        ) -> tuple[jax.Array, ...]:
+            a, perm, status, swaps = carry
+            ce, cs = tab["own_c"][e], tab["slot_c"][e]
+            pan = dslice(a, (r0, cs * nb), (rows, nb))
+            pan = psum(jnp.where(c == ce, pan, 0), cols_ax)
+
+            def column(
+                jj: jax.Array, st: tuple[jax.Array, ...], c0i: jax.Array
+            ) -> tuple[jax.Array, ...]:
+                blk, src, srci, perm, status, swaps, pivs = st
+                j = e * nb + c0i + jj
+                v = jnp.where(g_r >= j, jnp.abs(blk[:, jj]), -1)
+                li = jnp.argmax(v)
+                oj, lj = where_row(j)
+                pj = jnp.clip(lj - r0, 0, rows - 1)
+                if rows_ax:
+                    # One all-gather per column carries each device row's candidate
+                    # (|value|, row index, the row) and row j from its owner. Row indices
+                    # are exact in float32 below 2^24.
+                    mine_j = jnp.where(r == oj, blk[pj], 0)
+                    head = jnp.stack([v[li], g_r[li].astype(v.dtype)])
+                    cand = lax.all_gather(jnp.concatenate([head, blk[li], mine_j]), rows_ax)
+                    w = jnp.argmax(cand[:, 0])
+                    p = cand[w, 1].astype(jnp.int32)
+                    row_p, row_j = cand[w, 2 : 2 + ib], jnp.sum(cand[:, 2 + ib :], axis=0)
+                else:
+                    p = g_r[li]
+                    row_p, row_j = blk[li], blk[pj]
+                op, lp = where_row(p)
+                pp = jnp.clip(lp - r0, 0, rows - 1)
+                blk = blk.at[pj].set(jnp.where(r == oj, row_p, blk[pj]))
+                blk = blk.at[pp].set(jnp.where(r == op, row_j, blk[pp]))
+                piv = row_p[jj]
+                status = jnp.where((status == 0) & (jnp.abs(piv) <= tol), j + 1, status)
+                safe = jnp.where(piv == 0, jnp.ones_like(piv), piv)
+                below = g_r > j
+                col = jnp.where(below, blk[:, jj] / safe, blk[:, jj])
+                blk = blk.at[:, jj].set(col)
+                l_col = jnp.where(below, col, 0)
+                blk = blk - jnp.outer(l_col, jnp.where(cols_ib > jj, row_p, 0))
+                qj, qp = perm[j], perm[p]
+                perm = perm.at[j].set(qp).at[p].set(qj)
+                sj, sp = src[j], src[p]
+                src = src.at[j].set(sp).at[p].set(sj)
+                sj, sp = srci[j], srci[p]
+                srci = srci.at[j].set(sp).at[p].set(sj)
+                swaps = swaps + (p != j).astype(jnp.int32)
+                return blk, src, srci, perm, status, swaps, pivs.at[c0i + jj].set(p)
+
+            def inner(kb: jax.Array, st: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
+                # Panel columns kb*ib .. +ib one at a time (touching only ib columns per
+                # step), then the rest of the panel by blocks, as LAPACK's recursive getrf.
+                pan, src, perm, status, swaps, pivs = st
+                c0i = kb * ib
+                j0 = e * nb + c0i
+                blk = dslice(pan, (0, c0i), (rows, ib))
+                srci = jnp.arange(n, dtype=jnp.int32)
+                blk, src, srci, perm, status, swaps, pivs = lax.fori_loop(
+                    jnp.int32(0),
+                    jnp.int32(ib),
+                    functools.partial(column, c0i=c0i),
+                    (blk, src, srci, perm, status, swaps, pivs),
+                )
+                if ib == nb:
+                    return blk, src, perm, status, swaps, pivs
+                pan = dupdate(pan, blk, (0, c0i))
+                in_blk = (cols_nb >= c0i) & (cols_nb < c0i + ib)
+                # The block's row exchanges, applied to the panel's other columns.
+                touched = jnp.concatenate([j0 + cols_ib, dslice(pivs, (c0i,), (ib,))])
+                own_s, loc_s = where_row(srci[touched])
+                own_t, loc_t = where_row(touched)
+                loc_s, loc_t = jnp.clip(loc_s - r0, 0, rows - 1), loc_t - r0
+                moved = psum(jnp.where((own_s == r)[:, None], pan[loc_s], 0), rows_ax)
+                keep = pan[jnp.clip(loc_t, 0, rows - 1)]
+                pan = pan.at[jnp.where(own_t == r, loc_t, rows)].set(
+                    jnp.where(in_blk, keep, moved), mode="drop"
+                )
+                # U of the block's ib rows, right of the block; then the panel's update.
+                oi, li_ = where_row(j0)
+                li_ = jnp.clip(li_ - r0, 0, rows - ib)
+                mine = r == oi
+                l11 = jnp.where(mine, dslice(blk, (li_, 0), (ib, ib)), jnp.eye(ib, dtype=a.dtype))
+                urow = dslice(pan, (li_, 0), (ib, nb))
+                right = cols_nb >= c0i + ib
+                u = jnp.where(right, _local_trsm(l11, urow, lower=True, unit_diagonal=True), urow)
+                pan = dupdate(pan, jnp.where(mine, u, urow), (li_, 0))
+                u = psum(jnp.where(mine & right, u, 0), rows_ax)
+                l21 = jnp.where((g_r >= j0 + ib)[:, None], blk, 0)
+                return pan - l21 @ u, src, perm, status, swaps, pivs
+
+            src0 = jnp.arange(n, dtype=jnp.int32)
+            pivs0 = jnp.zeros(nb, jnp.int32)
+            pan, src, perm, status, swaps, pivs = lax.fori_loop(
+                jnp.int32(0),
+                jnp.int32(nb // ib),
+                inner,
+                (pan, src0, perm, status, swaps, pivs0),
+            )
+            # Apply the panel's row exchanges to whole rows at once: the (at most 2 nb)
+            # touched positions receive their new rows in one (2 nb x n/C) all-reduce.
+            touched = jnp.concatenate([e * nb + cols_nb.astype(jnp.int32), pivs])
+            came_from = src[touched]
+            own_s, loc_s = where_row(came_from)
+            own_t, loc_t = where_row(touched)
+            moved = psum(jnp.where((own_s == r)[:, None], a[loc_s], 0), rows_ax)
+            a = a.at[jnp.where(own_t == r, loc_t, m)].set(moved, mode="drop")
+            cur = dslice(a, (r0, cs * nb), (rows, nb))
+            a = dupdate(a, jnp.where(c == ce, pan, cur), (r0, cs * nb))
+            # The nb rows of U: solved on their owner, broadcast down the mesh column.
+            re, rs = tab["own_r"][e], tab["slot_r"][e]
+            mine = r == re
+            le = jnp.clip(rs * nb - r0, 0, rows - nb)
+            l11 = jnp.where(mine, dslice(pan, (le, 0), (nb, nb)), jnp.eye(nb, dtype=a.dtype))
+            urow = dslice(a, (le + r0, c0), (nb, k - c0))
+            trail = g_c >= (e + 1) * nb
+            u12 = jnp.where(trail, _local_trsm(l11, urow, lower=True, unit_diagonal=True), urow)
+            a = dupdate(a, jnp.where(mine, u12, urow), (le + r0, c0))
+            u12 = psum(jnp.where(mine & trail, u12, 0), rows_ax)
+            l21 = jnp.where((g_r >= (e + 1) * nb)[:, None], pan, 0)
+            return trailing_update(a, l21, u12, r0, c0), perm, status, swaps
+
+        a, perm, status, swaps = lax.fori_loop(
+            jnp.int32(s0), jnp.int32(s1), panel_step, (a, perm, status, swaps)
+        )
+    return a, perm, swaps, status
+
+
+@functools.lru_cache(maxsize=128)
+def _factor_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec, stages: int) -> Any:
+    rep = PartitionSpec()
+    return jax.jit(
+        jax.shard_map(
+            lambda a: _factor_local(a, plan, stages),
+            mesh=mesh,
+            in_specs=spec,
+            out_specs=(spec, rep, rep, rep),
+            check_vma=False,
+        )
+    )
+
+
+def _natural_status(status: jax.Array, plan: Plan) -> jax.Array:
+    # The factorization counts elimination columns; users count a's columns.
+    sigma = jnp.asarray(plan.tables["sigma"], jnp.int32)
+    return jnp.where(status > 0, sigma[jnp.maximum(status - 1, 0)] + 1, 0).astype(jnp.int32)
+
+
+def _factor(
+    where: str, a: Any, nb: int, order: str, mesh: AnyMesh | None, spec: Any, stages: int
+) -> LUFactors:
+    a = a if isinstance(a, jax.Array) or is_traced(a) else jnp.asarray(a)
+    if isinstance(a, jax.Array) and not jnp.issubdtype(a.dtype, jnp.inexact):
+        a = a.astype(jnp.result_type(float))
+    m, p, plan = plan_for(where, a, mesh, spec, nb, order)
+    lu_, perm, swaps, status = _factor_program(plan, m, p, int(stages))(place(a, m, p))
+    return LUFactors(lu_, perm, swaps, _natural_status(status, plan), plan, m, p)
+
+
+def lu_factor(
+    a: Any,
+    /,
+    *,
+    nb: int = DEFAULT_BLOCK,
+    order: Order = "cyclic",
+    mesh: AnyMesh | None = None,
+    spec: Any = None,
+    stages: int = DEFAULT_STAGES,
+    return_status: bool = False,
+) -> Any:
+    """Factor a sharded square matrix with partial pivoting, keeping it distributed.
+
+    Communication per panel: one ``(n/R) x nb`` all-reduce over the column axes; over
+    the row axes one ``nb x (n/C)`` all-reduce (U rows), one ``2 nb x (n/C)`` all-reduce
+    (row exchanges), per ``ib`` columns two ``ib x nb``-sized all-reduces, and per
+    column one all-gather of ``2 + 2 ib`` numbers. Memory per device: its share of ``a``
+    plus one working copy plus ``O((n/R + n/C) * nb)`` (measured peak: about 4x the
+    share, against 17x for ``jnp.linalg.solve``).
+
+    Args:
+      a: ``(n, n)`` float matrix sharded ``P(rows, cols)``.
+      nb: block size (rounded down to divide the local blocks).
+      order: ``"cyclic"`` (balanced elimination order) or ``"natural"`` (LAPACK's
+        factors exactly, less balanced).
+      mesh: the mesh, when ``a`` does not carry it (traced on an Auto mesh).
+      spec: ``a``'s spec, likewise.
+      stages: static sub-loops over which the working set shrinks.
+      return_status: also return the status (see the module docstring).
+
+    Returns:
+      :class:`LUFactors` (and the status when ``return_status``).
+
+    Raises:
+      SingularMatrixError: eagerly, when a pivot is numerically zero.
+
+    Example:
+      >>> m = shardkit.mesh("2x4", "x,y")
+      >>> a = shardkit.shard(np.array([[0.0, 2], [3, 0]]).repeat(8, 0).repeat(8, 1) + np.eye(16), m, "x,y")
+      >>> f = shardkit.linalg.lu_factor(a, nb=4)
+      >>> x = shardkit.linalg.lu_solve(f, np.ones(16))
+      >>> bool(np.allclose(np.asarray(a) @ np.asarray(x), 1))
+      True
+    """
+    f = _factor("lu_factor", a, nb, order, mesh, spec, stages)
+    if return_status:
+        return f, f.status
+    return finish(
+        "lu_factor",
+        f,
+        f.status,
+        kind="singular",
+        shape=tuple(a.shape),
+        dtype=f.lu.dtype,
+        traced=is_traced(a),
+        return_status=False,
+    )
+
+
+@functools.lru_cache(maxsize=128)
+def _solve_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec, trans: bool) -> Any:
+    sigma = plan.tables["sigma"]
+
+    def body(lu_: jax.Array, perm: jax.Array, b: jax.Array) -> jax.Array:
+        tab = local_tables(plan)
+        sig = jnp.asarray(sigma, jnp.int32)
+        if not trans:
+            y = substitute(lu_, b[sig[perm]], plan, tab, lower=True, unit=True, trans=False)
+            z = substitute(lu_, y, plan, tab, lower=False, unit=False, trans=False)
+            x = jnp.zeros_like(z).at[sig].set(z)
+        else:
+            y = substitute(lu_, b[sig], plan, tab, lower=False, unit=False, trans=True)
+            z = substitute(lu_, y, plan, tab, lower=True, unit=True, trans=True)
+            x = jnp.zeros_like(z).at[sig[perm]].set(z)
+        return dslice(x, (tab["r"] * plan.m, 0), (plan.m, b.shape[1]))
+
+    rep = PartitionSpec()
+    out = PartitionSpec(plan.row_axes or None, None)
+    return jax.jit(
+        jax.shard_map(body, mesh=mesh, in_specs=(spec, rep, rep), out_specs=out, check_vma=False)
+    )
+
+
+def _as_rhs(where: str, b: Any, n: int, dtype: Any) -> tuple[jax.Array, bool]:
+    b = jnp.asarray(b, dtype=dtype)
+    if b.ndim not in (1, 2) or b.shape[0] != n:
+        raise ValueError(
+            f"{where}: b.shape={tuple(b.shape)} does not fit an ({n}, {n}) matrix; "
+            f"pass b of shape ({n},) or ({n}, nrhs)"
+        )
+    return (b[:, None], True) if b.ndim == 1 else (b, False)
+
+
+def lu_solve(factors: LUFactors, b: Any, /, *, trans: int = 0) -> jax.Array:
+    """Solve ``a x = b`` (``trans=1``: ``a^T x = b``) from :func:`lu_factor`'s factors.
+
+    ``b`` is replicated (``n x nrhs`` per device). Communication: ``2 n / nb``
+    all-reduces of ``nb x (nb + nrhs)`` elements. No status check: factors that
+    failed give inf/NaN here, so check ``lu_factor``'s status first (``solve`` does).
+
+    Args:
+      factors: from :func:`lu_factor`.
+      b: ``(n,)`` or ``(n, nrhs)``.
+      trans: ``0`` (``a x = b``) or ``1`` (``a^T x = b``).
+
+    Returns:
+      ``x``, rows sharded like ``a``'s rows.
+
+    Example:
+      >>> m = shardkit.mesh("8", "x")
+      >>> a = shardkit.shard(np.diag(np.arange(1.0, 17)), m, "x,None")
+      >>> x = shardkit.linalg.lu_solve(shardkit.linalg.lu_factor(a), np.ones(16))
+      >>> bool(np.allclose(np.asarray(x), 1 / np.arange(1.0, 17)))
+      True
+    """
+    if trans not in (0, 1):
+        raise ValueError(f"lu_solve: trans={trans!r} is not one of [0, 1]")
+    plan = factors.plan
+    b2, vec = _as_rhs("lu_solve", b, plan.n, factors.lu.dtype)
+    b2 = place(b2, factors.mesh, PartitionSpec())
+    x = _solve_program(plan, factors.mesh, factors.spec, bool(trans))(factors.lu, factors.perm, b2)
+    return x[:, 0] if vec else x
+
+
+def solve(
+    a: Any,
+    b: Any,
+    /,
+    *,
+    nb: int = DEFAULT_BLOCK,
+    mesh: AnyMesh | None = None,
+    spec: Any = None,
+    stages: int = DEFAULT_STAGES,
+    return_status: bool = False,
+) -> Any:
+    """Solve ``a x = b`` for sharded ``a``, like ``jnp.linalg.solve``, without gathering ``a``.
+
+    :func:`lu_factor` (balanced block-cyclic order) then :func:`lu_solve`; see them for
+    the communication. Per-device memory: ``a``'s share plus one working copy plus
+    ``O(n * (nb + nrhs))``.
+
+    Args:
+      a: ``(n, n)`` float matrix sharded ``P(rows, cols)``.
+      b: ``(n,)`` or ``(n, nrhs)``.
+      nb: block size.
+      mesh: the mesh, when ``a`` does not carry it (traced on an Auto mesh).
+      spec: ``a``'s spec, likewise.
+      stages: see :func:`lu_factor`.
+      return_status: return ``(x, status)``; status ``j + 1`` names the first
+        numerically zero pivot column ``j``.
+
+    Returns:
+      ``x`` with ``b``'s shape (rows sharded like ``a``'s rows); NaN-filled under
+      ``jit`` for a singular ``a`` unless ``return_status``.
+
+    Raises:
+      SingularMatrixError: eagerly, when ``a`` is numerically singular.
+
+    Example:
+      >>> m = shardkit.mesh("2x4", "x,y")
+      >>> rng = np.random.default_rng(0)
+      >>> a_np = rng.standard_normal((32, 32))
+      >>> x = shardkit.linalg.solve(shardkit.shard(a_np, m, "x,y"), np.ones(32), nb=8)
+      >>> bool(np.allclose(a_np @ np.asarray(x), 1))
+      True
+      >>> shardkit.linalg.solve(shardkit.shard(np.zeros((32, 32)), m, "x,y"), np.ones(32))
+      Traceback (most recent call last):
+      ...
+      shardkit.linalg._status.SingularMatrixError: solve: the matrix (shape=(32, 32), dtype=float64) is singular to working precision: no pivot in column 0 is larger than n * eps * max|a|. Check the input for dependent rows or columns; under jax.jit pass return_status=True to receive this status instead.
+    """
+    f = _factor("solve", a, nb, "cyclic", mesh, spec, stages)
+    x = lu_solve(f, b)
+    return finish(
+        "solve",
+        x,
+        f.status,
+        kind="singular",
+        shape=tuple(a.shape),
+        dtype=f.lu.dtype,
+        traced=is_traced(a, b),
+        return_status=return_status,
+    )
+
+
+@functools.lru_cache(maxsize=128)
+def _diag_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec) -> Any:
+    def body(lu_: jax.Array) -> jax.Array:
+        tab = local_tables(plan)
+        nb = plan.nb
+        g = tab["g_r"]
+        blk = g // nb
+        owned = tab["own_c"][blk] == tab["c"]
+        lc = jnp.clip(tab["slot_c"][blk] * nb + g % nb, 0, plan.k - 1)
+        d = jnp.where(owned, lu_[jnp.arange(plan.m), lc], 0)
+        return psum(jnp.zeros(plan.n, lu_.dtype).at[g].set(d), plan.row_axes + plan.col_axes)
+
+    return jax.jit(
+        jax.shard_map(body, mesh=mesh, in_specs=spec, out_specs=PartitionSpec(), check_vma=False)
+    )
+
+
+def _u_diagonal(f: LUFactors) -> jax.Array:
+    return _diag_program(f.plan, f.mesh, f.spec)(f.lu)
+
+
+def det(
+    a: Any,
+    /,
+    *,
+    nb: int = DEFAULT_BLOCK,
+    mesh: AnyMesh | None = None,
+    spec: Any = None,
+) -> jax.Array:
+    """Determinant of sharded ``a``, like ``jnp.linalg.det``, from the distributed LU.
+
+    The symmetric block reordering leaves the determinant unchanged; its sign is that
+    of the row exchanges. One extra all-reduce of ``n`` elements gathers ``diag(U)``.
+    A singular matrix gives its (tiny or zero) determinant, not an error.
+
+    Args:
+      a: ``(n, n)`` float matrix sharded ``P(rows, cols)``.
+      nb: block size.
+      mesh: the mesh, when ``a`` does not carry it.
+      spec: ``a``'s spec, likewise.
+
+    Returns:
+      A replicated scalar.
+
+    Example:
+      >>> m = shardkit.mesh("2x4", "x,y")
+      >>> a = shardkit.shard(np.diag(np.arange(1.0, 9)), m, "x,y")
+      >>> float(shardkit.linalg.det(a, nb=1))
+      40320.0
+    """
+    f = _factor("det", a, nb, "cyclic", mesh, spec, DEFAULT_STAGES)
+    d = _u_diagonal(f)
+    sign = jnp.where(f.swaps % 2 == 1, -1, 1).astype(d.dtype)
+    return sign * jnp.prod(d)
+
+
+def inv(
+    a: Any,
+    /,
+    *,
+    nb: int = DEFAULT_BLOCK,
+    mesh: AnyMesh | None = None,
+    spec: Any = None,
+    return_status: bool = False,
+) -> Any:
+    """Inverse of sharded ``a``, like ``jnp.linalg.inv``: ``solve(a, I)``.
+
+    Cost: the factorization as :func:`solve`, then ``n`` right-hand sides, which are
+    replicated: unlike ``solve``, ``inv`` holds an ``n x n`` array per device (the
+    right-hand sides) while substituting. Prefer ``solve`` where possible.
+
+    Args:
+      a: ``(n, n)`` float matrix sharded ``P(rows, cols)``.
+      nb: block size.
+      mesh: the mesh, when ``a`` does not carry it.
+      spec: ``a``'s spec, likewise.
+      return_status: return ``(inverse, status)``.
+
+    Returns:
+      The inverse, rows sharded like ``a``'s rows.
+
+    Raises:
+      SingularMatrixError: eagerly, when ``a`` is numerically singular.
+
+    Example:
+      >>> m = shardkit.mesh("8", "x")
+      >>> a = shardkit.shard(2 * np.eye(16), m, "x,None")
+      >>> bool(np.allclose(np.asarray(shardkit.linalg.inv(a)), np.eye(16) / 2))
+      True
+    """
+    f = _factor("inv", a, nb, "cyclic", mesh, spec, DEFAULT_STAGES)
+    x = lu_solve(f, jnp.eye(f.plan.n, dtype=f.lu.dtype))
+    return finish(
+        "inv",
+        x,
+        f.status,
+        kind="singular",
+        shape=tuple(a.shape),
+        dtype=f.lu.dtype,
+        traced=is_traced(a),
+        return_status=return_status,
+    )
+
+
+@functools.lru_cache(maxsize=128)
+def _plu_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec) -> Any:
+    def body(lu_: jax.Array, perm: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+        tab = local_tables(plan)
+        gi, gj = tab["g_r"][:, None], tab["g_c"][None, :]
+        one = jnp.ones((), lu_.dtype)
+        low = jnp.where(gi > gj, lu_, jnp.where(gi == gj, one, 0))
+        up = jnp.where(gi <= gj, lu_, 0)
+        # Natural order: a = P L U with P[perm[i], i] = 1.
+        p = (perm[gj] == gi).astype(lu_.dtype)
+        return p, low, up
+
+    return jax.jit(
+        jax.shard_map(
+            body,
+            mesh=mesh,
+            in_specs=(spec, PartitionSpec()),
+            out_specs=(spec, spec, spec),
+            check_vma=False,
+        )
+    )
+
+
+def lu(
+    a: Any,
+    /,
+    *,
+    nb: int = DEFAULT_BLOCK,
+    mesh: AnyMesh | None = None,
+    spec: Any = None,
+    return_status: bool = False,
+) -> Any:
+    """``(p, l, u)`` with ``a = p @ l @ u``, like ``jax.scipy.linalg.lu``, all sharded like ``a``.
+
+    Uses ``order="natural"`` so that the factors are exactly LAPACK's (partial pivoting
+    across the whole column, the same pivots up to ties). That order is less balanced
+    than the block-cyclic one ``solve`` uses (see :mod:`shardkit.linalg._blockcyclic`);
+    for solving, use :func:`lu_factor`/:func:`solve`. No matrix-sized communication.
+
+    Args:
+      a: ``(n, n)`` float matrix sharded ``P(rows, cols)``.
+      nb: block size.
+      mesh: the mesh, when ``a`` does not carry it.
+      spec: ``a``'s spec, likewise.
+      return_status: return ``((p, l, u), status)``.
+
+    Returns:
+      ``(p, l, u)``.
+
+    Raises:
+      SingularMatrixError: eagerly, when ``a`` is numerically singular.
+
+    Example:
+      >>> m = shardkit.mesh("2x4", "x,y")
+      >>> a_np = np.random.default_rng(1).standard_normal((16, 16))
+      >>> p, l, u = shardkit.linalg.lu(shardkit.shard(a_np, m, "x,y"), nb=4)
+      >>> bool(np.allclose(np.asarray(p) @ np.asarray(l) @ np.asarray(u), a_np))
+      True
+    """
+    f = _factor("lu", a, nb, "natural", mesh, spec, DEFAULT_STAGES)
+    out = _plu_program(f.plan, f.mesh, f.spec)(f.lu, f.perm)
+    return finish(
+        "lu",
+        out,
+        f.status,
+        kind="singular",
+        shape=tuple(a.shape),
+        dtype=f.lu.dtype,
+        traced=is_traced(a),
+        return_status=return_status,
+    )

@@ -1,0 +1,66 @@
+"""shardkit.linalg cholesky / cho_factor / cho_solve against NumPy, non-PD errors, comms."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from shardkit.inspect import comms
+from shardkit.layout import mesh, shard
+from shardkit.linalg import NotPositiveDefiniteError, cho_factor, cho_solve, cholesky
+from shardkit.testing import assert_close
+
+
+def _spd(n: int, dtype: type, seed: int = 0) -> np.ndarray:
+    x = np.random.default_rng(seed).standard_normal((n, n))
+    return (x @ x.T / n + np.eye(n)).astype(dtype)
+
+
+@pytest.mark.parametrize(
+    ("shape", "names", "sp", "types", "n", "dtype"),
+    [
+        ("8", "x", "x,None", "explicit", 64, np.float64),
+        ("2x4", "x,y", "x,y", "auto", 100, np.float64),
+        ("4x2", "x,y", "x,y", "explicit", 64, np.float32),
+    ],
+)
+def test_cholesky_and_cho_solve_match_numpy(shape, names, sp, types, n, dtype) -> None:  # type: ignore[no-untyped-def]
+    m = mesh(shape, names, axis_types=types)
+    a_np = _spd(n, dtype)
+    a = shard(a_np, m, sp)
+    assert_close(cholesky(a, nb=16), np.linalg.cholesky(a_np.astype(np.float64)), dtype=dtype)
+    b = np.arange(n, dtype=dtype)
+    x = cho_solve(cho_factor(a, nb=16), b)
+    assert_close(
+        x,
+        np.linalg.solve(a_np.astype(np.float64), b),
+        dtype=dtype,
+        scale=float(np.abs(np.linalg.solve(a_np.astype(np.float64), b)).max()) * 10,
+    )
+
+
+def test_not_positive_definite_raises_and_reports_status() -> None:
+    m = mesh("2x4", "x,y")
+    a_np = _spd(32, np.float64)
+    a_np[7, 7] = -50.0
+    a = shard(a_np, m, "x,y")
+    with pytest.raises(NotPositiveDefiniteError, match="column 7") as info:
+        cholesky(a, nb=8)
+    assert isinstance(info.value, np.linalg.LinAlgError)
+    _, status = jax.jit(lambda a: cholesky(a, nb=8, return_status=True))(a)
+    assert int(status) == 8
+    assert np.isnan(np.asarray(jax.jit(lambda a: cholesky(a, nb=8))(a))).all()
+
+
+def test_cholesky_collectives_are_panel_sized() -> None:
+    m = mesh("2x4", "x,y", axis_types="auto")
+    n, nb = 256, 32
+    s = jax.ShapeDtypeStruct((n, n), jnp.float32, sharding=NamedSharding(m, P("x", "y")))
+    report = comms(lambda a: cholesky(a, nb=nb, mesh=m, spec=P("x", "y")), s)
+    report.assert_only({"all-reduce"})
+    for c in report.collectives:
+        assert max(int(np.prod(r)) for r in c.result_shapes) <= n * nb

@@ -99,3 +99,17 @@ ENTRY %main (x: f32[4]) -> f32[4] {
     assert root.attrs["replica_groups"] == "{{0,1}}"
     assert module.called(root) == [("to_apply", "add")]
     assert module.computations["main"].by_name["x"].attrs["metadata"].startswith("{op_name=")
+
+
+def test_mesh_groups_with_short_iota_device_ids() -> None:
+    # As XLA prints it for jnp.linalg.cholesky on a 2x4 mesh: the devices are
+    # iota([2,4]) transposed, laid out as a 4x2 mesh, grouped along its minor axis.
+    text = "mesh['axis_0'=4,'axis_1'=2], device_ids=([2,4]T(1,0)) {'axis_1'}"
+    assert parse_groups(text, 8) == [[0, 4], [1, 5], [2, 6], [3, 7]]
+    text = "mesh['axis_0'=4,'axis_1'=2], device_ids=([2,4]T(1,0)) {'axis_0'}"
+    assert parse_groups(text, 8) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+
+
+def test_mesh_groups_with_mismatched_device_ids_is_a_syntax_error() -> None:
+    with pytest.raises(HloSyntaxError, match="device_ids"):
+        parse_groups("mesh['a'=4,'b'=2], device_ids=(0,1,2,3) {'a'}", 8)

@@ -310,12 +310,23 @@ def _mesh_axes_groups(text: str) -> list[list[int]]:
         key, _, size = item.partition("=")
         names.append(key.strip().strip("'\""))
         sizes.append(int(size))
-    if m.group(2) is None:
+    ids = m.group(2)
+    short_iota = (
+        None if ids is None else re.fullmatch(r"\[([\d,\s]*)\]T\(([\d,\s]*)\)", ids.strip())
+    )
+    if ids is None:
         devices = np.arange(math.prod(sizes))
-    elif "<=" in m.group(2):
-        devices = _iota(m.group(2)).reshape(-1)
+    elif "<=" in ids:
+        devices = _iota(ids).reshape(-1)
+    elif short_iota is not None:
+        # ``device_ids=([2,4]T(1,0))``: iota over [2,4], transposed, flattened.
+        dims = _ints(short_iota.group(1))
+        devices = np.arange(math.prod(dims)).reshape(dims).transpose(_ints(short_iota.group(2)))
+        devices = devices.reshape(-1)
     else:
-        devices = np.array(_ints(m.group(2)))
+        devices = np.array(_ints(ids))
+    if devices.size != math.prod(sizes):
+        raise HloSyntaxError(f"device_ids do not match the mesh size in {text!r}")
     devices = devices.reshape(sizes)
     # Each referenced (sub-)axis becomes its own dimension after reshaping every mesh
     # axis into [pre, size, rest] pieces; grouped dimensions then move to the end.

@@ -90,3 +90,13 @@ def test_run_bench_errors(kwargs: dict[str, Any], match: str) -> None:
     suites = kwargs.pop("suites")
     with pytest.raises(ValueError, match=match):
         run_bench(suites, **kwargs)
+
+
+@pytest.mark.parametrize("suite", ["matmul", "linalg"])
+def test_quick_suite_runs_end_to_end(suite: str) -> None:
+    # collectives, fft and train have their own quick end-to-end tests.
+    result = run_bench(suite, quick=True, meshes="8", repeat=1)
+    validate_results(result.data)
+    records = [r for r in result.records if r["suite"] == suite]
+    assert len({r["candidate"] for r in records}) >= 3
+    assert all(r["median_s"] > 0 for r in records)

@@ -45,8 +45,6 @@ from jax.sharding import PartitionSpec as P
 
 from shardkit.bench.registry import Column, PlotSpec, Suite, SuiteConfig, register_suite
 from shardkit.bench.runner import Case
-from shardkit.layout import mesh as make_mesh
-from shardkit.layout import parse_mesh_shape
 
 __all__ = [
     "COLLECTIVES",
@@ -85,7 +83,6 @@ QUICK_SIZES = (1024, 16 * 1024, 256 * 1024)
 """1 KiB, 16 KiB and 256 KiB per device, for ``--quick``."""
 
 BASELINE = "local"
-_AXIS_NAMES = "xyzwuv"
 _ITEMSIZE = 4  # float32
 
 
@@ -214,16 +211,13 @@ def _size_label(nbytes: int) -> str:
 
 
 def _cases(config: SuiteConfig) -> list[Case]:
-    sizes = config.sizes or (QUICK_SIZES if config.quick else DEFAULT_SIZES)
+    sizes = config.pick_sizes(QUICK_SIZES, DEFAULT_SIZES)
     predictor = _predictor()
     cases = []
-    for mesh_str in config.meshes:
-        dims = parse_mesh_shape(mesh_str)
-        names = tuple(_AXIS_NAMES[: len(dims)])
-        m = make_mesh(dims, names, axis_types="explicit")
+    for label, m in config.mesh_grid(axis_types="explicit"):
+        names = m.axis_names
         spec = P(names, None)
-        label = "x".join(map(str, dims))
-        for axis, n in zip(names, dims, strict=True):
+        for axis, n in m.shape.items():
             if n == 1:
                 continue  # a group of one does not communicate
             bodies = _bodies(axis, n)

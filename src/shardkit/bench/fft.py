@@ -170,7 +170,7 @@ def _case(
 
 
 def _cases(config: SuiteConfig) -> list[Case]:
-    sizes = config.sizes or (QUICK_SIZES if config.quick else DEFAULT_SIZES)
+    sizes = config.pick_sizes(QUICK_SIZES, DEFAULT_SIZES)
     jd, _ = jaxdecomp_status()
     cases = []
     for n in sizes:

@@ -42,8 +42,6 @@ from jax.sharding import PartitionSpec as P
 from shardkit.bench.registry import Column, PlotSpec, Suite, SuiteConfig, register_suite
 from shardkit.bench.runner import Case
 from shardkit.inspect import comms
-from shardkit.layout import mesh as make_mesh
-from shardkit.layout import parse_mesh_shape
 from shardkit.linalg import cholesky, qr, solve
 
 __all__ = ["DEFAULT_SIZES", "OPS", "QUICK_SIZES"]
@@ -218,13 +216,10 @@ class _Measure:
 
 
 def _cases(config: SuiteConfig) -> list[Case]:
-    sizes = config.sizes or (QUICK_SIZES if config.quick else DEFAULT_SIZES)
+    sizes = config.pick_sizes(QUICK_SIZES, DEFAULT_SIZES)
     cases = []
-    for mesh_str in config.meshes:
-        dims = parse_mesh_shape(mesh_str)
-        names = tuple("xyzw"[: len(dims)])
-        m = make_mesh(dims, names, axis_types="auto")
-        label = "x".join(map(str, dims))
+    for label, m in config.mesh_grid():
+        names = m.axis_names
         for n in sizes:
             for op in OPS:
                 spec = _spec(op, names)

@@ -12,7 +12,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from jax.sharding import Mesh
+
     from shardkit.bench.runner import Case
+    from shardkit.layout.mesh import AxisTypeLike
+
+_AXIS_NAMES = "xyzwuv"
 
 __all__ = ["Column", "PlotSpec", "Suite", "SuiteConfig", "register_suite", "registered_suites"]
 
@@ -69,6 +74,24 @@ class SuiteConfig:
     sizes: tuple[int, ...] | None
     meshes: tuple[str, ...]
     quick: bool = False
+
+    def pick_sizes(self, quick: tuple[int, ...], full: tuple[int, ...], /) -> tuple[int, ...]:
+        """The sizes asked for, else the suite's ``quick`` or ``full`` defaults."""
+        return self.sizes or (quick if self.quick else full)
+
+    def mesh_grid(self, *, axis_types: AxisTypeLike = "auto") -> list[tuple[str, Mesh]]:
+        """``(label, mesh)`` for each mesh asked for, axes named ``x``, ``y``, ``z``...
+
+        The label is the shape as written on the command line, e.g. ``"2x4"``.
+        """
+        from shardkit.layout import mesh, parse_mesh_shape
+
+        grid = []
+        for text in self.meshes:
+            dims = parse_mesh_shape(text)
+            m = mesh(dims, tuple(_AXIS_NAMES[: len(dims)]), axis_types=axis_types)
+            grid.append(("x".join(map(str, dims)), m))
+        return grid
 
 
 @dataclass(frozen=True)

@@ -92,7 +92,7 @@ def _metrics(name: str, seconds: float, *, holder: dict[str, Any]) -> Mapping[st
 
 
 def _cases(config: SuiteConfig) -> list[Case]:
-    widths = config.sizes or (QUICK_WIDTHS if config.quick else DEFAULT_WIDTHS)
+    widths = config.pick_sizes(QUICK_WIDTHS, DEFAULT_WIDTHS)
     batch_size = 64 if config.quick else 256
     cases = []
     for mesh_str in config.meshes:

@@ -175,20 +175,7 @@ def transform(
         )
         return op(arr)
     assert spec is not None
-    check_placement(name, shape, spec, mesh)
-    p = make_plan(
-        name,
-        shape,
-        spec,
-        dict(mesh.shape),
-        axes=axes_t,
-        sizes=sizes,
-        kind=kind,
-        inverse=inverse,
-        out_layout=out_layout,
-        norm=norm,
-        ctx=_ctx(shape, spec, mesh),
-    )
+    p = _checked_plan(name, name, shape, spec, mesh, axes_t, sizes, out_layout, norm)
     if route == "eager":
         return _shard_mapped(p, mesh)(arr)
     return jax.shard_map(p.local, mesh=mesh, in_specs=p.in_spec, out_specs=p.out_spec)(arr)  # type: ignore[arg-type]
@@ -246,24 +233,40 @@ def plan(
     if name not in _KINDS:
         raise ValueError(f"plan: name={name!r}; legal values are {sorted(_KINDS)}")
     _check_options("plan", norm, out_layout)
-    kind, inverse, _ = _KINDS[name]
+    kind = _KINDS[name][0]
     shape_t = tuple(int(n) for n in shape)
     p_spec = to_spec(spec)
-    check_placement("plan", shape_t, p_spec, mesh)
     axes_t = _normalize_axes(name, shape_t, s, axes)
     sizes = _normalize_sizes(name, kind, shape_t, s, axes_t)
+    return _checked_plan("plan", name, shape_t, p_spec, mesh, axes_t, sizes, out_layout, norm)
+
+
+def _checked_plan(
+    where: str,
+    name: str,
+    shape: tuple[int, ...],
+    spec: PartitionSpec,
+    mesh: Mesh,
+    axes: tuple[int, ...],
+    sizes: tuple[int, ...],
+    out_layout: Layout,
+    norm: str | None,
+) -> FFTPlan:
+    """Check ``shape`` fits ``spec`` on ``mesh`` (errors name ``where``), then plan."""
+    check_placement(where, shape, spec, mesh)
+    kind, inverse, _ = _KINDS[name]
     return make_plan(
         name,
-        shape_t,
-        p_spec,
+        shape,
+        spec,
         dict(mesh.shape),
-        axes=axes_t,
+        axes=axes,
         sizes=sizes,
         kind=kind,
         inverse=inverse,
         out_layout=out_layout,
         norm=norm,
-        ctx=_ctx(shape_t, p_spec, mesh),
+        ctx=_ctx(shape, spec, mesh),
     )
 
 

@@ -8,6 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import scipy.linalg as sl
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
@@ -25,6 +27,7 @@ from shardkit.linalg import (
     solve,
     to_block_cyclic,
 )
+from shardkit.linalg.lu import _panel_permutation
 from shardkit.testing import assert_close
 
 
@@ -76,28 +79,38 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("pivoting", ["tournament", "partial"])
 @pytest.mark.parametrize(("shape", "sp", "types", "n", "dtype", "nb"), CASES)
-def test_solve_backward_error_within_2x_of_scipy(shape, sp, types, n, dtype, nb) -> None:  # type: ignore[no-untyped-def]
+def test_solve_backward_error_within_2x_of_scipy(shape, sp, types, n, dtype, nb, pivoting) -> None:  # type: ignore[no-untyped-def]
     m = make_mesh(shape, types)
     rng = np.random.default_rng(1)
     for kind in ("random", "zero_blocks", "ill"):
         a_np = matrix(kind, n, dtype)
         b = rng.standard_normal(n).astype(dtype)
-        x = solve(shard(a_np, m, sp), b, nb=nb)
+        x = solve(shard(a_np, m, sp), b, nb=nb, pivoting=pivoting)
         assert x.dtype == dtype
         assert_backward_error(a_np, x, b, sl.solve(a_np, b))
     b2 = rng.standard_normal((n, 3)).astype(dtype)
     a_np = matrix("random", n, dtype, seed=2)
-    x2 = solve(shard(a_np, m, sp), b2, nb=nb)
+    x2 = solve(shard(a_np, m, sp), b2, nb=nb, pivoting=pivoting)
     assert x2.shape == (n, 3)
     assert_backward_error(a_np, x2, b2, sl.solve(a_np, b2))
 
 
-@pytest.mark.parametrize(("shape", "sp"), [("2x4", "x,y"), ("8", "x,None")])
-def test_lu_equals_scipy_factors(shape: str, sp: str) -> None:
+@pytest.mark.parametrize(
+    ("shape", "sp", "pivoting"),
+    [
+        ("2x4", "x,y", "partial"),
+        ("8", "x,None", "partial"),
+        # One row of devices: the tournament's one LU of the whole panel is LAPACK's.
+        ("1x8", "x,y", "tournament"),
+        ("8", "None,x", "tournament"),
+    ],
+)
+def test_lu_equals_scipy_factors(shape: str, sp: str, pivoting: Any) -> None:
     m = make_mesh(shape)
     a_np = matrix("zero_blocks", 64, np.float64)  # dask's block-local pivoting fails this one
-    p, low, u = lu(shard(a_np, m, sp), nb=8)
+    p, low, u = lu(shard(a_np, m, sp), nb=8, pivoting=pivoting)
     ref: Any = sl.lu(a_np)
     p_ref, l_ref, u_ref = ref
     assert_close(p, p_ref)
@@ -106,11 +119,62 @@ def test_lu_equals_scipy_factors(shape: str, sp: str) -> None:
     assert p.sharding == shard(a_np, m, sp).sharding
 
 
+def test_tournament_lu_factors_a_and_differs_from_lapack_only_in_pivots() -> None:
+    # 4 rows of devices: the tournament may pick other pivots; p l u is still a, l is unit
+    # lower with |l| <= a small bound (no growth), u is upper.
+    m = make_mesh("4x2")
+    a_np = matrix("random", 64, np.float64, seed=5)
+    p, low, u = (np.asarray(v) for v in lu(shard(a_np, m, "x,y"), nb=8, pivoting="tournament"))
+    assert_close(p @ low @ u, a_np)
+    np.testing.assert_array_equal(np.tril(low), low)
+    np.testing.assert_array_equal(np.diag(low), 1)
+    np.testing.assert_array_equal(np.triu(u), u)
+    np.testing.assert_array_equal(np.sort(p.sum(0)), np.ones(64))
+    assert np.abs(low).max() <= 8  # partial pivoting: 1; CALU's bound is larger, 8 is ample
+
+
+@st.composite
+def _pivot_rows(draw: Any) -> tuple[int, list[int]]:
+    nb = draw(st.integers(1, 8))
+    j0 = draw(st.integers(0, 8))
+    n = j0 + nb + draw(st.integers(0, 12))
+    rows = draw(st.permutations(list(range(j0, n))))[:nb]
+    dead = draw(st.lists(st.booleans(), min_size=nb, max_size=nb))
+    return j0, [-1 if d else r for r, d in zip(rows, dead, strict=True)] + [n]
+
+
+@settings(max_examples=60, deadline=None)
+@given(_pivot_rows())
+def test_panel_permutation_matches_sequential_swaps(case: tuple[int, list[int]]) -> None:
+    j0, rows = case
+    *chosen, n = rows
+    touched, came_from, parity = (
+        np.asarray(v) for v in _panel_permutation(jnp.asarray(chosen, jnp.int32), jnp.int32(j0))
+    )
+    new = np.arange(n)
+    new[touched] = came_from
+    assert sorted(new) == list(range(n)), "not a permutation"
+    for i, c in enumerate(chosen):
+        if c >= 0:
+            assert new[j0 + i] == c
+    # The parity is the permutation's: count the transpositions that sort it.
+    order, swaps = new.copy(), 0
+    for i in range(n):
+        while order[i] != i:
+            k = order[i]
+            order[i], order[k] = order[k], order[i]
+            swaps += 1
+    assert int(parity) == swaps % 2
+
+
 def test_det_inv_trans_and_block_cyclic_round_trip() -> None:
     m = make_mesh("2x4")
     a_np = matrix("random", 32, np.float64)
     a = shard(a_np, m, "x,y")
     np.testing.assert_allclose(float(det(a, nb=8)), np.linalg.det(a_np), rtol=1e-10)
+    np.testing.assert_allclose(
+        float(det(a, nb=8, pivoting="partial")), np.linalg.det(a_np), rtol=1e-10
+    )
     np.testing.assert_allclose(np.asarray(inv(a, nb=8)), np.linalg.inv(a_np), atol=1e-10)
     f = lu_factor(a, nb=8)
     b = np.arange(32.0)
@@ -151,22 +215,34 @@ def _struct(n: int, m: Any, sp: P, dtype: Any = jnp.float32) -> jax.ShapeDtypeSt
     return jax.ShapeDtypeStruct((n, n), dtype, sharding=NamedSharding(m, sp))
 
 
+@pytest.mark.parametrize("pivoting", ["tournament", "partial"])
 @pytest.mark.parametrize(("shape", "sp"), [("8", P("x", None)), ("2x4", P("x", "y"))])
-def test_solve_never_moves_the_matrix_and_bounds_memory(shape: str, sp: P) -> None:
+def test_solve_never_moves_the_matrix_and_bounds_memory(shape: str, sp: P, pivoting: Any) -> None:
     m = make_mesh(shape, "auto")
     n, nb = 256, 32
+    rows = 8 if shape == "8" else 2
     b = jax.ShapeDtypeStruct((n,), jnp.float32, sharding=NamedSharding(m, P()))
-    report = comms(lambda a, b: solve(a, b, nb=nb, mesh=m, spec=sp), _struct(n, m, sp), b)
+    report = comms(
+        lambda a, b: solve(a, b, nb=nb, mesh=m, spec=sp, pivoting=pivoting), _struct(n, m, sp), b
+    )
     full = n * n * 4
     report.assert_none("all-to-all")
+    gathers = 0
     for c in report.collectives:
         out = max(int(np.prod(s)) for s in c.result_shapes) * 4
-        # Largest: the panel's row exchanges, 2 nb rows of n / C (here 1/4 of the matrix
-        # on mesh 8 because n = 8 nb; 1/32 at n = 4096, nb = 128).
-        assert out <= 2 * n * nb * 4, f"{c.kind} {c.result_shapes} is more than panel-sized"
+        # Largest: the panel's row exchanges, 2 nb rows of n / C (+ nb panel columns; here
+        # 1/4 of the matrix on mesh 8 because n = 8 nb; 1/32 at n = 4096, nb = 128).
+        assert out <= 2 * nb * (n + nb) * 4, f"{c.kind} {c.result_shapes} is more than panel-sized"
         if c.kind == "all-gather":
-            # Only pivot candidates: (|value|, row, 16 entries of the row, row j) per device row.
-            assert out <= 8 * (2 + 2 * 16) * 4, f"all-gather {c.result_shapes} is too big"
+            gathers += c.count
+            if pivoting == "tournament":
+                # The nominees: nb rows of the panel (+ their row index) per device row.
+                assert out <= rows * nb * (nb + 1) * 4, f"all-gather {c.result_shapes}"
+            else:
+                # (|value|, row, 16 entries of the row, row j) per device row.
+                assert out <= rows * (2 + 2 * 16) * 4, f"all-gather {c.result_shapes} is too big"
+    # One all-gather per panel (tournament) or per column (partial).
+    assert gathers == (n // nb if pivoting == "tournament" else n), gathers
     share = full // 8
     # Measured ~4-7x the share at n=256 (args, working copy, XLA loop copies) vs 17x for JAX.
     report.assert_peak_memory_at_most(2 * share + 4 * n * nb * 4 + share * 3)

@@ -1,9 +1,10 @@
 """Sharded linear algebra: matrix products, factorizations and solvers that never gather.
 
-Products by named algorithms or by cost model (:func:`matmul`); LU with partial
-pivoting across the whole column, Cholesky and triangular solves on a block-cyclic
-layout (:func:`solve`, :func:`lu_factor`, :func:`cholesky`, ...); tall-skinny QR and
-least squares; Krylov solvers on sharded vectors; batched solves without communication.
+Products by named algorithms or by cost model (:func:`matmul`); LU with pivoting
+across whole columns (tournament or partial), Cholesky and triangular solves on a
+block-cyclic layout (:func:`solve`, :func:`lu_factor`, :func:`cholesky`, ...); QR
+(TSQR for tall-skinny matrices, block Gram-Schmidt for square ones) and least squares;
+Krylov solvers on sharded vectors; batched solves without communication.
 """
 
 from shardkit.linalg._blockcyclic import (
@@ -23,7 +24,7 @@ from shardkit.linalg.cholesky import CholeskyFactors, cho_factor, cho_solve, cho
 from shardkit.linalg.iterative import IterativeInfo, bicgstab, cg, gmres
 from shardkit.linalg.lu import LUFactors, det, inv, lu, lu_factor, lu_solve, solve
 from shardkit.linalg.matmul import ALGORITHM_NAMES, Algorithm, Candidate, Explanation, matmul
-from shardkit.linalg.qr import lstsq, qr
+from shardkit.linalg.qr import RankDeficientError, lstsq, qr
 from shardkit.linalg.triangular import solve_triangular
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "LUFactors",
     "LinAlgStatusError",
     "NotPositiveDefiniteError",
+    "RankDeficientError",
     "Order",
     "SingularMatrixError",
     "batched_solve",

@@ -400,6 +400,29 @@ def dslice(x: jax.Array, starts: tuple[Any, ...], sizes: tuple[int, ...]) -> jax
     return jax.lax.dynamic_slice(x, tuple(jnp.asarray(s, jnp.int32) for s in starts), sizes)
 
 
+def trsm(
+    t: jax.Array, b: jax.Array, *, lower: bool, unit_diagonal: bool = False, left: bool = True
+) -> jax.Array:
+    """Triangular solve ``t x = b`` (``left``) or ``x t = b``, without column-major copies.
+
+    LAPACK's trsm takes column-major operands. When they are slices of a larger array
+    (a device's whole block, carried through a loop), XLA's layout assignment can make
+    that array column-major instead, and every row-block slice of it then reads with a
+    stride (measured: 4 ms per 128 x 4096 slice, 1.4 s of a 4096 solve's 2.2). Solving
+    the transposed system on ``t.T`` and ``b.T`` (free views of row-major arrays) asks
+    for the layouts the arrays already have.
+
+    Example:
+      >>> t = jnp.array([[2.0, 0.0], [1.0, 1.0]])
+      >>> trsm(t, jnp.array([[2.0], [3.0]]), lower=True).tolist()
+      [[1.0], [2.0]]
+    """
+    # t x = b  <=>  x^T t^T = b^T;  x t = b  <=>  t^T x^T = b^T.
+    return jax.lax.linalg.triangular_solve(
+        t.T, b.T, left_side=not left, lower=not lower, unit_diagonal=unit_diagonal
+    ).T
+
+
 def dupdate(x: jax.Array, update: jax.Array, starts: tuple[Any, ...]) -> jax.Array:
     """``lax.dynamic_update_slice`` with int32 starts."""
     return jax.lax.dynamic_update_slice(x, update, tuple(jnp.asarray(s, jnp.int32) for s in starts))

@@ -19,7 +19,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 from jax import lax
-from jax.scipy.linalg import solve_triangular as _local_trsm
 from jax.sharding import PartitionSpec
 
 from shardkit.linalg._blockcyclic import (
@@ -34,6 +33,7 @@ from shardkit.linalg._blockcyclic import (
     plan_for,
     psum,
     to_local_order,
+    trsm,
 )
 from shardkit.linalg._status import finish, is_traced
 from shardkit.linalg.triangular import substitute
@@ -118,7 +118,7 @@ def _chol_local(a: jax.Array, plan: Plan, stages: int) -> tuple[jax.Array, jax.A
             status = jnp.where((status == 0) & failed, e * nb + first + 1, status)
             l11 = jnp.where(failed, eye, l11)
             below = (g_r >= (e + 1) * nb)[:, None]
-            l21 = _local_trsm(l11, pan.T, lower=True).T  # pan @ L11^-T
+            l21 = trsm(l11.T, pan, lower=False, left=False)  # pan @ L11^-T
             newpan = jnp.where(below, l21, pan)
             newpan = dupdate(
                 newpan, jnp.where(r == re, l11, dslice(newpan, (le, 0), (nb, nb))), (le, 0)

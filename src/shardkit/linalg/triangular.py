@@ -15,7 +15,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 from jax import lax
-from jax.scipy.linalg import solve_triangular as _local_trsm
 from jax.sharding import PartitionSpec
 
 from shardkit.linalg._blockcyclic import (
@@ -28,6 +27,7 @@ from shardkit.linalg._blockcyclic import (
     place,
     plan_for,
     psum,
+    trsm,
 )
 
 __all__ = ["solve_triangular"]
@@ -74,7 +74,7 @@ def substitute(
         part, diag = both[:, : x.shape[1]], both[:, x.shape[1] :]
         # op(T) is lower exactly when the substitution runs forward.
         b = dslice(rhs, (e * nb, 0), (nb, x.shape[1])) - part
-        xe = _local_trsm(
+        xe = trsm(
             jnp.tril(diag) if forward else jnp.triu(diag), b, lower=forward, unit_diagonal=unit
         )
         return dupdate(x, xe, (e * nb, 0))

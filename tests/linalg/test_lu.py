@@ -8,9 +8,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import scipy.linalg as sl
 from hypothesis import given, settings
 from hypothesis import strategies as st
-import scipy.linalg as sl
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 

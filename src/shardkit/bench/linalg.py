@@ -7,14 +7,17 @@ Each case is one (mesh, n, op) on float32 data placed on an Auto-axes mesh:
   matrix to every device and every device factors it).
 ``shardkit``
   :func:`shardkit.linalg.solve` / :func:`~shardkit.linalg.cholesky` /
-  :func:`~shardkit.linalg.qr` (TSQR; the ``qr`` case is tall-skinny ``n x n/16``).
+  :func:`~shardkit.linalg.qr` (``qr``: square, block Gram-Schmidt; ``tsqr``:
+  tall-skinny ``n x n/16``, TSQR). For ``solve`` also ``shardkit partial``
+  (``pivoting="partial"``; the default is tournament pivoting).
 ``1 device``
   ``jnp.linalg.*`` on one device's copy.
 ``scipy``
   SciPy (LAPACK) through ``jax.pure_callback`` on the one-device copy.
 ``dask``
-  ``dask.array.linalg`` (threaded scheduler, square ``n/4`` chunks; ``qr``: row
-  chunks) through ``jax.pure_callback``, when ``dask[array]`` is installed.
+  ``dask.array.linalg`` (threaded scheduler, square ``n/4`` chunks; ``tsqr``: row
+  chunks; none for square ``qr``, which dask only does as TSQR) through
+  ``jax.pure_callback``, when ``dask[array]`` is installed.
 
 Metrics per candidate: ``cpu_s`` (process CPU seconds of one call, all threads: the
 simulated devices share the machine's cores, BLAS and XLA pinned to one thread each),
@@ -52,8 +55,8 @@ DEFAULT_SIZES = (2048, 4096)
 QUICK_SIZES = (256,)
 """The size of a ``--quick`` run."""
 
-OPS = ("solve", "cholesky", "qr")
-"""The operations timed."""
+OPS = ("solve", "cholesky", "qr", "tsqr")
+"""The operations timed: ``qr`` is square (block Gram-Schmidt), ``tsqr`` is ``n x n/16``."""
 
 BASELINE = "jnp"
 
@@ -68,8 +71,10 @@ def _have_dask() -> bool:
 
 def _data(op: str, n: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(0)
-    if op == "qr":
+    if op == "tsqr":
         return rng.standard_normal((n, max(8, n // 16))).astype(np.float32), np.zeros(1, np.float32)
+    if op == "qr":
+        return rng.standard_normal((n, n)).astype(np.float32), np.zeros(1, np.float32)
     a = rng.standard_normal((n, n)).astype(np.float32)
     if op == "cholesky":
         a = (a @ a.T / n + np.eye(n, dtype=np.float32)).astype(np.float32)
@@ -77,8 +82,8 @@ def _data(op: str, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _spec(op: str, names: tuple[str, ...]) -> P:
-    if op == "qr" or len(names) == 1:
-        return P(names[0], None) if op == "qr" or len(names) == 1 else P(*names[:2])
+    if op == "tsqr" or len(names) == 1:
+        return P(names[0], None)
     return P(names[0], names[1])
 
 
@@ -96,7 +101,7 @@ def _dask(op: str, a: np.ndarray, b: np.ndarray) -> Any:
     da: Any = importlib.import_module("dask.array")
 
     with dask.config.set(scheduler="threads"):
-        if op == "qr":
+        if op == "tsqr":
             q, r = da.linalg.qr(da.from_array(a, chunks=(a.shape[0] // 8, a.shape[1])))
             return tuple(np.asarray(v) for v in dask.compute(q, r))
         ch = a.shape[0] // 4
@@ -108,7 +113,7 @@ def _dask(op: str, a: np.ndarray, b: np.ndarray) -> Any:
 
 def _host(fn: Callable[..., Any], op: str, a: jax.Array, b: jax.Array) -> Any:
     n, k = a.shape
-    if op == "qr":
+    if op in ("qr", "tsqr"):
         out = (jax.ShapeDtypeStruct((n, k), a.dtype), jax.ShapeDtypeStruct((k, k), a.dtype))
     elif op == "solve":
         out = jax.ShapeDtypeStruct((n,), a.dtype)
@@ -118,7 +123,9 @@ def _host(fn: Callable[..., Any], op: str, a: jax.Array, b: jax.Array) -> Any:
     def call(a_: Any, b_: Any) -> Any:
         res = fn(op, np.asarray(a_), np.asarray(b_))
         return (
-            tuple(np.asarray(r, a.dtype) for r in res) if op == "qr" else np.asarray(res, a.dtype)
+            tuple(np.asarray(r, a.dtype) for r in res)
+            if op in ("qr", "tsqr")
+            else np.asarray(res, a.dtype)
         )
 
     return jax.pure_callback(call, out, a, b)
@@ -139,23 +146,35 @@ def _residual(op: str, a: np.ndarray, b: np.ndarray, out: Any) -> float:
     return float(np.linalg.norm(a64 - q @ r) / np.linalg.norm(a64))
 
 
+_JNP: dict[str, Callable[..., Any]] = {
+    "solve": lambda a, b: jnp.linalg.solve(a, b),
+    "cholesky": lambda a, b: jnp.linalg.cholesky(a),
+    "qr": lambda a, b: tuple(jnp.linalg.qr(a)),
+    "tsqr": lambda a, b: tuple(jnp.linalg.qr(a)),
+}
+"""``jnp.linalg`` for each op: the baseline (sharded input) and ``1 device``."""
+
+
 def _candidates(op: str, m: Any, spec: P) -> dict[str, Callable[..., Any]]:
-    jnp_op: Callable[..., Any] = {
-        "solve": lambda a, b: jnp.linalg.solve(a, b),
-        "cholesky": lambda a, b: jnp.linalg.cholesky(a),
-        "qr": lambda a, b: tuple(jnp.linalg.qr(a)),
-    }[op]
+    jnp_op = _JNP[op]
     ours: Callable[..., Any] = {
         "solve": lambda a, b: solve(a, b, mesh=m, spec=spec),
         "cholesky": lambda a, b: cholesky(a, mesh=m, spec=spec),
         "qr": lambda a, b: qr(a, mesh=m, spec=spec),
+        "tsqr": lambda a, b: qr(a, mesh=m, spec=spec),
     }[op]
     out: dict[str, Callable[..., Any]] = {
         "shardkit": lambda a, b, a1, b1: ours(a, b),
+    }
+    if op == "solve":
+        out["shardkit partial"] = lambda a, b, a1, b1: solve(
+            a, b, mesh=m, spec=spec, pivoting="partial"
+        )
+    out |= {
         "1 device": lambda a, b, a1, b1: jnp_op(a1, b1),
         "scipy": lambda a, b, a1, b1: _host(_scipy, op, a1, b1),
     }
-    if _have_dask():
+    if _have_dask() and op != "qr":
         out["dask"] = lambda a, b, a1, b1: _host(_dask, op, a1, b1)
     return out
 
@@ -224,11 +243,7 @@ def _cases(config: SuiteConfig) -> list[Case]:
             for op in OPS:
                 spec = _spec(op, names)
                 cands = _candidates(op, m, spec)
-                jnp_fn = {
-                    "solve": lambda a, b, a1, b1: jnp.linalg.solve(a, b),
-                    "cholesky": lambda a, b, a1, b1: jnp.linalg.cholesky(a),
-                    "qr": lambda a, b, a1, b1: tuple(jnp.linalg.qr(a)),
-                }[op]
+                jnp_fn = partial(lambda op, a, b, a1, b1: _JNP[op](a, b), op)
                 measure = _Measure(op, n, m, spec, {BASELINE: jnp_fn, **cands})
                 cases.append(
                     Case(
@@ -251,7 +266,10 @@ def _notes() -> list[str]:
         "XLA are pinned to one thread per simulated device).",
         "resid: solve ||Ax-b||/(||A|| ||x||+||b||); cholesky ||A-LL^T||/||A||; qr ||A-QR||/||A||.",
         "mem/share: per-device peak memory (shardkit.comms) over the device's share of A.",
-        "qr is tall-skinny (n x n/16, rows sharded): shardkit has TSQR only.",
+        "shardkit solve: tournament pivoting (CALU, the default); 'shardkit partial': "
+        "LAPACK's partial pivoting (one small all-gather per column).",
+        "qr: square n x n, block Gram-Schmidt with TSQR panels (~3x Householder's flops); "
+        "no dask (its QR needs chunks at least as tall as wide). tsqr: n x n/16, rows sharded.",
         "scipy and dask run through jax.pure_callback on the one-device copy.",
     ]
 

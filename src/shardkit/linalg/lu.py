@@ -188,23 +188,6 @@ def _panel_permutation(chosen: jax.Array, j0: jax.Array) -> tuple[jax.Array, jax
     return touched, came_from, (jnp.sum(inv) % 2).astype(jnp.int32)
 
 
-def _pivot_rows(pivots: jax.Array) -> jax.Array:
-    """The rows that LAPACK's pivots (``ipiv``, 0-based) bring to positions ``0 .. k-1``.
-
-    Position ``i`` ends with row ``t_0 t_1 ... t_{i-1} (pivots[i])`` (``t_j`` exchanges
-    ``j`` and ``pivots[j]``; later steps never touch it). Unrolled over ``k`` as one fused
-    elementwise chain: ``lax.linalg.lu``'s own permutation is a loop of ``k`` small
-    steps over all rows, whose per-step overhead cost more than the panel's LU.
-    """
-    k = pivots.shape[0]
-    idx = jnp.arange(k, dtype=pivots.dtype)
-    v = pivots
-    for j in range(k - 2, -1, -1):
-        pj = pivots[j]
-        v = jnp.where(idx > j, jnp.where(v == j, pj, jnp.where(v == pj, j, v)), v)
-    return v
-
-
 def _tournament_panel(
     a: jax.Array,
     pan: jax.Array,
@@ -238,7 +221,7 @@ def _tournament_panel(
     nb = pan.shape[1]
     act = g_r >= j0
     x = jnp.where(act[:, None], pan, 0)
-    take = _pivot_rows(lax.linalg.lu(x)[1][:nb])
+    take = lax.linalg.lu(x)[2][:nb]
     # Row indices ride along as floats: exact below 2^24 (float32) rows.
     cidx = jnp.where(act[take], g_r[take], -1).astype(x.dtype)
     cand = jnp.concatenate([x[take], cidx[:, None]], axis=1)
@@ -246,9 +229,8 @@ def _tournament_panel(
         cand = lax.all_gather(cand, rows_ax, tiled=True)
 
     def tourney() -> jax.Array:
-        lu_s, piv, _ = lax.linalg.lu(cand[:, :nb])
-        rows = _pivot_rows(piv[:nb])
-        return jnp.concatenate([lu_s[:nb], cand[rows, nb:]], axis=1)
+        lu_s, _, rows = lax.linalg.lu(cand[:, :nb])
+        return jnp.concatenate([lu_s[:nb], cand[rows[:nb], nb:]], axis=1)
 
     if rows_ax:
         # The stack is the same on every device: the first row of devices factors it

@@ -2,8 +2,10 @@
 
 The seed ends by asking how ``jnp.linalg.solve`` can run on a *distributed* matrix
 (its own answer is a sequential, unpivoted-per-device LU). ``002/4.5`` answers with
-:func:`shardkit.linalg.solve`: a block-cyclic right-looking LU whose pivots are the
-largest in the whole column, checked against SciPy and inspected through
+:func:`shardkit.linalg.solve`: a block-cyclic right-looking LU whose pivots are
+chosen over the whole column (tournament pivoting: one all-gather of candidate rows
+per panel; ``pivoting="partial"`` gives LAPACK's pivots exactly), checked against
+SciPy and inspected through
 :func:`shardkit.inspect.comms` (no collective gathers the matrix, unlike
 ``jnp.linalg.solve`` on the same sharded input). ``002/2b`` redoes exercise 2 with
 :func:`shardkit.linalg.batched_solve`.

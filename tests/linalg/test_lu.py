@@ -244,8 +244,10 @@ def test_solve_never_moves_the_matrix_and_bounds_memory(shape: str, sp: P, pivot
     # One all-gather per panel (tournament) or per column (partial).
     assert gathers == (n // nb if pivoting == "tournament" else n), gathers
     share = full // 8
-    # Measured ~4-7x the share at n=256 (args, working copy, XLA loop copies) vs 17x for JAX.
-    report.assert_peak_memory_at_most(2 * share + 4 * n * nb * 4 + share * 3)
+    # The bound, 2 shares + O(n nb): the input, one working copy, and panel-sized
+    # buffers (the row exchange's 2 nb x (n/C + nb) all-reduce in and out, the U rows,
+    # the panel). Measured at n=256 and 1024: 2 shares + 2.6-5.4 n nb elements.
+    report.assert_peak_memory_at_most(2 * share + 6 * n * nb * 4)
     ref = comms(jnp.linalg.solve, _struct(n, m, sp), b)
     assert report.memory is not None
     assert ref.memory is not None

@@ -209,6 +209,8 @@ def test_layout_errors_name_the_fix() -> None:
         solve(np.eye(12), np.ones(12), mesh=m, spec="x,None")
     with pytest.raises(ValueError, match="order="):
         lu_factor(shard(np.eye(16), m, "x,None"), order="diagonal")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"pivoting='rook'.*'tournament'"):
+        solve(shard(np.eye(16), m, "x,None"), np.ones(16), pivoting="rook")  # type: ignore[arg-type]
 
 
 def _struct(n: int, m: Any, sp: P, dtype: Any = jnp.float32) -> jax.ShapeDtypeStruct:

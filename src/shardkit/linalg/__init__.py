@@ -17,6 +17,7 @@ from shardkit.linalg._blockcyclic import (
 from shardkit.linalg._status import (
     LinAlgStatusError,
     NotPositiveDefiniteError,
+    RankDeficientError,
     SingularMatrixError,
 )
 from shardkit.linalg.batched import batched_solve
@@ -24,7 +25,7 @@ from shardkit.linalg.cholesky import CholeskyFactors, cho_factor, cho_solve, cho
 from shardkit.linalg.iterative import IterativeInfo, bicgstab, cg, gmres
 from shardkit.linalg.lu import LUFactors, det, inv, lu, lu_factor, lu_solve, solve
 from shardkit.linalg.matmul import ALGORITHM_NAMES, Algorithm, Candidate, Explanation, matmul
-from shardkit.linalg.qr import RankDeficientError, lstsq, qr
+from shardkit.linalg.qr import lstsq, qr
 from shardkit.linalg.triangular import solve_triangular
 
 __all__ = [

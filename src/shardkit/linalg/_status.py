@@ -19,6 +19,7 @@ import numpy as np
 __all__ = [
     "LinAlgStatusError",
     "NotPositiveDefiniteError",
+    "RankDeficientError",
     "SingularMatrixError",
     "finish",
     "is_traced",
@@ -50,6 +51,10 @@ class NotPositiveDefiniteError(LinAlgStatusError):
     """Cholesky met a non-positive (or NaN) pivot: ``a`` is not positive definite."""
 
 
+class RankDeficientError(SingularMatrixError):
+    """Block Gram-Schmidt QR met a numerically zero ``|r_jj|``: ``a``'s columns are (nearly) dependent."""
+
+
 def is_traced(*xs: Any) -> bool:
     """Whether any of ``xs`` is a tracer (we are inside ``jit``/``vmap``/``grad``)."""
     return any(isinstance(x, jax_core.Tracer) for x in xs)
@@ -65,6 +70,17 @@ def _raise(where: str, status: int, kind: str, shape: tuple[int, ...], dtype: An
             f"to working precision: no pivot in column {col} is larger than "
             "n * eps * max|a|. Check the input for dependent rows or columns; under "
             "jax.jit pass return_status=True to receive this status instead.",
+        )
+    if kind == "rank_deficient":
+        raise RankDeficientError(
+            where,
+            col,
+            f"{where}: a (shape={shape}, dtype={np.dtype(dtype).name}) is numerically "
+            f"rank deficient: |r_jj| of column {col} is at most n * eps * max|r_jj| (or "
+            "NaN), so block Gram-Schmidt cannot make q orthonormal. Check a for dependent "
+            "columns, or use the layout P(rows, None) with M / R >= n (Householder TSQR "
+            "copes with rank deficiency); under jax.jit pass return_status=True to "
+            "receive this status instead.",
         )
     raise NotPositiveDefiniteError(
         where,

@@ -225,20 +225,20 @@ def _tournament_panel(
     # Row indices ride along as floats: exact below 2^24 (float32) rows.
     cidx = jnp.where(act[take], g_r[take], -1).astype(x.dtype)
     cand = jnp.concatenate([x[take], cidx[:, None]], axis=1)
-    if rows_ax:
-        cand = lax.all_gather(cand, rows_ax, tiled=True)
 
-    def tourney() -> jax.Array:
+    def tourney(cand: jax.Array) -> jax.Array:
         lu_s, _, rows = lax.linalg.lu(cand[:, :nb])
         return jnp.concatenate([lu_s[:nb], cand[rows[:nb], nb:]], axis=1)
 
     if rows_ax:
         # The stack is the same on every device: the first row of devices factors it
         # and one small all-reduce shares the result.
+        cand = lax.all_gather(cand, rows_ax, tiled=True)
         first = axis_index(rows_ax) == 0
-        res = psum(lax.cond(first, tourney, lambda: jnp.zeros_like(cand[:nb])), rows_ax)
+        res = lax.cond(first, tourney, lambda c: jnp.zeros_like(c[:nb]), cand)
+        res = psum(res, rows_ax)
     else:
-        res = tourney()
+        res = tourney(cand)
     top, chosen = res[:, :nb], jnp.real(res[:, nb]).astype(jnp.int32)
     d = jnp.diagonal(top)
     bad = jnp.abs(d) <= tol
@@ -468,7 +468,7 @@ def _factor(
     mesh: AnyMesh | None,
     spec: Any,
     stages: int,
-    pivoting: str = "partial",
+    pivoting: str,
 ) -> LUFactors:
     if pivoting not in PIVOTING_NAMES:
         raise ValueError(

@@ -58,7 +58,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 from jax.scipy.linalg import solve_triangular as _local_trsm
 from jax.sharding import PartitionSpec
@@ -73,17 +72,13 @@ from shardkit.linalg._blockcyclic import (
     psum,
     resolve,
 )
-from shardkit.linalg._status import SingularMatrixError, finish, is_traced
+from shardkit.linalg._status import RankDeficientError, finish, is_traced
 from shardkit.linalg.triangular import solve_triangular
 
 __all__ = ["DEFAULT_PANEL", "RankDeficientError", "lstsq", "qr"]
 
 DEFAULT_PANEL = 64
 """Default panel width ``nb`` of BCGS2 (rounded down to divide the local column count)."""
-
-
-class RankDeficientError(SingularMatrixError):
-    """BCGS2 QR met a numerically zero ``|r_jj|``: ``a``'s columns are (nearly) dependent."""
 
 
 def _tsqr_local(a: jax.Array, rows: tuple[str, ...]) -> tuple[jax.Array, jax.Array]:
@@ -263,36 +258,19 @@ def _factor(a: Any, lay: _Layout, fill: bool) -> tuple[jax.Array, jax.Array, jax
 def _finish(
     where: str, result: Any, status: jax.Array, a: Any, *, fill: bool, return_status: bool
 ) -> Any:
-    """Raise eagerly on a nonzero status; under ``jit`` NaN-fill (unless done in-program)."""
-    if return_status:
-        return result, status
-    if is_traced(status):
-        if fill:
-            return result
-        return finish(
-            where,
-            result,
-            status,
-            kind="singular",
-            shape=tuple(a.shape),
-            dtype=a.dtype,
-            traced=True,
-            return_status=False,
-        )
-    s = int(status)
-    if s:
-        col = s - 1
-        raise RankDeficientError(
-            where,
-            col,
-            f"{where}: a (shape={tuple(a.shape)}, dtype={np.dtype(a.dtype).name}) is "
-            f"numerically rank deficient: |r_jj| of column {col} is at most "
-            "n * eps * max|r_jj| (or NaN), so block Gram-Schmidt cannot make q orthonormal. "
-            "Check a for dependent columns, or use the layout P(rows, None) with "
-            "M / R >= n (Householder TSQR copes with rank deficiency); under jax.jit "
-            "pass return_status=True to receive this status instead.",
-        )
-    return result
+    """:func:`~shardkit.linalg._status.finish`, unless the program has NaN-filled already."""
+    if fill and not return_status:
+        return result
+    return finish(
+        where,
+        result,
+        status,
+        kind="rank_deficient",
+        shape=tuple(a.shape),
+        dtype=a.dtype,
+        traced=is_traced(status),
+        return_status=return_status,
+    )
 
 
 def qr(
@@ -356,7 +334,7 @@ def qr(
       >>> shardkit.linalg.qr(shardkit.shard(np.ones((32, 32)), m, "x,y"))
       Traceback (most recent call last):
       ...
-      shardkit.linalg.qr.RankDeficientError: qr: a (shape=(32, 32), dtype=float64) is numerically rank deficient: |r_jj| of column 1 is at most n * eps * max|r_jj| (or NaN), so block Gram-Schmidt cannot make q orthonormal. Check a for dependent columns, or use the layout P(rows, None) with M / R >= n (Householder TSQR copes with rank deficiency); under jax.jit pass return_status=True to receive this status instead.
+      shardkit.linalg._status.RankDeficientError: qr: a (shape=(32, 32), dtype=float64) is numerically rank deficient: |r_jj| of column 1 is at most n * eps * max|r_jj| (or NaN), so block Gram-Schmidt cannot make q orthonormal. Check a for dependent columns, or use the layout P(rows, None) with M / R >= n (Householder TSQR copes with rank deficiency); under jax.jit pass return_status=True to receive this status instead.
     """
     a = a if isinstance(a, jax.Array) else jnp.asarray(a)
     lay = _layout("qr", a, mesh, spec, nb)

@@ -333,12 +333,19 @@ class BlockCyclic:
     spec: PartitionSpec = dataclasses.field(metadata={"static": True})
 
 
-def _relayout(x: jax.Array, m: AnyMesh, p: PartitionSpec, plan: Plan, forward: bool) -> jax.Array:
+@functools.lru_cache(maxsize=128)
+def _relayout_program(m: AnyMesh, p: PartitionSpec, plan: Plan, forward: bool) -> Any:
+    # Compiled once per layout: an eager shard_map would dispatch every gather and
+    # argsort of the reordering op by op on each device (seconds for a 16 x 16 matrix).
     def body(blk: jax.Array) -> jax.Array:
         tab = local_tables(plan)
         return to_local_order(blk, plan, tab) if forward else from_local_order(blk, plan, tab)
 
-    return jax.shard_map(body, mesh=m, in_specs=p, out_specs=p, check_vma=False)(x)
+    return jax.jit(jax.shard_map(body, mesh=m, in_specs=p, out_specs=p, check_vma=False))
+
+
+def _relayout(x: jax.Array, m: AnyMesh, p: PartitionSpec, plan: Plan, forward: bool) -> jax.Array:
+    return _relayout_program(m, p, plan, forward)(x)
 
 
 def to_block_cyclic(

@@ -143,13 +143,17 @@ def _pivot_rows(draw: Any) -> tuple[int, list[int]]:
     return j0, [-1 if d else r for r, d in zip(rows, dead, strict=True)] + [n]
 
 
+# Jitted: one compilation per panel width instead of one per eager op and drawn shape.
+_jit_panel_permutation = jax.jit(_panel_permutation)
+
+
 @settings(max_examples=60, deadline=None)
 @given(_pivot_rows())
 def test_panel_permutation_matches_sequential_swaps(case: tuple[int, list[int]]) -> None:
     j0, rows = case
     *chosen, n = rows
     touched, came_from, parity = (
-        np.asarray(v) for v in _panel_permutation(jnp.asarray(chosen, jnp.int32), jnp.int32(j0))
+        np.asarray(v) for v in _jit_panel_permutation(jnp.asarray(chosen, jnp.int32), jnp.int32(j0))
     )
     new = np.arange(n)
     new[touched] = came_from

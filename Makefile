@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint typecheck pytest tour clean
+.PHONY: run test test-full lint typecheck pytest pytest-full tour clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +30,13 @@ typecheck: $(VENV)/.installed-test
 pytest: $(VENV)/.installed-test
 	$(BIN)/python -m pytest
 
+# The whole test matrix (every mesh x axis type x dtype cell); `make test` samples it.
+pytest-full: $(VENV)/.installed-test
+	SHARDKIT_FULL_TESTS=1 $(BIN)/python -m pytest
+
 test: lint typecheck pytest
+
+test-full: lint typecheck pytest-full
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

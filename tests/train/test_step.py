@@ -1,8 +1,8 @@
 """Every strategy trains like one device: same losses for 20 steps on meshes 8, 2x4, 4x2.
 
-Each mesh once with Auto axes and once with Explicit axes (the default of
-``jax.make_mesh`` and ``shardkit.mesh``), where the state must also carry its
-sharding in its type.
+Each mesh with Auto axes and with Explicit axes (the default of ``jax.make_mesh`` and
+``shardkit.mesh``, where the state must also carry its sharding in its type): the axis
+types in turn by default, both with ``SHARDKIT_FULL_TESTS=1`` (tests/_matrix.py).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from _train_util import AXIS_TYPES, losses, make_mesh, numpy_batch, small_mlp
 from jax.sharding import PartitionSpec as P
 
 import shardkit
+from _matrix import rotate
 from shardkit import train
 from shardkit.testing import assert_close
 
@@ -56,8 +57,7 @@ def references() -> dict[str, np.ndarray]:
     return {opt: _reference(opt, model, batch) for opt in OPTIMIZERS}
 
 
-@pytest.mark.parametrize("axis_types", list(AXIS_TYPES))
-@pytest.mark.parametrize(("strategy", "mesh_shape"), CASES)
+@pytest.mark.parametrize(("strategy", "mesh_shape", "axis_types"), rotate(CASES, list(AXIS_TYPES)))
 def test_losses_match_single_device_sgd(
     strategy: str,
     mesh_shape: str,

@@ -18,8 +18,9 @@ FULL = os.environ.get("SHARDKIT_FULL_TESTS", "") == "1"
 def rotate(cases: Sequence[tuple[Any, ...]], variants: Sequence[Any]) -> list[tuple[Any, ...]]:
     """Each case with a variant appended: every variant when ``FULL``, else one in turn.
 
-    >>> rotate([("dp", "8"), ("dp", "2x4"), ("tp", "8")], ["auto", "explicit"])  # doctest: +SKIP
-    [('dp', '8', 'auto'), ('dp', '2x4', 'explicit'), ('tp', '8', 'auto')]
+    By default ``[("dp", "8"), ("dp", "2x4"), ("tp", "8")]`` with ``["auto",
+    "explicit"]`` gives ``("dp", "8", "auto"), ("dp", "2x4", "explicit"), ("tp", "8",
+    "auto")``.
     """
     if FULL:
         return [(*c, v) for c in cases for v in variants]

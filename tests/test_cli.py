@@ -261,6 +261,11 @@ MISSING = "/nonexistent-shardkit-folder/out"
         (["inspect", "no_such_module_sk:f"], ["no_such_module_sk", "current directory", ".py:"]),
         (["bench", "nope"], ["suites=['nope']", "legal values"]),
         (["show"], ["--shape"]),
+        (["show", "--shape", "8,8", "--dtype", "f33"], ["--dtype", "'f33'", "float32"]),
+        (["show", "--shape", "8,8", "--axes", "0"], ["--axes", "e.g. 0,2"]),
+        (["inspect"], ["exactly one of TARGET", "--example"]),
+        (["inspect", "jax.numpy:nope"], ["has no 'nope'", "it has: "]),
+        (["inspect", "jax.numpy:sum", "--arg", "f32[8]@z"], ["--arg 'f32[8]@z'", "axes are"]),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, list) and v and v[0] != "--spec" else None,
 )

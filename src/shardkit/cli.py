@@ -185,7 +185,7 @@ def show(
 ) -> None:
     """Draw how an array of SHAPE would be split over MESH by SPEC."""
     import jax
-    import numpy as np
+    import jax.numpy as jnp
 
     from shardkit._preflight import check_output_file
     from shardkit.layout import describe, parse_mesh_shape, sharding
@@ -204,13 +204,24 @@ def show(
     with _usage("--spec"):
         target = sharding(target_mesh, spec)
         check_placement("shardkit show", dims, target.spec, target_mesh)
-    with _usage("--dtype"):
-        struct = jax.ShapeDtypeStruct(dims, np.dtype(dtype), sharding=target)
-    with _usage("--axes"):
-        picked = None
-        if axes is not None:
+    try:
+        element = jnp.dtype(dtype)
+    except TypeError:
+        raise _BadValue(
+            f"{dtype!r} is not a dtype name; write e.g. float32, bfloat16, int32 or complex64",
+            param_hint="'--dtype'",
+        ) from None
+    struct = jax.ShapeDtypeStruct(dims, element, sharding=target)
+    picked = None
+    if axes is not None:
+        try:
             first, second = (int(a) for a in axes.split(","))
-            picked = (first, second)
+        except ValueError:
+            raise _BadValue(
+                f"{axes!r} is not two array axes; write e.g. 0,2", param_hint="'--axes'"
+            ) from None
+        picked = (first, second)
+    with _usage("--axes"):
         view = draw(struct, axes=picked)
     _console.print(describe(struct))
     _console.print(view)
@@ -244,9 +255,9 @@ def inspect(
     from shardkit.inspect.examples import inspect_target
 
     if (target is None) == (example is None):
-        raise typer.BadParameter(
-            "give either TARGET (MODULE:FUNC) or --example NAME, not both",
-            param_hint=["TARGET", "--example"],
+        raise _BadValue(
+            "give exactly one of TARGET (MODULE:FUNC, e.g. mymod:step or path/to/file.py:step) "
+            "or --example NAME (fft, solve, matmul or mlp)"
         )
     if example is not None:
         with _usage():

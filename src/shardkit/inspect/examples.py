@@ -74,7 +74,10 @@ def parse_arg(text: str, mesh: Mesh, /) -> jax.ShapeDtypeStruct:
             "(e.g. float32, bfloat16, int32, complex64, or f32, bf16)"
         ) from None
     dims = tuple(int(d) for d in m.group(2).split(",") if d.strip())
-    target = sharding(mesh, m.group(3) or None)
+    try:
+        target = sharding(mesh, m.group(3) or None)
+    except ValueError as e:
+        raise ValueError(f"inspect: --arg {text!r}: {e}") from None
     check_placement(f"inspect --arg {text!r}", dims, target.spec, mesh)
     return jax.ShapeDtypeStruct(dims, dtype, sharding=target)
 
@@ -129,7 +132,12 @@ def _load(target: str) -> Callable[..., Any]:
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):
-            raise ValueError(f"inspect: target={target!r}: {module_name} has no {attr!r}")
+            found = sorted(n for n in dir(obj) if not n.startswith("_"))
+            listed = ", ".join(found[:12]) + (", ..." if len(found) > 12 else "")
+            raise ValueError(
+                f"inspect: target={target!r}: {module_name} has no {attr!r}; "
+                f"it has: {listed or 'no public names'}"
+            )
         obj = getattr(obj, part)
     if not callable(obj):
         raise ValueError(f"inspect: target={target!r} names a {type(obj).__name__}, not a function")

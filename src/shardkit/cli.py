@@ -20,6 +20,7 @@ from rich.console import Console
 from typer.core import TyperGroup
 
 from shardkit._config import accelerator_present, use_cpu_devices
+from shardkit._progress import busy
 
 _UNEXPECTED_LIMIT = 400
 
@@ -259,12 +260,14 @@ def inspect(
             "give exactly one of TARGET (MODULE:FUNC, e.g. mymod:step or path/to/file.py:step) "
             "or --example NAME (fft, solve, matmul or mlp)"
         )
+    # A spinner on a terminal only: piped output (--json) stays exactly the report.
+    spinner = busy(_console if _console.is_terminal else None, "compiling")
     if example is not None:
-        with _usage():
+        with _usage(), spinner:
             report = seed_example(example, interconnect=interconnect)
     else:
         assert target is not None
-        with _usage():
+        with _usage(), spinner:
             report = inspect_target(
                 target, mesh=mesh, names=names, args=arg or (), interconnect=interconnect
             )

@@ -56,7 +56,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rich.console import Group
 from rich.table import Table
 
 from shardkit._preflight import require
@@ -238,13 +237,15 @@ def table_rows(data: Mapping[str, Any], suite: str, /) -> tuple[list[str], list[
     return header, rows
 
 
-def terminal_summary(data: Mapping[str, Any], /) -> Group:
+def terminal_summary(data: Mapping[str, Any], /) -> Table:
     """The terminal form of the report: one table per suite, each under its own headings.
 
     Suites measure different things (bytes per device and bandwidth for collectives,
-    matrix sizes and FLOP rates for matmul), so they never share one header row.
+    matrix sizes and FLOP rates for matmul), so they never share one header row; the
+    suites' tables are stacked in one borderless grid.
     """
-    tables = []
+    grid = Table.grid(padding=(1, 0))
+    grid.title = f"shardkit bench ({data['wall_s']:.1f} s)"
     for name, meta in data["suites"].items():
         header, rows = table_rows(data, name)
         table = Table(title=f"{name}: {meta['description']}", title_justify="left")
@@ -252,8 +253,8 @@ def terminal_summary(data: Mapping[str, Any], /) -> Group:
             table.add_column(h, justify="left" if i < len(meta["key_params"]) + 1 else "right")
         for row in rows:
             table.add_row(*row)
-        tables.append(table)
-    return Group(*tables)
+        grid.add_row(table)
+    return grid
 
 
 def _env_lines(env: Mapping[str, Any]) -> list[tuple[str, str]]:

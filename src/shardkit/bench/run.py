@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import jax
-from rich.console import Console, Group
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from shardkit._preflight import check_output_dir, require
 from shardkit._progress import busy
@@ -89,7 +90,7 @@ class BenchResult:
         """Seconds the suites took to run (reports excluded)."""
         return self.data["wall_s"]
 
-    def summary(self) -> Group:
+    def summary(self) -> Table:
         """One rich table per suite, under that suite's own column headings: every
         candidate's time, ratio to the baseline and the suite's metrics."""
         return terminal_summary(self.data)
@@ -259,7 +260,6 @@ def run_bench(
         files = tuple(write_report(data, out)) if out is not None else ()
     result = BenchResult(data, files)
     if console is not None:
-        console.print(f"shardkit bench: {len(plan)} cases in {wall_s:.1f} s", style="bold")
         console.print(result.summary())
         for note in (n for name in names for n in data["suites"][name]["notes"]):
             console.print(f"[dim]{note}[/dim]")

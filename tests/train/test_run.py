@@ -37,7 +37,8 @@ def test_run_prints_progress_and_writes_the_plot(tmp_path: Path) -> None:
         "compiling the step ...",  # printed before the compile, not after
         "dp_tp on mesh 4x2",
         "MLP 16-32-32-8",
-        "6/6",
+        "training 6/6 loss",  # plain progress lines when not on a terminal
+        "s elapsed)",
         "steps/s",
         "sent per device",
         "loss curve",

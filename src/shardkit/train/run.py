@@ -211,7 +211,11 @@ def run_training(
         TextColumn("{task.fields[rate]} steps/s"),
         TimeElapsedColumn(),
     )
-    with Progress(*columns, console=console, transient=False) as progress:
+    # A terminal gets a live bar; a log gets about ten plain lines, the last step's included.
+    live = console.is_terminal
+    every = max(1, steps // 10)
+    t_loop = time.perf_counter()
+    with Progress(*columns, console=console, transient=False, disable=not live) as progress:
         task = progress.add_task("training", total=steps, loss="-", rate="-")
         for i in range(steps):
             state, loss = step(state, batch)
@@ -220,7 +224,15 @@ def run_training(
                 start = time.perf_counter()
             rate = (i / (time.perf_counter() - start)) if i and start else float("nan")
             progress.update(task, advance=1, loss=f"{losses[-1]:.4g}", rate=f"{rate:.1f}")
-            if first_bad is None and not math.isfinite(losses[-1]):
+            finite = math.isfinite(losses[-1])
+            newly_bad = first_bad is None and not finite
+            if not live and ((i + 1) % every == 0 or i + 1 == steps or newly_bad):
+                console.print(
+                    f"training {i + 1}/{steps} loss {losses[-1]:.4g} "
+                    f"({time.perf_counter() - t_loop:.1f} s elapsed)",
+                    highlight=False,
+                )
+            if newly_bad:
                 first_bad = i + 1
                 if not keep_going:
                     break

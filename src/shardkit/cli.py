@@ -64,8 +64,8 @@ class _Group(TyperGroup):
                 traceback.print_exception(e.__cause__)
             raise
         except Exception as e:
-            if ctx.params.get("debug"):
-                raise
+            if ctx.params.get("debug") or isinstance(e, BrokenPipeError):
+                raise  # typer ends a closed pipe (`shardkit tour | head`) quietly
             raise _Failure(e) from e
 
     def main(  # type: ignore[override]

@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from typer.testing import CliRunner
+import pytest
+from typer.testing import CliRunner, Result
 
 from shardkit.cli import app
 
@@ -120,8 +123,6 @@ def test_inspect_example_reports_the_gather() -> None:
 
 
 def test_inspect_target_json(tmp_path: Path) -> None:
-    import json
-
     result = runner.invoke(
         app,
         [
@@ -208,3 +209,153 @@ def test_train_runs_and_plots(tmp_path: Path) -> None:
 def test_train_bad_strategy_is_a_usage_error() -> None:
     result = runner.invoke(app, ["train", "--strategy", "nope", "--steps", "1"])
     assert result.exit_code == 2
+
+
+# ---- the one error path ------------------------------------------------------------
+
+
+def _invoke(*args: str) -> Result:
+    return runner.invoke(app, list(args), prog_name="shardkit")
+
+
+def _assert_user_error(result: Result, code: int, *needles: str) -> None:
+    """Exit ``code``, handled (no escaped exception, no traceback), at most two lines."""
+    assert result.exit_code == code, result.output
+    assert isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert 1 <= len(lines) <= 2, result.stderr
+    assert lines[0].startswith("Error: ")
+    for needle in needles:
+        assert needle in result.stderr, (needle, result.stderr)
+
+
+MISSING = "/nonexistent-shardkit-folder/out"
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (["--devices", "0", "devices"], ["--devices", "at least 1"]),
+        (["--devices", "-2", "devices"], ["--devices", "at least 1"]),
+        (
+            ["show", "--shape", "6,6", "--mesh", "2x4", "--names", "x,y", "--spec", "y"],
+            ["--spec", "shape=(6, 6)", "not divisible by 4", "Pad dimension 0 to 8"],
+        ),
+        (
+            ["inspect", "jax.numpy:sum", "--mesh", "2x4", "--names", "x,y", "--arg", "f32[6,8]@y"],
+            ["--arg 'f32[6,8]@y'", "not divisible by 4", "Pad dimension 0 to 8"],
+        ),
+        (["show", "--shape", "8", "--svg", f"{MISSING}/a.svg"], ["--svg", "does not exist"]),
+        (["show", "--shape", "8", "--html", f"{MISSING}/a.html"], ["--html", "mkdir -p"]),
+        (["train", "--steps", "1", "--plot", f"{MISSING}/l.png"], ["--plot", "does not exist"]),
+        (["tour", "--only", "(unclosed"], ["--only", "not a regular expression", "escape"]),
+        (["tour", "--only", "no-such-scenario"], ["--only", "002/1.1", "004/train-dp", "--list"]),
+        (["train", "--batch-size", "0"], ["batch_size=0", "--batch-size", "e.g. 256"]),
+        (["train", "--steps", "0"], ["steps=0", "--steps", "at least 1"]),
+        (["train", "--steps", "-3"], ["steps=-3", "--steps"]),
+        (["train", "--learning-rate", "nan"], ["learning_rate=nan", "--learning-rate", "finite"]),
+        (["train", "--learning-rate", "inf"], ["learning_rate=inf", "--learning-rate"]),
+        (["train", "--learning-rate", "-0.1"], ["learning_rate=-0.1", "positive"]),
+        (["train", "--sizes", "16,x"], ["--sizes", "784,1024,10"]),
+        (["inspect", "no_such_module_sk:f"], ["no_such_module_sk", "current directory", ".py:"]),
+        (["bench", "nope"], ["suites=['nope']", "legal values"]),
+        (["show"], ["--shape"]),
+        (["show", "--shape", "8,8", "--dtype", "f33"], ["--dtype", "'f33'", "float32"]),
+        (["show", "--shape", "8,8", "--axes", "0"], ["--axes", "e.g. 0,2"]),
+        (["inspect"], ["exactly one of TARGET", "--example"]),
+        (["inspect", "jax.numpy:nope"], ["has no 'nope'", "it has: "]),
+        (["inspect", "jax.numpy:sum", "--arg", "f32[8]@z"], ["--arg 'f32[8]@z'", "axes are"]),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, list) and v and v[0] != "--spec" else None,
+)
+def test_usage_errors_name_the_argument_and_the_fix(args: list[str], needles: list[str]) -> None:
+    result = _invoke(*args)
+    _assert_user_error(result, 2, *needles)
+    assert "compiling" not in result.output  # checked before any work
+
+
+def test_bench_out_existing_file_fails_before_running(tmp_path: Path) -> None:
+    taken = tmp_path / "results"
+    taken.write_text("keep me")
+    result = _invoke("bench", "collectives", "--quick", "--out", str(taken))
+    _assert_user_error(result, 2, "--out", "existing file", "folder")
+    assert "[1/" not in result.output  # no case ran
+    assert taken.read_text() == "keep me"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["train", "--steps", "1", "--plot", "loss.png"],
+        ["bench", "collectives", "--quick", "--out", "reports"],
+    ],
+)
+def test_missing_extra_names_the_install_command(
+    args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    result = _invoke(*args)
+    _assert_user_error(result, 1, "needs matplotlib", "pip install 'shardkit[bench]'")
+    assert "compiling" not in result.output
+    assert "[1/" not in result.output
+    assert not list(tmp_path.iterdir())
+
+
+def test_inspect_finds_a_module_in_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "shardkit_cwd_target.py").write_text(
+        "import jax.numpy as jnp\n\ndef total(a):\n    return jnp.sum(a)\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    result = _invoke("inspect", "shardkit_cwd_target:total", "--arg", "f32[16]@x", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["collectives"][0]["kind"] == "all-reduce"
+    assert str(tmp_path) not in sys.path  # importable while loading, not left behind
+
+
+def test_unexpected_error_is_one_line_unless_debug(tmp_path: Path) -> None:
+    script = tmp_path / "broken_target.py"
+    script.write_text("def f(a):\n    raise RuntimeError('boom in user code')\n")
+    result = _invoke("inspect", f"{script}:f", "--arg", "f32[8]")
+    _assert_user_error(result, 1, "RuntimeError: boom in user code", "--debug")
+    result = _invoke("--debug", "inspect", f"{script}:f", "--arg", "f32[8]")
+    assert result.exit_code == 1
+    assert isinstance(result.exception, RuntimeError)
+    result = _invoke("--debug", "--devices", "0", "devices")
+    assert result.exit_code == 2
+    assert "Traceback" in result.output
+    assert "at least 1" in result.output
+
+
+def test_version_is_the_installed_metadata() -> None:
+    from importlib.metadata import version
+
+    import shardkit
+
+    result = _invoke("--version")
+    assert result.exit_code == 0
+    assert result.output.strip() == f"shardkit {shardkit.__version__}"
+    assert shardkit.__version__ == version("shardkit")
+
+
+def test_tour_list_shows_keys_and_titles() -> None:
+    from shardkit.examples import scenarios
+
+    result = runner.invoke(app, ["tour", "--list", "--only", "^002/1"])
+    assert result.exit_code == 0, result.output
+    for s in scenarios("^002/1"):
+        assert s.key in result.output
+        assert s.title in result.output
+    assert "PASS" not in result.output  # nothing ran
+
+
+def test_train_stops_at_the_first_non_finite_loss() -> None:
+    small = ["train", "--strategy", "dp", "--mesh", "8", "--sizes", "8,4", "--batch-size", "8"]
+    result = _invoke(*small, "--steps", "4", "--learning-rate", "1e30")
+    _assert_user_error(result, 1, "at step 2 of 4", "lower the learning rate", "--keep-going")
+    assert re.search(r"the loss is (nan|inf|-inf) at step 2", result.stderr)
+    # --keep-going is run_training(keep_going=True), tested in tests/train/test_run.py

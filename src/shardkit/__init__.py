@@ -1,8 +1,11 @@
 """shardkit: distributed numerical computing on sharded JAX arrays.
 
 The public API is this module's ``__all__``; a test checks that every name in it
-exists and has a docstring.
+exists and has a docstring. ``shardkit.__version__`` is the installed package's version.
 """
+
+from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
+from importlib.metadata import version as _version
 
 from shardkit import (
     distributed,
@@ -20,6 +23,11 @@ from shardkit._config import accelerator_present, pin_cpu_threads, use_cpu_devic
 from shardkit.inspect import INTERCONNECTS, Collective, CommReport, Interconnect, comms
 from shardkit.layout import describe, mesh, shard, sharding, spec
 from shardkit.show import ShardingView, show
+
+try:
+    __version__ = _version("shardkit")
+except _PackageNotFoundError:  # a source tree on sys.path, never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "INTERCONNECTS",

@@ -1,17 +1,117 @@
-"""The ``shardkit`` command: a thin layer over the library's functions."""
+"""The ``shardkit`` command: a thin layer over the library's functions.
+
+Every error ends in one place, :class:`_Group`: a user error prints one or two lines
+naming the argument and the fix, with exit status 2 for a bad command line and 1
+for a failure (a missing extra, a non-finite loss, a file that cannot be written).
+No Python traceback appears unless ``shardkit --debug`` is given.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import traceback
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from typer.core import TyperGroup
 
 from shardkit._config import accelerator_present, use_cpu_devices
+from shardkit._progress import busy
+
+_UNEXPECTED_LIMIT = 400
+
+
+class _Failure(typer.TyperException):
+    """A failure that is not a usage error: exit status 1, the cause's message."""
+
+    exit_code = 1
+
+    def __init__(self, cause: BaseException) -> None:
+        self.expected = isinstance(cause, ImportError | OSError | FloatingPointError)
+        text = " ".join(str(cause).split()) or type(cause).__name__
+        if not self.expected:
+            text = f"{type(cause).__name__}: {text}"
+            if len(text) > _UNEXPECTED_LIMIT:
+                text = text[: _UNEXPECTED_LIMIT - 3] + "..."
+        super().__init__(text)
+
+
+def _report(e: typer.TyperException) -> None:
+    """Print ``e`` as one or two lines on stderr (typer's boxes would take five)."""
+    ctx = getattr(e, "ctx", None)
+    typer.echo(f"Error: {e.format_message()}", err=True)
+    if isinstance(e, _Failure):
+        if not e.expected:
+            typer.echo("Rerun as 'shardkit --debug ...' to see the traceback.", err=True)
+    elif ctx is not None:
+        typer.echo(f"Try '{ctx.command_path} --help' for help.", err=True)
+
+
+class _Group(TyperGroup):
+    """The ``shardkit`` command group, with the CLI's one error path."""
+
+    def invoke(self, ctx: Any) -> Any:  # click's Context, which typer vendors privately
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort):
+            raise
+        except typer.TyperException as e:
+            if ctx.params.get("debug") and e.__cause__ is not None:
+                traceback.print_exception(e.__cause__)
+            raise
+        except Exception as e:
+            if ctx.params.get("debug") or isinstance(e, BrokenPipeError):
+                raise  # typer ends a closed pipe (`shardkit tour | head`) quietly
+            raise _Failure(e) from e
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, False, **extra)
+        except typer.TyperException as e:
+            if type(e).__name__ != "NoArgsIsHelpError":  # its help is already printed
+                _report(e)
+            sys.exit(getattr(e, "exit_code", 1))
+        except typer.Abort:
+            typer.echo("Aborted.", err=True)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+class _BadValue(typer.BadParameter):
+    """A usage error (exit status 2) whose message already names the argument."""
+
+    def format_message(self) -> str:
+        return super().format_message() if self.param_hint else self.message
+
+
+@contextlib.contextmanager
+def _usage(param: str | None = None) -> Iterator[None]:
+    """Turn a ``ValueError``/``TypeError`` raised inside into a usage error.
+
+    Give ``param`` (``"--spec"``) when the library's message does not name the option.
+    """
+    try:
+        yield
+    except (ValueError, TypeError) as e:
+        hint = None if param is None else f"'{param}'"
+        raise _BadValue(" ".join(str(e).split()), param_hint=hint) from e
+
 
 app = typer.Typer(
+    cls=_Group,
     no_args_is_help=True,
     add_completion=False,
     help="shardkit: sharded JAX arrays made visible, measurable and fast.",
@@ -21,15 +121,33 @@ app = typer.Typer(
 _console = Console() if sys.stdout.isatty() else Console(width=160)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from shardkit import __version__
+
+        typer.echo(f"shardkit {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _setup(
     devices: Annotated[
         int,
-        typer.Option(help="CPU devices to simulate when no accelerator is present."),
+        typer.Option(help="CPU devices to simulate when no accelerator is present (>= 1)."),
     ] = 8,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show the Python traceback of an error.")
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version."
+        ),
+    ] = False,
 ) -> None:
     if not accelerator_present():
-        use_cpu_devices(devices)
+        with _usage("--devices"):
+            use_cpu_devices(devices)
 
 
 @app.command()
@@ -38,14 +156,19 @@ def tour(
         str | None, typer.Option(help="Regular expression selecting scenarios by key or title.")
     ] = None,
     pictures: Annotated[bool, typer.Option(help="Print sharding pictures and notes.")] = True,
+    list_: Annotated[
+        bool, typer.Option("--list", help="List the scenarios' keys and titles; run nothing.")
+    ] = False,
 ) -> None:
     """Run every seed scenario on the devices, each checked against NumPy."""
-    from shardkit.examples.tour import run_tour
+    from shardkit.examples.tour import list_tour, run_tour
 
-    try:
+    if list_:
+        with _usage("--only"):
+            list_tour(_console, only=only)
+        return
+    with _usage("--only"):  # run_tour checks it before anything runs
         outcomes = run_tour(_console, only=only, pictures=pictures)
-    except ValueError as e:
-        raise typer.BadParameter(str(e), param_hint="--only") from None
     if not all(o.ok for o in outcomes):
         raise typer.Exit(1)
 
@@ -63,24 +186,45 @@ def show(
 ) -> None:
     """Draw how an array of SHAPE would be split over MESH by SPEC."""
     import jax
-    import numpy as np
+    import jax.numpy as jnp
 
+    from shardkit._preflight import check_output_file
     from shardkit.layout import describe, parse_mesh_shape, sharding
     from shardkit.layout import mesh as make_mesh
+    from shardkit.layout._checks import check_placement
     from shardkit.show import show as draw
 
-    try:
+    for option, path in (("--svg", svg), ("--html", html)):
+        if path is not None:
+            with _usage(option):
+                check_output_file(path, what=f"shardkit show {option}")
+    with _usage("--shape"):
         dims = parse_mesh_shape(shape)
-        target = sharding(make_mesh(mesh, names), spec)
-        struct = jax.ShapeDtypeStruct(dims, np.dtype(dtype), sharding=target)
-        picked = None
-        if axes is not None:
+    with _usage("--mesh/--names"):
+        target_mesh = make_mesh(mesh, names)
+    with _usage("--spec"):
+        target = sharding(target_mesh, spec)
+        check_placement("shardkit show", dims, target.spec, target_mesh)
+    try:
+        element = jnp.dtype(dtype)
+    except TypeError:
+        raise _BadValue(
+            f"{dtype!r} is not a dtype name; write e.g. float32, bfloat16, int32 or complex64",
+            param_hint="'--dtype'",
+        ) from None
+    struct = jax.ShapeDtypeStruct(dims, element, sharding=target)
+    picked = None
+    if axes is not None:
+        try:
             first, second = (int(a) for a in axes.split(","))
-            picked = (first, second)
+        except ValueError:
+            raise _BadValue(
+                f"{axes!r} is not two array axes; write e.g. 0,2", param_hint="'--axes'"
+            ) from None
+        picked = (first, second)
+    with _usage("--axes"):
         view = draw(struct, axes=picked)
-        _console.print(describe(struct))
-    except (ValueError, TypeError) as e:
-        raise typer.BadParameter(str(e)) from None
+    _console.print(describe(struct))
     _console.print(view)
     if svg is not None:
         svg.write_text(view.to_svg())
@@ -112,17 +256,21 @@ def inspect(
     from shardkit.inspect.examples import inspect_target
 
     if (target is None) == (example is None):
-        raise typer.BadParameter("give either TARGET (MODULE:FUNC) or --example NAME, not both")
-    try:
-        if example is not None:
+        raise _BadValue(
+            "give exactly one of TARGET (MODULE:FUNC, e.g. mymod:step or path/to/file.py:step) "
+            "or --example NAME (fft, solve, matmul or mlp)"
+        )
+    # A spinner on a terminal only: piped output (--json) stays exactly the report.
+    spinner = busy(_console if _console.is_terminal else None, "compiling")
+    if example is not None:
+        with _usage(), spinner:
             report = seed_example(example, interconnect=interconnect)
-        else:
-            assert target is not None
+    else:
+        assert target is not None
+        with _usage(), spinner:
             report = inspect_target(
                 target, mesh=mesh, names=names, args=arg or (), interconnect=interconnect
             )
-    except (ValueError, TypeError) as e:
-        raise typer.BadParameter(str(e)) from None
     if as_json:
         typer.echo(report.to_json())
     else:
@@ -149,7 +297,7 @@ def bench(
     """Time suites side by side against their baselines and write JSON, Markdown and HTML."""
     from shardkit.bench import run_bench
 
-    try:
+    with _usage():
         run_bench(
             suites[0] if suites == ["all"] else suites,
             sizes=None if sizes is None else sizes.split(","),
@@ -159,8 +307,6 @@ def bench(
             quick=quick,
             console=_console,
         )
-    except ValueError as e:
-        raise typer.BadParameter(str(e)) from None
     _console.print(f"reports written to {out}/ (results.json, report.md, report.html)")
 
 
@@ -173,13 +319,28 @@ def train(
     batch_size: Annotated[int, typer.Option(help="Global batch size.")] = 256,
     optimizer: Annotated[str, typer.Option(help="sgd or adam.")] = "sgd",
     learning_rate: Annotated[float, typer.Option(help="Step size.")] = 1e-3,
-    plot: Annotated[Path | None, typer.Option(help="Write the loss curve PNG here.")] = None,
+    plot: Annotated[
+        Path | None, typer.Option(help="Write the loss curve PNG here (its folder must exist).")
+    ] = None,
+    keep_going: Annotated[
+        bool,
+        typer.Option("--keep-going", help="Run every step even after the loss turns NaN/inf."),
+    ] = False,
 ) -> None:
-    """Train the seeds' MLP with a parallel strategy; loss, steps/s and bytes per step."""
+    """Train the seeds' MLP with a parallel strategy; loss, steps/s and bytes per step.
+
+    Stops with exit status 1 at the first step whose loss is not finite, unless
+    --keep-going.
+    """
     from shardkit.train import run_training
 
     try:
         layer_sizes = tuple(int(s) for s in sizes.split(","))
+    except ValueError:
+        raise _BadValue(
+            f"{sizes!r} is not a list of layer widths; write e.g. 784,1024,10", param_hint="--sizes"
+        ) from None
+    with _usage():  # run_training's messages name the option
         run_training(
             _console,
             strategy=strategy,
@@ -190,9 +351,8 @@ def train(
             optimizer=optimizer,
             learning_rate=learning_rate,
             plot=plot,
+            keep_going=keep_going,
         )
-    except (ValueError, TypeError, NotImplementedError) as e:
-        raise typer.BadParameter(str(e)) from None
 
 
 @app.command()

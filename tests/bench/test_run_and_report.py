@@ -18,6 +18,7 @@ from shardkit.bench import (
     write_report,
 )
 from shardkit.bench.collectives import COLLECTIVES
+from shardkit.bench.report import terminal_summary
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +53,7 @@ def test_quick_writes_valid_reports(quick: tuple[Any, Path, str]) -> None:
     assert "data:image/png;base64," in html
     assert any(p.suffix == ".png" for p in out.iterdir())
     assert "shardkit bench" in text
+    assert "elapsed)" in text  # one progress line per case when not on a terminal
 
 
 def test_validate_rejects_broken_documents(quick: tuple[Any, Path, str]) -> None:
@@ -100,3 +102,30 @@ def test_quick_suite_runs_end_to_end(suite: str) -> None:
     records = [r for r in result.records if r["suite"] == suite]
     assert len({r["candidate"] for r in records}) >= 3
     assert all(r["median_s"] > 0 for r in records)
+
+
+def test_terminal_summary_gives_each_suite_its_own_headings(
+    quick: tuple[Any, Path, str],
+) -> None:
+    result, _, _ = quick
+    data = json.loads(json.dumps(result.data))
+    record = dict(data["records"][0], suite="other", params={"n": 4096}, metrics={"rate": 2.0})
+    data["records"].append(record)
+    data["suites"]["other"] = {
+        "description": "another suite",
+        "baseline": "none",
+        "notes": [],
+        "key_params": ["n"],
+        "columns": [{"key": "rate", "title": "GFLOP/s", "unit": ""}],
+        "plots": [],
+    }
+    validate_results(data)
+    console = Console(record=True, width=240)
+    console.print(terminal_summary(data))
+    text = console.export_text()
+    collectives, other = text.split("other: another suite")
+    assert "GFLOP/s" not in collectives
+    assert "bytes" in collectives  # a collectives key parameter heads its own table
+    assert "GFLOP/s" in other
+    assert "4096" in other
+    assert "bytes" not in other

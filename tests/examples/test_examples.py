@@ -55,3 +55,33 @@ def test_run_tour_prints_verdicts_and_rejects_empty_selection() -> None:
     assert "CPU 7" in text or "7" in text
     with pytest.raises(ValueError, match="matches no scenario"):
         run_tour(console, only="no-such-scenario")
+
+
+def test_tour_prints_a_scenario_header_before_running_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from shardkit.examples import _scenario
+    from shardkit.examples._scenario import Scenario
+
+    console = Console(record=True, width=120)
+
+    def sees_its_header(c: Checks) -> None:
+        text = console.export_text(clear=False)
+        c.check("header printed before the run", "zz/header" in text and "printed first" in text)
+
+    key = "zz/header"
+    scenarios()  # load the registry before adding to it
+    monkeypatch.setitem(
+        _scenario._REGISTRY, key, Scenario(key, "printed first", "zz", sees_its_header, 1)
+    )
+    for pictures in (True, False):
+        console.export_text()  # clear
+        (outcome,) = run_tour(console, only="^zz/header$", pictures=pictures)
+        assert outcome.ok, outcome.failed
+
+
+def test_bad_or_empty_selection_lists_the_keys() -> None:
+    with pytest.raises(ValueError, match=r"not a regular expression .*escape"):
+        scenarios("[")
+    with pytest.raises(ValueError, match=r"matches no scenario.*002/1\.1.*--list"):
+        run_tour(Console(record=True), only="no-such-scenario")

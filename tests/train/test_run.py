@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -32,9 +34,11 @@ def test_run_prints_progress_and_writes_the_plot(tmp_path: Path) -> None:
     assert run.peak_bytes
     text = console.export_text()
     for needle in (
+        "compiling the step ...",  # printed before the compile, not after
         "dp_tp on mesh 4x2",
         "MLP 16-32-32-8",
-        "6/6",
+        "training 6/6 loss",  # plain progress lines when not on a terminal
+        "s elapsed)",
         "steps/s",
         "sent per device",
         "loss curve",
@@ -54,3 +58,34 @@ def test_run_rejects_bad_options() -> None:
         )
     with pytest.raises(ValueError, match=r"--batch-size 30.*not divisible by 4"):
         train.run_training(console, mesh="4x2", sizes=(16, 32, 8), batch_size=30)
+
+
+def test_run_stops_at_a_non_finite_loss_unless_keep_going(tmp_path: Path) -> None:
+    console = Console(record=True, width=120)
+    options = {"strategy": "dp", "mesh": "8", "sizes": (8, 4), "batch_size": 8}
+    run = train.run_training(console, steps=4, learning_rate=1e30, keep_going=True, **options)
+    assert len(run.losses) == 4
+    assert math.isfinite(run.losses[0])
+    assert not math.isfinite(run.losses[1])
+    assert "the loss stopped being finite at step 2" in console.export_text()
+    # The options and the plot's folder are checked before anything is compiled.
+    with pytest.raises(ValueError, match=r"--plot .*does not exist; create it first"):
+        train.run_training(
+            console, steps=4, learning_rate=1e30, plot=tmp_path / "no" / "l.png", **options
+        )
+    assert "compiling" not in console.export_text()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"batch_size": 0}, r"batch_size=0 must be a positive integer \(--batch-size\)"),
+        ({"steps": -2}, r"steps=-2 must be at least 1"),
+        ({"learning_rate": float("nan")}, r"learning_rate=nan must be a finite positive"),
+        ({"learning_rate": -1.0}, r"learning_rate=-1.0 must be a finite positive"),
+        ({"sizes": (8,)}, r"sizes=\(8,\) must be at least two positive layer widths"),
+    ],
+)
+def test_run_rejects_bad_numbers(kwargs: dict[str, Any], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        train.run_training(Console(record=True), **kwargs)

@@ -72,7 +72,10 @@ def jaxdecomp_status() -> tuple[Any, str]:
     try:
         jaxdecomp = importlib.import_module("jaxdecomp")
     except Exception as e:  # any import failure: missing, wrong JAX, missing backend
-        return None, f"jaxdecomp does not import ({type(e).__name__}: {e}); left out"
+        return None, (
+            f"jaxdecomp does not import ({type(e).__name__}: {e}); its baseline is left out "
+            "(pip install 'shardkit[bench]' installs it)"
+        )
     return jaxdecomp, ""
 
 

@@ -271,7 +271,11 @@ def _notes() -> list[str]:
         "qr: square n x n, block Gram-Schmidt with TSQR panels (~3x Householder's flops); "
         "no dask (its QR needs chunks at least as tall as wide). tsqr: n x n/16, rows sharded.",
         "scipy and dask run through jax.pure_callback on the one-device copy.",
-    ]
+    ] + (
+        []
+        if _have_dask()
+        else ["dask is not installed: its baseline is left out (pip install 'shardkit[bench]')."]
+    )
 
 
 SUITE = register_suite(

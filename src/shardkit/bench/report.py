@@ -56,10 +56,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rich.table import Table
+
+from shardkit._preflight import require
+
 __all__ = [
     "SCHEMA",
     "format_value",
     "read_results",
+    "terminal_summary",
     "validate_results",
     "write_html",
     "write_markdown",
@@ -232,6 +237,26 @@ def table_rows(data: Mapping[str, Any], suite: str, /) -> tuple[list[str], list[
     return header, rows
 
 
+def terminal_summary(data: Mapping[str, Any], /) -> Table:
+    """The terminal form of the report: one table per suite, each under its own headings.
+
+    Suites measure different things (bytes per device and bandwidth for collectives,
+    matrix sizes and FLOP rates for matmul), so they never share one header row; the
+    suites' tables are stacked in one borderless grid.
+    """
+    grid = Table.grid(padding=(1, 0))
+    grid.title = f"shardkit bench ({data['wall_s']:.1f} s)"
+    for name, meta in data["suites"].items():
+        header, rows = table_rows(data, name)
+        table = Table(title=f"{name}: {meta['description']}", title_justify="left")
+        for i, h in enumerate(header):
+            table.add_column(h, justify="left" if i < len(meta["key_params"]) + 1 else "right")
+        for row in rows:
+            table.add_row(*row)
+        grid.add_row(table)
+    return grid
+
+
 def _env_lines(env: Mapping[str, Any]) -> list[tuple[str, str]]:
     return [(k, json.dumps(v) if not isinstance(v, str) else v) for k, v in env.items()]
 
@@ -268,12 +293,7 @@ def write_plots(data: Mapping[str, Any], out_dir: str | Path, /) -> list[Path]:
     Raises:
       ImportError: matplotlib is missing (install the ``bench`` extra).
     """
-    try:
-        from matplotlib.figure import Figure
-    except ImportError as e:
-        raise ImportError(
-            "shardkit.bench plots need matplotlib: pip install 'shardkit[bench]'"
-        ) from e
+    figure = require("matplotlib.figure", extra="bench", what="shardkit.bench plots")
     paths = []
     for name, meta in data["suites"].items():
         records = [r for r in data["records"] if r["suite"] == name]
@@ -287,7 +307,7 @@ def write_plots(data: Mapping[str, Any], out_dir: str | Path, /) -> list[Path]:
                 continue
             ncols = min(3, len(panels))
             nrows = math.ceil(len(panels) / ncols)
-            fig = Figure(figsize=(4.2 * ncols, 3.2 * nrows), layout="constrained")
+            fig = figure.Figure(figsize=(4.2 * ncols, 3.2 * nrows), layout="constrained")
             axes = fig.subplots(nrows, ncols, squeeze=False)
             for ax, panel in zip(axes.flat, panels, strict=False):
                 chosen = [r for r in records if _field(r, plot["panel"]) == panel]

@@ -18,9 +18,17 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from shardkit._preflight import check_output_dir, require
+from shardkit._progress import busy
 from shardkit.bench.env import environment
 from shardkit.bench.registry import SuiteConfig, registered_suites
-from shardkit.bench.report import SCHEMA, format_value, table_rows, validate_results, write_report
+from shardkit.bench.report import (
+    SCHEMA,
+    format_value,
+    terminal_summary,
+    validate_results,
+    write_report,
+)
 from shardkit.bench.runner import FULL_TIMING, QUICK_TIMING, Timing, measure_case
 from shardkit.layout import parse_mesh_shape
 
@@ -83,17 +91,9 @@ class BenchResult:
         return self.data["wall_s"]
 
     def summary(self) -> Table:
-        """A rich table of every candidate: time, ratio to the baseline and metrics."""
-        table = Table(title=f"shardkit bench ({self.wall_s:.1f} s)")
-        for name in self.data["suites"]:
-            header, rows = table_rows(self.data, name)
-            if not table.columns:
-                table.add_column("suite")
-                for h in header:
-                    table.add_column(h, justify="right")
-            for row in rows:
-                table.add_row(name, *row)
-        return table
+        """One rich table per suite, under that suite's own column headings: every
+        candidate's time, ratio to the baseline and the suite's metrics."""
+        return terminal_summary(self.data)
 
 
 def _resolve_suites(suites: str | Sequence[str]) -> list[str]:
@@ -172,7 +172,7 @@ def run_bench(
       repeat: exact number of timed rounds per case; ``None``: adaptive (at least 3,
         until a time budget per case is spent).
       out: directory for ``results.json``, ``report.md``, ``report.html`` and the PNG
-        plots; ``None`` writes nothing.
+        plots (created if missing; checked before anything runs); ``None`` writes nothing.
       quick: every suite at small sizes with few rounds (a smoke run of seconds).
       console: where progress and the summary go; ``None``: silent.
 
@@ -181,7 +181,8 @@ def run_bench(
 
     Raises:
       ValueError: unknown suite, malformed or too large mesh, malformed size (each
-        message lists the legal values), or ``repeat`` below 1.
+        message lists the legal values), ``repeat`` below 1, or an ``out`` that is a
+        file or lies under one.
       ImportError: ``out`` is given and matplotlib (the ``bench`` extra) is missing;
         checked before anything runs.
     """
@@ -193,12 +194,8 @@ def run_bench(
     ):
         raise ValueError(f"run_bench: repeat={repeat!r} must be an integer of at least 1")
     if out is not None:
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError as e:
-            raise ImportError(
-                "shardkit bench reports need matplotlib: pip install 'shardkit[bench]'"
-            ) from e
+        check_output_dir(out, what="shardkit bench --out")
+        require("matplotlib", extra="bench", what="shardkit bench reports (--out)")
     base = QUICK_TIMING if quick else FULL_TIMING
     timing = Timing(**{**asdict(base), "repeat": repeat})
     registry = registered_suites()
@@ -207,20 +204,29 @@ def run_bench(
 
     records: list[dict[str, Any]] = []
     start = time.perf_counter()
+    # A terminal gets a live bar; a log or a pipe gets one line per finished case.
+    live = console is not None and console.is_terminal
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         console=console,
-        disable=console is None,
+        disable=not live,
         transient=False,
     ) as progress:
         task = progress.add_task("bench", total=len(plan))
-        for name, case in plan:
+        for i, (name, case) in enumerate(plan, 1):
             progress.update(task, description=f"{name} {case.name}")
             records += measure_case(case, suite=name, timing=timing)
             progress.advance(task)
+            if console is not None and not live:
+                console.print(
+                    f"[{i}/{len(plan)}] {name} {case.name} "
+                    f"({time.perf_counter() - start:.1f} s elapsed)",
+                    highlight=False,
+                    markup=False,
+                )
     wall_s = time.perf_counter() - start
 
     data: dict[str, Any] = {
@@ -250,7 +256,8 @@ def run_bench(
         "records": _finite(records),
     }
     validate_results(data)
-    files = tuple(write_report(data, out)) if out is not None else ()
+    with busy(console if out is not None else None, f"writing the reports to {out}"):
+        files = tuple(write_report(data, out)) if out is not None else ()
     result = BenchResult(data, files)
     if console is not None:
         console.print(result.summary())

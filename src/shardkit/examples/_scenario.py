@@ -52,14 +52,24 @@ def register(
 
 
 def scenarios(only: str | None = None) -> list[Scenario]:
-    """Registered scenarios in key order, optionally those whose key or title match."""
+    """Registered scenarios in key order, optionally those whose key or title match.
+
+    Raises:
+      ValueError: ``only`` is not a regular expression.
+    """
     from shardkit.examples import load_all
 
     load_all()
     found = sorted(_REGISTRY.values(), key=lambda s: _natural_key(s.key))
     if only is None:
         return found
-    pattern = re.compile(only, re.IGNORECASE)
+    try:
+        pattern = re.compile(only, re.IGNORECASE)
+    except re.error as e:
+        raise ValueError(
+            f"only={only!r} is not a regular expression ({e}); write e.g. '002', "
+            "'fft|lu' or '004/train', or escape special characters with a backslash"
+        ) from None
     return [s for s in found if pattern.search(s.key) or pattern.search(s.title)]
 
 

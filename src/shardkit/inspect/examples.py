@@ -9,11 +9,13 @@ inspecting allocates nothing.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
+import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ from shardkit.inspect.interconnect import Interconnect
 from shardkit.inspect.report import CommReport
 from shardkit.layout import mesh as make_mesh
 from shardkit.layout import sharding
+from shardkit.layout._checks import check_placement
 from shardkit.layout.mesh import AxisTypeLike
 
 __all__ = ["EXAMPLES", "Example", "example", "inspect_target", "parse_arg"]
@@ -48,7 +51,7 @@ def parse_arg(text: str, mesh: Mesh, /) -> jax.ShapeDtypeStruct:
 
     Raises:
       ValueError: the text is not ``dtype[dims]@spec``, the dtype is unknown, or the
-        spec does not fit the mesh.
+        spec does not fit the mesh or the shape (shardkit's divisibility message).
 
     Example:
       >>> m = shardkit.mesh("2x4", "x,y")
@@ -71,8 +74,42 @@ def parse_arg(text: str, mesh: Mesh, /) -> jax.ShapeDtypeStruct:
             "(e.g. float32, bfloat16, int32, complex64, or f32, bf16)"
         ) from None
     dims = tuple(int(d) for d in m.group(2).split(",") if d.strip())
-    target = sharding(mesh, m.group(3) or None)
+    try:
+        target = sharding(mesh, m.group(3) or None)
+    except ValueError as e:
+        raise ValueError(f"inspect: --arg {text!r}: {e}") from None
+    check_placement(f"inspect --arg {text!r}", dims, target.spec, mesh)
     return jax.ShapeDtypeStruct(dims, dtype, sharding=target)
+
+
+@contextlib.contextmanager
+def _cwd_importable() -> Iterator[None]:
+    """Put the current directory first on ``sys.path`` while importing, as ``python -m``."""
+    cwd = os.getcwd()
+    added = cwd not in sys.path
+    if added:
+        sys.path.insert(0, cwd)
+    try:
+        yield
+    finally:
+        if added:
+            with contextlib.suppress(ValueError):
+                sys.path.remove(cwd)
+
+
+def _import(target: str, module_name: str) -> Any:
+    try:
+        with _cwd_importable():
+            return importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name is None or not (module_name + ".").startswith(e.name + "."):
+            raise  # the user's module itself imports something missing
+        raise ValueError(
+            f"inspect: target={target!r}: no module named {e.name!r} in the current "
+            f"directory ({os.getcwd()}) or on sys.path; run from the folder that holds "
+            f"it, give its file ('path/to/{module_name.split('.')[-1]}.py:FUNC'), or "
+            "install its package"
+        ) from None
 
 
 def _load(target: str) -> Callable[..., Any]:
@@ -91,11 +128,16 @@ def _load(target: str) -> Callable[..., Any]:
         sys.modules.setdefault(path.stem, module)
         spec.loader.exec_module(module)
     else:
-        module = importlib.import_module(module_name)
+        module = _import(target, module_name)
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):
-            raise ValueError(f"inspect: target={target!r}: {module_name} has no {attr!r}")
+            found = sorted(n for n in dir(obj) if not n.startswith("_"))
+            listed = ", ".join(found[:12]) + (", ..." if len(found) > 12 else "")
+            raise ValueError(
+                f"inspect: target={target!r}: {module_name} has no {attr!r}; "
+                f"it has: {listed or 'no public names'}"
+            )
         obj = getattr(obj, part)
     if not callable(obj):
         raise ValueError(f"inspect: target={target!r} names a {type(obj).__name__}, not a function")
@@ -114,6 +156,9 @@ def inspect_target(
 ) -> CommReport:
     """Report a function in the user's code, as ``shardkit inspect MODULE:FUNC`` does.
 
+    The current directory is importable, as under ``python -m``, so ``mymod:f``
+    finds ``./mymod.py``.
+
     Args:
       target: ``module.path:func`` or ``file.py:func`` (dotted attributes allowed).
       mesh: mesh shape, e.g. ``"2x4"``.
@@ -126,7 +171,8 @@ def inspect_target(
       The :class:`CommReport`.
 
     Raises:
-      ValueError: a malformed target, mesh or argument spec.
+      ValueError: a malformed target, mesh or argument spec, a module that cannot be
+        found, or an argument the mesh does not divide.
 
     Example:
       >>> r = inspect_target("jax.numpy:matmul", mesh="2x4",

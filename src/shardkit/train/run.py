@@ -13,6 +13,8 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from shardkit._preflight import check_output_file, require
+from shardkit._progress import busy
 from shardkit.inspect import CommReport, comms
 from shardkit.layout import format_bytes, parse_mesh_shape
 from shardkit.layout import mesh as make_mesh
@@ -76,28 +78,46 @@ def _optimizer(name: str, learning_rate: float) -> Any:
 
 
 def plot_losses(losses: np.ndarray, path: str | Path, /, *, title: str) -> Path:
-    """Write a loss-curve PNG (needs matplotlib, the ``bench`` extra)."""
-    try:
-        import matplotlib
+    """Write a loss-curve PNG (needs matplotlib, the ``bench`` extra).
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as e:
-        raise ImportError(
-            "shardkit train --plot needs matplotlib: pip install 'shardkit[bench]'"
-        ) from e
-    fig, ax = plt.subplots(figsize=(6, 4))
+    Uses matplotlib's object-oriented API, so no global backend is changed.
+    """
+    figure = require("matplotlib.figure", extra="bench", what="shardkit train --plot")
+    fig = figure.Figure(figsize=(6, 4), layout="constrained")
+    ax = fig.subplots()
     ax.plot(np.arange(1, len(losses) + 1), losses, marker="o", markersize=3)
     ax.set_xlabel("step")
     ax.set_ylabel("loss")
     ax.set_yscale("log")
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
-    fig.tight_layout()
     out = Path(path)
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
+    fig.savefig(out, format="png", dpi=100)
     return out
+
+
+def _check_options(
+    strategy: str, steps: int, sizes: tuple[int, ...], batch_size: int, learning_rate: float
+) -> None:
+    if strategy not in STRATEGIES:
+        raise ValueError(f"shardkit train: strategy={strategy!r}; choose one of {list(STRATEGIES)}")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"shardkit train: steps={steps!r} must be at least 1 (--steps)")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(
+            f"shardkit train: batch_size={batch_size!r} must be a positive integer "
+            "(--batch-size), e.g. 256"
+        )
+    if len(sizes) < 2 or any(s < 1 for s in sizes):
+        raise ValueError(
+            f"shardkit train: sizes={sizes!r} must be at least two positive layer widths "
+            "(--sizes), e.g. 784,1024,10"
+        )
+    if not (math.isfinite(learning_rate) and learning_rate > 0):
+        raise ValueError(
+            f"shardkit train: learning_rate={learning_rate!r} must be a finite positive "
+            "number (--learning-rate), e.g. 1e-3"
+        )
 
 
 def run_training(
@@ -113,13 +133,16 @@ def run_training(
     learning_rate: float = 1e-3,
     seed: int = 0,
     plot: str | Path | None = None,
+    keep_going: bool = False,
 ) -> TrainRun:
     """Train seed 004's MLP with a strategy on a mesh, showing progress; ``shardkit train``.
 
     Builds the sharded state, compiles the step and reports its collectives and
     bytes per device (``shardkit.comms``), then runs ``steps`` steps on one synthetic
-    batch (as the seed does) under a progress bar showing the loss and steps/s, and
-    writes a loss-curve PNG when ``plot`` is given.
+    batch (as the seed does) under a progress bar showing the loss, steps/s and the
+    elapsed time, and writes a loss-curve PNG when ``plot`` is given. Every option,
+    the plot's folder and matplotlib are checked before anything is compiled. A
+    non-finite loss stops the run at that step unless ``keep_going``.
 
     Args:
       console: where to print.
@@ -131,14 +154,18 @@ def run_training(
       optimizer: ``sgd`` or ``adam``.
       learning_rate: the optimizer's learning rate.
       seed: seeds the parameters and the batch.
-      plot: PNG path for the loss curve, or None.
+      plot: PNG path for the loss curve, or None; its folder must exist.
+      keep_going: run every step even after the loss stops being finite.
 
     Returns:
       A :class:`TrainRun`.
 
     Raises:
-      ValueError: a bad strategy, mesh, size, step count or optimizer.
-      ImportError: optax (``train`` extra) or, with ``plot``, matplotlib (``bench``) missing.
+      ValueError: a bad strategy, mesh, size, step count, batch size, learning rate,
+        optimizer or plot path.
+      ImportError: with ``plot``, matplotlib (the ``bench`` extra) is missing.
+      FloatingPointError: a step's loss is NaN or infinite (naming the step), unless
+        ``keep_going``.
 
     Example:
       >>> import io
@@ -149,21 +176,22 @@ def run_training(
       >>> len(run.losses), run.bytes_per_step > 0
       (3, True)
     """
-    if strategy not in STRATEGIES:
-        raise ValueError(f"shardkit train: strategy={strategy!r}; choose one of {list(STRATEGIES)}")
-    if steps < 1:
-        raise ValueError(f"shardkit train: steps={steps} must be at least 1")
+    sizes = tuple(sizes)
+    _check_options(strategy, steps, sizes, batch_size, learning_rate)
+    if plot is not None:
+        check_output_file(plot, what="shardkit train --plot")
+        require("matplotlib", extra="bench", what="shardkit train --plot")
     t0 = time.perf_counter()
     m = _mesh(strategy, mesh)
-    model = MLP(tuple(sizes))
+    model = MLP(sizes)
     layout = strategy_layout(model, strategy=strategy, mesh=m)
     layout.check_batch((batch_size, sizes[0]), where=f"shardkit train --batch-size {batch_size}")
+    opt = _optimizer(optimizer, learning_rate)
     key = jax.random.key(seed)
-    step, state = make_train_step(
-        model, _optimizer(optimizer, learning_rate), strategy=strategy, mesh=m, key=key
-    )
-    batch = model.batch(jax.random.fold_in(key, 1), batch_size, layout.batch)
-    report = comms(step, state, batch)
+    with busy(console, f"building the {strategy} state and compiling the step"):
+        step, state = make_train_step(model, opt, strategy=strategy, mesh=m, key=key)
+        batch = model.batch(jax.random.fold_in(key, 1), batch_size, layout.batch)
+        report = comms(step, state, batch)
     compile_s = time.perf_counter() - t0
     n_params = sum(math.prod(s) for layer in model.param_shapes() for s in layer.values())
     console.print(
@@ -173,6 +201,7 @@ def run_training(
     console.print(report.summary())
 
     losses: list[float] = []
+    first_bad: int | None = None
     start = None
     columns = (
         TextColumn("[progress.description]{task.description}"),
@@ -182,7 +211,11 @@ def run_training(
         TextColumn("{task.fields[rate]} steps/s"),
         TimeElapsedColumn(),
     )
-    with Progress(*columns, console=console, transient=False) as progress:
+    # A terminal gets a live bar; a log gets about ten plain lines, the last step's included.
+    live = console.is_terminal
+    every = max(1, steps // 10)
+    t_loop = time.perf_counter()
+    with Progress(*columns, console=console, transient=False, disable=not live) as progress:
         task = progress.add_task("training", total=steps, loss="-", rate="-")
         for i in range(steps):
             state, loss = step(state, batch)
@@ -191,6 +224,24 @@ def run_training(
                 start = time.perf_counter()
             rate = (i / (time.perf_counter() - start)) if i and start else float("nan")
             progress.update(task, advance=1, loss=f"{losses[-1]:.4g}", rate=f"{rate:.1f}")
+            finite = math.isfinite(losses[-1])
+            newly_bad = first_bad is None and not finite
+            if not live and ((i + 1) % every == 0 or i + 1 == steps or newly_bad):
+                console.print(
+                    f"training {i + 1}/{steps} loss {losses[-1]:.4g} "
+                    f"({time.perf_counter() - t_loop:.1f} s elapsed)",
+                    highlight=False,
+                )
+            if newly_bad:
+                first_bad = i + 1
+                if not keep_going:
+                    break
+    if first_bad is not None and not keep_going:
+        raise FloatingPointError(
+            f"shardkit train: the loss is {losses[-1]} at step {first_bad} of {steps}; "
+            f"lower the learning rate (now {learning_rate:g}) or pass --keep-going "
+            "(keep_going=True) to run every step"
+        )
     elapsed = time.perf_counter() - start if start is not None else 0.0
     steps_per_s = (steps - 1) / elapsed if steps > 1 and elapsed > 0 else float("nan")
     peak = report.memory.peak_bytes if report.memory else None
@@ -199,6 +250,8 @@ def run_training(
         f"{format_bytes(report.bytes_sent)} sent per device per step"
         + (f"; peak {format_bytes(peak)}/device" if peak is not None else "")
     )
+    if first_bad is not None:
+        console.print(f"[yellow]warning: the loss stopped being finite at step {first_bad}[/]")
     png = None
     if plot is not None:
         png = plot_losses(np.array(losses), plot, title=f"{strategy} on {mesh}")

@@ -28,14 +28,18 @@ import math
 from typing import Any, Literal, TypeAlias, get_args
 
 import jax
-import jax.core as jax_core
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec
 
-from shardkit.layout import spec as _spec
-from shardkit.layout._checks import entry_axes
-from shardkit.layout._errors import indivisible_error, mesh_summary, spec_summary
+from shardkit.layout.internal import (
+    indivisible_error,
+    is_traced,
+    mesh_summary,
+    placement,
+    spec_summary,
+    to_pspec,
+)
 
 __all__ = [
     "DEFAULT_BLOCK",
@@ -200,28 +204,16 @@ def resolve(
             f"{where}: a.dtype={np.dtype(a.dtype).name} is not supported; "
             "use float32 or float64 (complex is not implemented)"
         )
-    m_found, s_found = None, None
-    sh = getattr(a, "sharding", None)
-    if not isinstance(sh, NamedSharding):
-        sh = getattr(jax.typeof(a), "sharding", None)
-        if isinstance(sh, NamedSharding) and not all(
-            t == AxisType.Explicit for t in sh.mesh.axis_types
-        ):
-            sh = None
-    if isinstance(sh, NamedSharding) and not sh.mesh.empty:
-        m_found, s_found = sh.mesh, sh.spec
-    m = mesh if mesh is not None else m_found
-    if m is None:
+    found = placement(a, mesh=mesh, spec=spec)
+    m, norm = found.mesh, found.spec
+    if m is None or norm is None:
         raise ValueError(
             f"{where}: cannot tell the layout of a (shape={shape}): it is not a sharded "
             "jax.Array on a mesh (or is traced on an Auto mesh). Shard it with "
             "shardkit.shard(a, mesh, 'x,y'), or pass mesh=... (and spec=...)."
         )
-    p = _spec(spec) if spec is not None else (s_found if mesh is None or m is m_found else None)
-    if p is None:
-        p = s_found if s_found is not None and m_found == m else PartitionSpec()
-    entries = tuple(p) + (None,) * (2 - len(tuple(p)))
-    rows, cols = entry_axes(entries[0]), entry_axes(entries[1])
+    p = to_pspec(norm)
+    rows, cols = norm
     if not rows and not cols:
         names = m.axis_names
         rows, cols = (names[0],), tuple(names[1:2])
@@ -438,6 +430,6 @@ def place(x: Any, mesh: AnyMesh, spec: PartitionSpec) -> jax.Array:
     target = NamedSharding(mesh, spec)
     if all(t == AxisType.Explicit for t in mesh.axis_types):
         return jax.sharding.reshard(x, target)
-    if isinstance(x, jax_core.Tracer):
+    if is_traced(x):
         return jax.lax.with_sharding_constraint(x, target)
     return jax.device_put(x, target)

@@ -25,6 +25,7 @@ import dataclasses
 import functools
 import itertools
 import math
+from collections.abc import Callable
 from typing import Any, Literal, TypeAlias, get_args
 
 import jax
@@ -47,6 +48,7 @@ __all__ = [
     "BlockCyclic",
     "Order",
     "Plan",
+    "Spmd",
     "from_block_cyclic",
     "resolve",
     "to_block_cyclic",
@@ -182,6 +184,25 @@ def check_order(where: str, order: str) -> None:
         raise ValueError(f"{where}: order={order!r} is not one of {list(ORDER_NAMES)}")
 
 
+def check_matrix(where: str, a: Any, *, square: bool = True) -> tuple[int, ...]:
+    """``a``'s shape, once it is known to be a (square) float matrix.
+
+    Raises:
+      TypeError: ``a`` is not a float array.
+      ValueError: ``a`` is not 2-D (square).
+    """
+    shape = tuple(a.shape)
+    if len(shape) != 2 or (square and shape[0] != shape[1]):
+        want = "a square matrix (n, n)" if square else "a matrix (m, n)"
+        raise ValueError(f"{where}: a.shape={shape} is not {want}")
+    if not jnp.issubdtype(a.dtype, jnp.floating):
+        raise TypeError(
+            f"{where}: a.dtype={np.dtype(a.dtype).name} is not supported; "
+            "use float32 or float64 (complex is not implemented)"
+        )
+    return shape
+
+
 def resolve(
     where: str, a: Any, mesh: AnyMesh | None, spec: Any, *, square: bool = True
 ) -> tuple[AnyMesh, PartitionSpec, tuple[str, ...], tuple[str, ...]]:
@@ -195,15 +216,7 @@ def resolve(
       TypeError: ``a`` is not a 2-D float array.
       ValueError: the layout is unknown, or a dimension does not divide.
     """
-    shape = tuple(a.shape)
-    if len(shape) != 2 or (square and shape[0] != shape[1]):
-        want = "a square matrix (n, n)" if square else "a matrix (m, n)"
-        raise ValueError(f"{where}: a.shape={shape} is not {want}")
-    if not jnp.issubdtype(a.dtype, jnp.floating):
-        raise TypeError(
-            f"{where}: a.dtype={np.dtype(a.dtype).name} is not supported; "
-            "use float32 or float64 (complex is not implemented)"
-        )
+    shape = check_matrix(where, a, square=square)
     found = placement(a, mesh=mesh, spec=spec)
     m, norm = found.mesh, found.spec
     if m is None or norm is None:
@@ -229,6 +242,36 @@ def resolve(
         if shape[d] % parts:
             raise indivisible_error(where, shape, p, m, d, axes, parts)
     return m, PartitionSpec(rows or None, cols or None), tuple(rows), tuple(cols)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Spmd:
+    """A per-shard program and its layout; calling it runs ``jit(shard_map(body, ...))``.
+
+    ``body`` alone is what a ``custom_partitioning`` rule composes when the layout is
+    known only at partition time (:mod:`shardkit.linalg._auto`).
+    """
+
+    body: Callable[..., Any]
+    mesh: AnyMesh | None
+    in_specs: Any
+    out_specs: Any
+
+    @functools.cached_property
+    def program(self) -> Any:
+        """The jitted ``shard_map`` (built on first use)."""
+        return jax.jit(
+            jax.shard_map(
+                self.body,
+                mesh=self.mesh,
+                in_specs=self.in_specs,
+                out_specs=self.out_specs,
+                check_vma=False,
+            )
+        )
+
+    def __call__(self, *args: Any) -> Any:
+        return self.program(*args)
 
 
 def plan_for(

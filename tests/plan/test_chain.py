@@ -11,9 +11,9 @@ from jax.sharding import PartitionSpec as P
 
 from shardkit.inspect import INTERCONNECTS, comms
 from shardkit.layout import mesh
+from shardkit.layout.internal import normalize
 from shardkit.linalg._matmul_algos import ALGORITHMS, Problem
 from shardkit.linalg._matmul_cost import enumerate_variants, price
-from shardkit.linalg._matmul_model import to_spec
 from shardkit.plan import ChainPlan, candidate_specs, matmul_chain
 from shardkit.testing import assert_close
 
@@ -21,7 +21,7 @@ LINK = INTERCONNECTS["shared-memory"]
 
 
 def _block(shape, p, sizes) -> int:  # type: ignore[no-untyped-def]
-    s = to_spec(p, 2)
+    s = normalize(p, 2)
     return 4 * math.prod(n // math.prod(sizes[a] for a in e) for n, e in zip(shape, s, strict=True))
 
 
@@ -29,7 +29,7 @@ def _block(shape, p, sizes) -> int:  # type: ignore[no-untyped-def]
 def _steps(sizes_t, sa_shape, sb_shape, sa, sb, target):  # type: ignore[no-untyped-def]
     """Every (comm time, working bytes) of every variant: no pruning, unlike the planner."""
     sizes = dict(sizes_t)
-    norm = lambda p: tuple(tuple(a for a in e if sizes[a] > 1) for e in to_spec(p, 2))  # noqa: E731
+    norm = lambda p: tuple(tuple(a for a in e if sizes[a] > 1) for e in normalize(p, 2))  # noqa: E731
     pb = Problem(norm(sa), norm(sb), sa_shape[0], sa_shape[1], sb_shape[1], sizes_t, 4)
     variants, _ = enumerate_variants(pb, tuple(ALGORITHMS))
     inputs = _block(sa_shape, sa, sizes) + _block(sb_shape, sb, sizes)

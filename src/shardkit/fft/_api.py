@@ -23,13 +23,19 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.core import Tracer
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from shardkit.fft._partition import partitioned
-from shardkit.fft._plan import FFTPlan, Kind, Layout, make_plan, normalize_spec
-from shardkit.layout._checks import check_placement
-from shardkit.layout._errors import mesh_summary, spec_summary
+from shardkit.fft._plan import FFTPlan, Kind, Layout, make_plan
+from shardkit.layout.internal import (
+    check_placement,
+    is_traced,
+    mesh_summary,
+    normalize,
+    parse_spec,
+    placement,
+    spec_summary,
+)
 
 __all__ = ["plan", "transform"]
 
@@ -110,20 +116,14 @@ def _check_options(where: str, norm: str | None, out_layout: str) -> None:
 
 def _placement(x: jax.Array) -> tuple[str, Any, PartitionSpec | None]:
     """``(route, mesh, spec)``: ``eager``, ``explicit``, ``auto`` or ``local``."""
-    if isinstance(x, Tracer):
-        aval_sharding = getattr(jax.typeof(x), "sharding", None)
-        spec = getattr(aval_sharding, "spec", None)
-        if spec is not None and any(normalize_spec(spec, x.ndim)):
-            return "explicit", aval_sharding.mesh, spec  # type: ignore[union-attr]
-        return "auto", None, None
-    sharding = x.sharding
-    if isinstance(sharding, NamedSharding) and isinstance(sharding.mesh, Mesh):
-        if sharding.mesh.size == 1:
-            return "local", None, None
-        return "eager", sharding.mesh, sharding.spec
-    if len(sharding.device_set) == 1:
+    where = placement(x)
+    if where.how == "auto-traced" or (where.how == "explicit-traced" and not any(where.spec or ())):
+        return "auto", None, None  # the partitioner decides: the custom_partitioning rule
+    if where.how == "explicit-traced":
+        return "explicit", where.mesh, where.pspec
+    if where.how == "host" or not isinstance(where.mesh, Mesh) or where.mesh.size == 1:
         return "local", None, None
-    return "auto", None, None
+    return "eager", where.mesh, where.pspec
 
 
 @functools.cache
@@ -228,14 +228,12 @@ def plan(
       >>> complex(np.asarray(f(x))[0, 0, 0])
       (4096+0j)
     """
-    from shardkit.layout import spec as to_spec
-
     if name not in _KINDS:
         raise ValueError(f"plan: name={name!r}; legal values are {sorted(_KINDS)}")
     _check_options("plan", norm, out_layout)
     kind = _KINDS[name][0]
     shape_t = tuple(int(n) for n in shape)
-    p_spec = to_spec(spec)
+    p_spec = parse_spec(spec)
     axes_t = _normalize_axes(name, shape_t, s, axes)
     sizes = _normalize_sizes(name, kind, shape_t, s, axes_t)
     return _checked_plan("plan", name, shape_t, p_spec, mesh, axes_t, sizes, out_layout, norm)
@@ -292,9 +290,9 @@ def _frequencies(
     shape = [1] * rank
     shape[axis] = values.shape[0]
     out = out.reshape(shape)
-    sharding = like.sharding if not isinstance(like, Tracer) else None
+    sharding = like.sharding if not is_traced(like) else None
     if isinstance(sharding, NamedSharding):
-        entry = normalize_spec(sharding.spec, rank)[axis]
+        entry = normalize(sharding.spec, rank)[axis]
         spec = [None] * rank
         spec[axis] = entry or None  # type: ignore[call-overload]
         out = jax.device_put(out, NamedSharding(sharding.mesh, PartitionSpec(*spec)))

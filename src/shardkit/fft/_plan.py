@@ -30,13 +30,14 @@ from typing import Literal
 
 from jax.sharding import PartitionSpec
 
-from shardkit.layout._checks import entry_axes
+from shardkit.layout.internal import NormSpec as Entries
+from shardkit.layout.internal import normalize as normalize_spec
+from shardkit.layout.internal import to_pspec as _to_spec
 
 __all__ = ["FFTPlan", "Kind", "Layout", "Step", "make_plan", "normalize_spec"]
 
 Kind = Literal["c2c", "r2c", "c2r"]
 Layout = Literal["default", "natural"]
-Entries = tuple[tuple[str, ...], ...]
 
 
 @dataclass(frozen=True)
@@ -115,16 +116,6 @@ class FFTPlan:
             f"{self.name} {self.decomposition}: {self.in_shape} {self.in_spec} -> "
             f"{self.out_shape} {self.out_spec} [{steps}]"
         )
-
-
-def normalize_spec(spec: PartitionSpec | Sequence[object], rank: int) -> Entries:
-    """One tuple of mesh axes per dimension, padded with ``()`` to ``rank``."""
-    entries = tuple(entry_axes(e) for e in spec)
-    return entries + ((),) * (rank - len(entries))
-
-
-def _to_spec(entries: Entries) -> PartitionSpec:
-    return PartitionSpec(*(None if not e else e[0] if len(e) == 1 else e for e in entries))
 
 
 class _Builder:

@@ -25,17 +25,22 @@ import dataclasses
 import functools
 import itertools
 import math
+from collections.abc import Callable
 from typing import Any, Literal, TypeAlias, get_args
 
 import jax
-import jax.core as jax_core
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec
 
-from shardkit.layout import spec as _spec
-from shardkit.layout._checks import entry_axes
-from shardkit.layout._errors import indivisible_error, mesh_summary, spec_summary
+from shardkit.layout.internal import (
+    indivisible_error,
+    is_traced,
+    mesh_summary,
+    placement,
+    spec_summary,
+    to_pspec,
+)
 
 __all__ = [
     "DEFAULT_BLOCK",
@@ -43,6 +48,7 @@ __all__ = [
     "BlockCyclic",
     "Order",
     "Plan",
+    "Spmd",
     "from_block_cyclic",
     "resolve",
     "to_block_cyclic",
@@ -178,6 +184,25 @@ def check_order(where: str, order: str) -> None:
         raise ValueError(f"{where}: order={order!r} is not one of {list(ORDER_NAMES)}")
 
 
+def check_matrix(where: str, a: Any, *, square: bool = True) -> tuple[int, ...]:
+    """``a``'s shape, once it is known to be a (square) float matrix.
+
+    Raises:
+      TypeError: ``a`` is not a float array.
+      ValueError: ``a`` is not 2-D (square).
+    """
+    shape = tuple(a.shape)
+    if len(shape) != 2 or (square and shape[0] != shape[1]):
+        want = "a square matrix (n, n)" if square else "a matrix (m, n)"
+        raise ValueError(f"{where}: a.shape={shape} is not {want}")
+    if not jnp.issubdtype(a.dtype, jnp.floating):
+        raise TypeError(
+            f"{where}: a.dtype={np.dtype(a.dtype).name} is not supported; "
+            "use float32 or float64 (complex is not implemented)"
+        )
+    return shape
+
+
 def resolve(
     where: str, a: Any, mesh: AnyMesh | None, spec: Any, *, square: bool = True
 ) -> tuple[AnyMesh, PartitionSpec, tuple[str, ...], tuple[str, ...]]:
@@ -191,37 +216,17 @@ def resolve(
       TypeError: ``a`` is not a 2-D float array.
       ValueError: the layout is unknown, or a dimension does not divide.
     """
-    shape = tuple(a.shape)
-    if len(shape) != 2 or (square and shape[0] != shape[1]):
-        want = "a square matrix (n, n)" if square else "a matrix (m, n)"
-        raise ValueError(f"{where}: a.shape={shape} is not {want}")
-    if not jnp.issubdtype(a.dtype, jnp.floating):
-        raise TypeError(
-            f"{where}: a.dtype={np.dtype(a.dtype).name} is not supported; "
-            "use float32 or float64 (complex is not implemented)"
-        )
-    m_found, s_found = None, None
-    sh = getattr(a, "sharding", None)
-    if not isinstance(sh, NamedSharding):
-        sh = getattr(jax.typeof(a), "sharding", None)
-        if isinstance(sh, NamedSharding) and not all(
-            t == AxisType.Explicit for t in sh.mesh.axis_types
-        ):
-            sh = None
-    if isinstance(sh, NamedSharding) and not sh.mesh.empty:
-        m_found, s_found = sh.mesh, sh.spec
-    m = mesh if mesh is not None else m_found
-    if m is None:
+    shape = check_matrix(where, a, square=square)
+    found = placement(a, mesh=mesh, spec=spec)
+    m, norm = found.mesh, found.spec
+    if m is None or norm is None:
         raise ValueError(
             f"{where}: cannot tell the layout of a (shape={shape}): it is not a sharded "
             "jax.Array on a mesh (or is traced on an Auto mesh). Shard it with "
             "shardkit.shard(a, mesh, 'x,y'), or pass mesh=... (and spec=...)."
         )
-    p = _spec(spec) if spec is not None else (s_found if mesh is None or m is m_found else None)
-    if p is None:
-        p = s_found if s_found is not None and m_found == m else PartitionSpec()
-    entries = tuple(p) + (None,) * (2 - len(tuple(p)))
-    rows, cols = entry_axes(entries[0]), entry_axes(entries[1])
+    p = to_pspec(norm)
+    rows, cols = norm
     if not rows and not cols:
         names = m.axis_names
         rows, cols = (names[0],), tuple(names[1:2])
@@ -237,6 +242,36 @@ def resolve(
         if shape[d] % parts:
             raise indivisible_error(where, shape, p, m, d, axes, parts)
     return m, PartitionSpec(rows or None, cols or None), tuple(rows), tuple(cols)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Spmd:
+    """A per-shard program and its layout; calling it runs ``jit(shard_map(body, ...))``.
+
+    ``body`` alone is what a ``custom_partitioning`` rule composes when the layout is
+    known only at partition time (:mod:`shardkit.linalg._auto`).
+    """
+
+    body: Callable[..., Any]
+    mesh: AnyMesh | None
+    in_specs: Any
+    out_specs: Any
+
+    @functools.cached_property
+    def program(self) -> Any:
+        """The jitted ``shard_map`` (built on first use)."""
+        return jax.jit(
+            jax.shard_map(
+                self.body,
+                mesh=self.mesh,
+                in_specs=self.in_specs,
+                out_specs=self.out_specs,
+                check_vma=False,
+            )
+        )
+
+    def __call__(self, *args: Any) -> Any:
+        return self.program(*args)
 
 
 def plan_for(
@@ -445,6 +480,6 @@ def place(x: Any, mesh: AnyMesh, spec: PartitionSpec) -> jax.Array:
     target = NamedSharding(mesh, spec)
     if all(t == AxisType.Explicit for t in mesh.axis_types):
         return jax.sharding.reshard(x, target)
-    if isinstance(x, jax_core.Tracer):
+    if is_traced(x):
         return jax.lax.with_sharding_constraint(x, target)
     return jax.device_put(x, target)

@@ -19,33 +19,20 @@ from dataclasses import dataclass, field
 
 import jax
 import jax.numpy as jnp
-from jax.sharding import PartitionSpec
 
 from shardkit.inspect._traffic import message_bytes, traffic
 from shardkit.inspect.interconnect import Interconnect
-from shardkit.layout._checks import entry_axes
+from shardkit.layout.internal import NormSpec
 
 Entry = tuple[str, ...]
-Spec = tuple[Entry, ...]
+Spec = NormSpec  # the normalized spec of shardkit.layout.internal
 Body = Callable[[jax.Array, jax.Array], jax.Array]
-
-
-def to_spec(p: PartitionSpec | None, rank: int) -> Spec:
-    """``P('x')`` for a rank-2 array -> ``(('x',), ())``."""
-    entries = tuple(p) if p is not None else ()
-    padded = [*entries, *([None] * (rank - len(entries)))]
-    return tuple(entry_axes(e) for e in padded[:rank])
 
 
 def _entry(e: Entry) -> str | tuple[str, ...] | None:
     if len(e) == 1:
         return e[0]
     return tuple(e) if e else None
-
-
-def to_pspec(spec: Spec) -> PartitionSpec:
-    """``(('x',), ())`` -> ``P('x', None)``; trailing unsplit dims kept."""
-    return PartitionSpec(*(_entry(e) for e in spec))
 
 
 def spec_text(spec: Spec) -> str:

@@ -26,6 +26,7 @@ from shardkit.linalg._blockcyclic import (
     AnyMesh,
     Order,
     Plan,
+    Spmd,
     dslice,
     dupdate,
     local_tables,
@@ -138,14 +139,11 @@ def _chol_local(a: jax.Array, plan: Plan, stages: int) -> tuple[jax.Array, jax.A
 
 @functools.lru_cache(maxsize=128)
 def _chol_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec, stages: int) -> Any:
-    return jax.jit(
-        jax.shard_map(
-            lambda a: _chol_local(a, plan, stages),
-            mesh=mesh,
-            in_specs=spec,
-            out_specs=(spec, PartitionSpec()),
-            check_vma=False,
-        )
+    return Spmd(
+        lambda a: _chol_local(a, plan, stages),
+        mesh,
+        spec,
+        (spec, PartitionSpec()),
     )
 
 
@@ -155,7 +153,7 @@ def _tril_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec) -> Any:
         tab = local_tables(plan)
         return jnp.where(tab["g_r"][:, None] >= tab["g_c"][None, :], x, 0)
 
-    return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=spec, out_specs=spec, check_vma=False))
+    return Spmd(body, mesh, spec, spec)
 
 
 def _factor(
@@ -286,9 +284,7 @@ def _cho_solve_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec) -> Any:
 
     rep = PartitionSpec()
     out = PartitionSpec(plan.row_axes or None, None)
-    return jax.jit(
-        jax.shard_map(body, mesh=mesh, in_specs=(spec, rep), out_specs=out, check_vma=False)
-    )
+    return Spmd(body, mesh, (spec, rep), out)
 
 
 def cho_solve(factors: CholeskyFactors, b: Any, /) -> jax.Array:

@@ -58,16 +58,19 @@ from shardkit.linalg._blockcyclic import (
     AnyMesh,
     Order,
     Plan,
+    Spmd,
     axis_index,
     dslice,
     dupdate,
     local_tables,
+    make_plan,
     place,
     plan_for,
     psum,
     to_local_order,
     trsm,
 )
+from shardkit.linalg._partitioned import on_layout, unknown
 from shardkit.linalg._status import finish, is_traced
 from shardkit.linalg.triangular import substitute
 
@@ -91,7 +94,9 @@ class LUFactors:
       swaps: row exchanges (tournament pivoting counts each panel's permutation
         by its parity); its parity is the sign of the determinant.
       status: 0, or ``j + 1`` for the first numerically zero pivot (natural column ``j``).
-      plan: static layout; mesh, spec: where ``lu`` lives.
+      plan: static layout; mesh, spec: where ``lu`` lives. Under ``jit`` on Auto mesh
+        axes the partitioner decides that: mesh and spec are None, and the factors are
+        in natural order (``σ`` the identity), so that they hold whatever the layout.
     """
 
     lu: jax.Array
@@ -99,8 +104,8 @@ class LUFactors:
     swaps: jax.Array
     status: jax.Array
     plan: Plan = dataclasses.field(metadata={"static": True})
-    mesh: AnyMesh = dataclasses.field(metadata={"static": True})
-    spec: PartitionSpec = dataclasses.field(metadata={"static": True})
+    mesh: AnyMesh | None = dataclasses.field(metadata={"static": True})
+    spec: PartitionSpec | None = dataclasses.field(metadata={"static": True})
 
 
 def trailing_update(a: jax.Array, left: jax.Array, right: jax.Array, r0: int, c0: int) -> jax.Array:
@@ -443,14 +448,11 @@ def _factor_program(
     plan: Plan, mesh: AnyMesh, spec: PartitionSpec, stages: int, pivoting: Pivoting
 ) -> Any:
     rep = PartitionSpec()
-    return jax.jit(
-        jax.shard_map(
-            lambda a: _factor_local(a, plan, stages, pivoting),
-            mesh=mesh,
-            in_specs=spec,
-            out_specs=(spec, rep, rep, rep),
-            check_vma=False,
-        )
+    return Spmd(
+        lambda a: _factor_local(a, plan, stages, pivoting),
+        mesh,
+        spec,
+        (spec, rep, rep, rep),
     )
 
 
@@ -482,6 +484,43 @@ def _factor(
     m, p, plan = plan_for(where, a, mesh, spec, nb, order)
     lu_, perm, swaps, status = _factor_program(plan, m, p, int(stages), pivoting)(place(a, m, p))
     return LUFactors(lu_, perm, swaps, _natural_status(status, plan), plan, m, p)
+
+
+Tail = Any  # (plan, mesh, spec) -> (fn(lu, perm, swaps, *rest), rest specs, out specs)
+
+
+def _on_layout(
+    where: str,
+    a: Any,
+    rest: tuple[Any, ...],
+    tail: Tail,
+    rule: str,
+    *,
+    nb: int,
+    order: str,
+    stages: int,
+    pivoting: str,
+) -> tuple[Any, ...]:
+    """Auto mesh axes under ``jit``: factor, then ``tail``, in one per-shard program.
+
+    Returns ``tail``'s outputs and the natural status; see :mod:`shardkit.linalg._partitioned`.
+    """
+    if pivoting not in PIVOTING_NAMES:
+        _factor(where, a, nb, order, None, None, stages, pivoting)  # raises the error
+    if not jnp.issubdtype(a.dtype, jnp.inexact):
+        a = a.astype(jnp.result_type(float))
+
+    def make(plan: Plan, m: AnyMesh, p: PartitionSpec) -> Any:
+        fac = _factor_program(plan, m, p, int(stages), pivoting).body  # type: ignore[arg-type]
+        fn, rest_specs, out_specs = tail(plan, m, p)
+
+        def local(a: jax.Array, *more: jax.Array) -> tuple[jax.Array, ...]:
+            lu_, perm, swaps, status = fac(a)
+            return (*fn(lu_, perm, swaps, *more), _natural_status(status, plan))
+
+        return local, (p, *rest_specs), (*out_specs, PartitionSpec())
+
+    return on_layout(where, a, (a, *rest), make, rule, nb=nb, order=order)
 
 
 def lu_factor(
@@ -532,7 +571,25 @@ def lu_factor(
       >>> bool(np.allclose(np.asarray(a) @ np.asarray(x), 1))
       True
     """
-    f = _factor("lu_factor", a, nb, order, mesh, spec, stages, pivoting)
+    if unknown(a, mesh, spec):
+        rep = PartitionSpec()
+        lu_, perm, swaps, status = _on_layout(
+            "lu_factor",
+            a,
+            (),
+            lambda plan, m, p: (lambda *f: f, (), (p, rep, rep)),
+            "i j -> i j, k, , ",
+            nb=nb,
+            order="natural",
+            stages=stages,
+            pivoting=pivoting,
+        )
+        n = int(a.shape[0])
+        f = LUFactors(
+            lu_, perm, swaps, status, make_plan(n, (), (), 1, 1, nb, "natural"), None, None
+        )
+    else:
+        f = _factor("lu_factor", a, nb, order, mesh, spec, stages, pivoting)
     if return_status:
         return f, f.status
     return finish(
@@ -566,9 +623,7 @@ def _solve_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec, trans: bool) 
 
     rep = PartitionSpec()
     out = PartitionSpec(plan.row_axes or None, None)
-    return jax.jit(
-        jax.shard_map(body, mesh=mesh, in_specs=(spec, rep, rep), out_specs=out, check_vma=False)
-    )
+    return Spmd(body, mesh, (spec, rep, rep), out)
 
 
 def _as_rhs(where: str, b: Any, n: int, dtype: Any) -> tuple[jax.Array, bool]:
@@ -607,6 +662,23 @@ def lu_solve(factors: LUFactors, b: Any, /, *, trans: int = 0) -> jax.Array:
         raise ValueError(f"lu_solve: trans={trans!r} is not one of [0, 1]")
     plan = factors.plan
     b2, vec = _as_rhs("lu_solve", b, plan.n, factors.lu.dtype)
+    if factors.mesh is None or factors.spec is None:  # natural order: any layout reads them
+        rep = PartitionSpec()
+
+        def make(plan: Plan, m: AnyMesh, p: PartitionSpec) -> Any:
+            out = PartitionSpec(plan.row_axes or None, None)
+            return _solve_program(plan, m, p, bool(trans)).body, (p, rep, rep), (out,)
+
+        (x,) = on_layout(
+            "lu_solve",
+            factors.lu,
+            (factors.lu, factors.perm, b2),
+            make,
+            "i j, k, l m -> i m",
+            nb=plan.nb,
+            order="natural",
+        )
+        return x[:, 0] if vec else x
     b2 = place(b2, factors.mesh, PartitionSpec())
     x = _solve_program(plan, factors.mesh, factors.spec, bool(trans))(factors.lu, factors.perm, b2)
     return x[:, 0] if vec else x
@@ -660,6 +732,36 @@ def solve(
       ...
       shardkit.linalg._status.SingularMatrixError: solve: the matrix (shape=(32, 32), dtype=float64) is singular to working precision: no pivot in column 0 is larger than n * eps * max|a|. Check the input for dependent rows or columns; under jax.jit pass return_status=True to receive this status instead.
     """
+    if unknown(a, mesh, spec):
+        b2, vec = _as_rhs("solve", b, int(a.shape[0]), jnp.result_type(a.dtype, float))
+
+        def tail(plan: Plan, m: AnyMesh, p: PartitionSpec) -> Any:
+            sol = _solve_program(plan, m, p, False).body
+            out = PartitionSpec(plan.row_axes or None, None)
+            return (lambda lu_, perm, _, b: (sol(lu_, perm, b),)), (PartitionSpec(),), (out,)
+
+        x, status = _on_layout(
+            "solve",
+            a,
+            (b2,),
+            tail,
+            "i j, k l -> i l, ",
+            nb=nb,
+            order="cyclic",
+            stages=stages,
+            pivoting=pivoting,
+        )
+        x = x[:, 0] if vec else x
+        return finish(
+            "solve",
+            x,
+            status,
+            kind="singular",
+            shape=tuple(a.shape),
+            dtype=x.dtype,
+            traced=True,
+            return_status=return_status,
+        )
     f = _factor("solve", a, nb, "cyclic", mesh, spec, stages, pivoting)
     x = lu_solve(f, b)
     return finish(
@@ -686,9 +788,7 @@ def _diag_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec) -> Any:
         d = jnp.where(owned, lu_[jnp.arange(plan.m), lc], 0)
         return psum(jnp.zeros(plan.n, lu_.dtype).at[g].set(d), plan.row_axes + plan.col_axes)
 
-    return jax.jit(
-        jax.shard_map(body, mesh=mesh, in_specs=spec, out_specs=PartitionSpec(), check_vma=False)
-    )
+    return Spmd(body, mesh, spec, PartitionSpec())
 
 
 def _u_diagonal(f: LUFactors) -> jax.Array:
@@ -726,9 +826,31 @@ def det(
       >>> float(shardkit.linalg.det(a, nb=1))
       40320.0
     """
+    if unknown(a, mesh, spec):
+        rep = PartitionSpec()
+
+        def tail(plan: Plan, m: AnyMesh, p: PartitionSpec) -> Any:
+            diag = _diag_program(plan, m, p).body
+            return (lambda lu_, _, swaps: (_signed_product(diag(lu_), swaps),)), (), (rep,)
+
+        value, _ = _on_layout(
+            "det",
+            a,
+            (),
+            tail,
+            "i j -> , ",
+            nb=nb,
+            order="cyclic",
+            stages=DEFAULT_STAGES,
+            pivoting=pivoting,
+        )
+        return value
     f = _factor("det", a, nb, "cyclic", mesh, spec, DEFAULT_STAGES, pivoting)
-    d = _u_diagonal(f)
-    sign = jnp.where(f.swaps % 2 == 1, -1, 1).astype(d.dtype)
+    return _signed_product(_u_diagonal(f), f.swaps)
+
+
+def _signed_product(d: jax.Array, swaps: jax.Array) -> jax.Array:
+    sign = jnp.where(swaps % 2 == 1, -1, 1).astype(d.dtype)
     return sign * jnp.prod(d)
 
 
@@ -768,6 +890,38 @@ def inv(
       >>> bool(np.allclose(np.asarray(shardkit.linalg.inv(a)), np.eye(16) / 2))
       True
     """
+    if unknown(a, mesh, spec):
+
+        def tail(plan: Plan, m: AnyMesh, p: PartitionSpec) -> Any:
+            sol = _solve_program(plan, m, p, False).body
+            out = PartitionSpec(plan.row_axes or None, None)
+
+            def fn(lu_: jax.Array, perm: jax.Array, _: jax.Array) -> tuple[jax.Array]:
+                return (sol(lu_, perm, jnp.eye(plan.n, dtype=lu_.dtype)),)
+
+            return fn, (), (out,)
+
+        x, status = _on_layout(
+            "inv",
+            a,
+            (),
+            tail,
+            "i j -> i k, ",
+            nb=nb,
+            order="cyclic",
+            stages=DEFAULT_STAGES,
+            pivoting=pivoting,
+        )
+        return finish(
+            "inv",
+            x,
+            status,
+            kind="singular",
+            shape=tuple(a.shape),
+            dtype=x.dtype,
+            traced=True,
+            return_status=return_status,
+        )
     f = _factor("inv", a, nb, "cyclic", mesh, spec, DEFAULT_STAGES, pivoting)
     x = lu_solve(f, jnp.eye(f.plan.n, dtype=f.lu.dtype))
     return finish(
@@ -794,14 +948,11 @@ def _plu_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec) -> Any:
         p = (perm[gj] == gi).astype(lu_.dtype)
         return p, low, up
 
-    return jax.jit(
-        jax.shard_map(
-            body,
-            mesh=mesh,
-            in_specs=(spec, PartitionSpec()),
-            out_specs=(spec, spec, spec),
-            check_vma=False,
-        )
+    return Spmd(
+        body,
+        mesh,
+        (spec, PartitionSpec()),
+        (spec, spec, spec),
     )
 
 
@@ -844,6 +995,33 @@ def lu(
       >>> bool(np.allclose(np.asarray(p) @ np.asarray(l) @ np.asarray(u), a_np))
       True
     """
+    if unknown(a, mesh, spec):
+
+        def tail(plan: Plan, m: AnyMesh, p: PartitionSpec) -> Any:
+            plu = _plu_program(plan, m, p).body
+            return (lambda lu_, perm, _: plu(lu_, perm)), (), (p, p, p)
+
+        *plu, status = _on_layout(
+            "lu",
+            a,
+            (),
+            tail,
+            "i j -> i j, i j, i j, ",
+            nb=nb,
+            order="natural",
+            stages=DEFAULT_STAGES,
+            pivoting=pivoting,
+        )
+        return finish(
+            "lu",
+            tuple(plu),
+            status,
+            kind="singular",
+            shape=tuple(a.shape),
+            dtype=plu[0].dtype,
+            traced=True,
+            return_status=return_status,
+        )
     f = _factor("lu", a, nb, "natural", mesh, spec, DEFAULT_STAGES, pivoting)
     out = _plu_program(f.plan, f.mesh, f.spec)(f.lu, f.perm)
     return finish(

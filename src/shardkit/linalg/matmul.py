@@ -27,19 +27,27 @@ import math
 from typing import Any, Literal, TypeAlias, get_args, overload
 
 import jax
-import jax.core as jax_core
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec
+from jax.sharding import AbstractMesh, Mesh, PartitionSpec
 
 from shardkit.inspect.interconnect import Interconnect
 from shardkit.inspect.interconnect import interconnect as _interconnect
-from shardkit.layout import spec as _spec
-from shardkit.layout._checks import check_placement
-from shardkit.layout._errors import mesh_summary, spec_summary
+from shardkit.layout.internal import (
+    check_placement,
+    drop_unit_axes,
+    is_traced,
+    mesh_summary,
+    normalize,
+    parse_spec,
+    placement,
+    spec_summary,
+    to_pspec,
+)
 from shardkit.linalg._matmul_algos import ALGORITHMS, Problem
 from shardkit.linalg._matmul_cost import Candidate, Explanation, enumerate_variants, price
-from shardkit.linalg._matmul_model import Spec, spec_text, to_pspec, to_spec
+from shardkit.linalg._matmul_model import Spec, spec_text
+from shardkit.linalg._partitioned import partitioned
 
 __all__ = ["ALGORITHM_NAMES", "Algorithm", "Candidate", "Explanation", "matmul"]
 
@@ -52,51 +60,11 @@ ALGORITHM_NAMES: tuple[str, ...] = get_args(Algorithm)
 AnyMesh: TypeAlias = Mesh | AbstractMesh
 
 
-def _is_traced(x: Any) -> bool:
-    return isinstance(x, jax_core.Tracer)
-
-
-def _layout(
-    x: Any, which: str, mesh: AnyMesh | None, given: Any
-) -> tuple[AnyMesh | None, PartitionSpec | None]:
-    """The mesh and spec of one operand: given, read from the array, or unknown (None)."""
-    if given is not None:
-        return mesh, _spec(given)
-    if _is_traced(x):
-        sh = getattr(jax.typeof(x), "sharding", None)
-        m = getattr(sh, "mesh", None)
-        if isinstance(sh, NamedSharding) and m is not None and not m.empty:
-            if all(t == AxisType.Explicit for t in m.axis_types):
-                return m, sh.spec
-            raise ValueError(
-                f"matmul: operand {which} is traced under jax.jit on {mesh_summary(m)}, "
-                "whose Auto axes carry no sharding at trace time. Pass in_specs=(spec_a, "
-                "spec_b) and mesh=... to matmul, or use a mesh with "
-                "axis_types='explicit' (shardkit.mesh's default)."
-            )
-        if mesh is None:
-            raise ValueError(
-                f"matmul: operand {which} is traced under jax.jit without a sharding. "
-                "Pass in_specs=(spec_a, spec_b) and mesh=..., or shard the operands on "
-                "a mesh with axis_types='explicit'."
-            )
-        return mesh, None
-    sh = getattr(x, "sharding", None)
-    if isinstance(sh, NamedSharding):
-        return sh.mesh, sh.spec
-    return None, None
-
-
 def _as_operand(x: Any) -> Any:
     # ShapeDtypeStructs are welcome for explain=True (nothing is computed).
-    if isinstance(x, jax.Array | jax.ShapeDtypeStruct) or _is_traced(x):
+    if isinstance(x, jax.Array | jax.ShapeDtypeStruct) or is_traced(x):
         return x
     return jnp.asarray(x)
-
-
-def _normalize(spec: Spec, sizes: dict[str, int]) -> Spec:
-    # Axes of size 1 split nothing; dropping them keeps the algorithms' rules simple.
-    return tuple(tuple(a for a in e if sizes[a] > 1) for e in spec)
 
 
 def _shapes_error(a_shape: tuple[int, ...], b_shape: tuple[int, ...], why: str) -> ValueError:
@@ -123,8 +91,8 @@ def _algorithm_error(
     )
 
 
-def build(cand: Candidate, mesh: AnyMesh, sa: Spec, sb: Spec, batch_spec: Spec) -> Any:
-    """The jitted ``shard_map`` running ``cand`` on blocks of (normalized) specs ``sa``, ``sb``."""
+def local(cand: Candidate) -> Any:
+    """The per-shard function of ``cand``: its algorithm's body, then its redistribution."""
     body = cand.variant.body
     redist = cand.redistribution.fn if cand.redistribution is not None else None
 
@@ -132,9 +100,16 @@ def build(cand: Candidate, mesh: AnyMesh, sa: Spec, sb: Spec, batch_spec: Spec) 
         c = body(a, b)
         return c if redist is None else redist(c)
 
+    return fn
+
+
+def build(cand: Candidate, mesh: AnyMesh, sa: Spec, sb: Spec, batch_spec: Spec) -> Any:
+    """The jitted ``shard_map`` running ``cand`` on blocks of (normalized) specs ``sa``, ``sb``."""
     out = to_pspec((*batch_spec, *cand.out))
     in_specs = (to_pspec(sa), to_pspec(sb))
-    return jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=in_specs, out_specs=out, check_vma=False))
+    return jax.jit(
+        jax.shard_map(local(cand), mesh=mesh, in_specs=in_specs, out_specs=out, check_vma=False)
+    )
 
 
 @functools.lru_cache(maxsize=512)
@@ -267,30 +242,62 @@ def matmul(
         )
     if len(b_shape) > 2 and b_shape[:-2] != a_shape[:-2]:
         raise _shapes_error(a_shape, b_shape, "b's batch dims differ from a's")
+    dtype = jnp.result_type(a.dtype, b.dtype)
     given = (None, None) if in_specs is None else in_specs
-    ma, pa = _layout(a, "a", mesh, given[0])
-    mb, pb_ = _layout(b, "b", mesh, given[1])
-    m = mesh or ma or mb
+    la = placement(a, mesh=mesh, spec=given[0])
+    lb = placement(b, mesh=mesh, spec=given[1])
+    if "auto-traced" in (la.how, lb.how) and (la.spec is None or lb.spec is None):
+        # Auto axes under jit: the partitioner knows the layout, so it picks the program.
+        if explain:
+            raise ValueError(
+                "matmul: explain=True needs the operands' layouts, but an operand is traced "
+                "under jax.jit on Auto mesh axes, whose sharding is decided only when XLA "
+                "partitions the program. Pass in_specs=(spec_a, spec_b) and mesh=..., or "
+                "call matmul(..., explain=True) on the placed arrays outside jit."
+            )
+        return _partitioned(a.astype(dtype), b.astype(dtype), out_spec, algorithm, interconnect)
+    m = mesh or la.mesh or lb.mesh
     if m is None:
         raise ValueError(
             "matmul: neither operand is sharded on a mesh; shard them first "
             "(shardkit.shard(x, mesh, spec)) or pass mesh=... and in_specs=..."
         )
-    for which, other in (("a", ma), ("b", mb)):
+    for which, other in (("a", la.mesh), ("b", lb.mesh)):
         if other is not None and mesh is None and other.shape_tuple != m.shape_tuple:
             raise ValueError(
                 f"matmul: a is on {mesh_summary(m)} but {which} is on {mesh_summary(other)}; "
                 "put both operands on one mesh"
             )
-    pa = pa if pa is not None else PartitionSpec()
-    pb_ = pb_ if pb_ is not None else PartitionSpec()
-    check_placement("matmul(a)", a_shape, pa, m)
-    check_placement("matmul(b)", b_shape, pb_, m)
-    dtype = jnp.result_type(a.dtype, b.dtype)
+    pa, pb = la.pspec or PartitionSpec(), lb.pspec or PartitionSpec()  # host data: replicated
+    key, sa, sb = _choose(a_shape, b_shape, dtype, m, pa, pb, out_spec, algorithm, interconnect)
+    if explain:
+        cands, rejected = _candidates(*key)
+        title = (
+            f"matmul a{a_shape} {spec_summary(pa)} @ b{b_shape} {spec_summary(pb)} on "
+            f"{mesh_summary(m)}"
+        )
+        return Explanation(title, cands, rejected, key[-1].name)
+    return _program(key, m, sa, sb)(a.astype(dtype), b.astype(dtype))
 
+
+def _choose(
+    a_shape: tuple[int, ...],
+    b_shape: tuple[int, ...],
+    dtype: Any,
+    m: AnyMesh,
+    pa: Any,
+    pb: Any,
+    out_spec: Any,
+    algorithm: str,
+    interconnect: str | Interconnect,
+) -> tuple[tuple[Any, ...], Spec, Spec]:
+    """The candidates' cache key and the operands' specs; raises if no algorithm applies."""
+    check_placement("matmul(a)", a_shape, pa, m)
+    check_placement("matmul(b)", b_shape, pb, m)
+    n_cols = b_shape[-1]
     sizes = {str(k): int(v) for k, v in m.shape.items()}
-    sa = _normalize(to_spec(pa, len(a_shape)), sizes)
-    sb = _normalize(to_spec(pb_, len(b_shape)), sizes)
+    sa = drop_unit_axes(normalize(pa, len(a_shape)), sizes)
+    sb = drop_unit_axes(normalize(pb, len(b_shape)), sizes)
     nb = len(a_shape) - 2
     batch_spec = sa[:nb]
     if len(b_shape) > 2 and sb[:nb] != batch_spec:
@@ -301,7 +308,7 @@ def matmul(
     batch_axes = {x for e in batch_spec for x in e}
     if len(b_shape) == 2 and batch_axes & {x for e in sb for x in e}:
         raise ValueError(
-            f"matmul: b (spec={spec_summary(pb_)}) is split over mesh axes "
+            f"matmul: b (spec={spec_summary(pb)}) is split over mesh axes "
             f"{sorted(batch_axes & {x for e in sb for x in e})} that split a's batch dims "
             f"(a spec={spec_summary(pa)}) on {mesh_summary(m)}; replicate b over them"
         )
@@ -313,7 +320,7 @@ def matmul(
         b=sb[-2:],
         m=a_shape[-2],
         k=a_shape[-1],
-        n=b_shape[-1],
+        n=n_cols,
         sizes=tuple((k, v) for k, v in sizes.items() if v > 1),
         itemsize=np.dtype(dtype).itemsize,
         batch_a=local_batch,
@@ -321,10 +328,10 @@ def matmul(
     )
     target = None
     if out_spec is not None:
-        target_p = _spec(out_spec)
-        out_shape = (*a_shape[:-1], b_shape[-1])
+        target_p = parse_spec(out_spec)
+        out_shape = (*a_shape[:-1], n_cols)
         check_placement("matmul(out_spec)", out_shape, target_p, m)
-        target = _normalize(to_spec(target_p, len(out_shape)), sizes)
+        target = drop_unit_axes(normalize(target_p, len(out_shape)), sizes)
         if target[:nb] != batch_spec:
             raise NotImplementedError(
                 f"matmul: out_spec={spec_summary(target_p)} changes the batch dims' split "
@@ -335,11 +342,40 @@ def matmul(
     key = (problem, names, target, batch_spec, tuple(a_shape[:nb]), link)
     cands, rejected = _candidates(*key)
     if not cands:
-        raise _algorithm_error(algorithm, dict(rejected)[algorithm], a_shape, b_shape, pa, pb_, m)
-    if explain:
-        title = (
-            f"matmul a{a_shape} {spec_summary(pa)} @ b{b_shape} {spec_summary(pb_)} on "
-            f"{mesh_summary(m)}"
-        )
-        return Explanation(title, cands, rejected, link.name)
-    return _program(key, m, sa, sb)(a.astype(dtype), b.astype(dtype))
+        raise _algorithm_error(algorithm, dict(rejected)[algorithm], a_shape, b_shape, pa, pb, m)
+    return key, sa, sb
+
+
+def _partitioned(
+    a: Any, b: Any, out_spec: Any, algorithm: str, interconnect: str | Interconnect
+) -> jax.Array:
+    """``matmul`` as a ``custom_partitioning`` op: the layout comes at partition time.
+
+    The partitioner's wish for the result's sharding is taken as ``out_spec`` when the
+    caller gave none, so no reshard follows the product.
+    """
+    a_shape, b_shape = tuple(a.shape), tuple(b.shape)
+    batch = " ".join(f"b{i}" for i in range(len(a_shape) - 2))
+    b_batch = batch if len(b_shape) > 2 else ""
+    rule = f"{batch} i k, {b_batch} k j -> {batch} i j"
+
+    def program(mesh: Mesh, specs: tuple[Any, ...], wish: tuple[Any, ...]) -> Any:
+        target = out_spec if out_spec is not None else wish[0]
+        try:
+            key, sa, sb = _choose(
+                a_shape, b_shape, a.dtype, mesh, specs[0], specs[1], target, algorithm, interconnect
+            )
+        except (ValueError, NotImplementedError):
+            if out_spec is not None or target is None:
+                raise
+            # The wished-for layout cannot be produced: the algorithm's own output,
+            # resharded by the partitioner afterwards.
+            key, sa, sb = _choose(
+                a_shape, b_shape, a.dtype, mesh, specs[0], specs[1], None, algorithm, interconnect
+            )
+        cand = _candidates(*key)[0][0]
+        out = to_pspec((*key[3], *cand.out))
+        return local(cand), (to_pspec(sa), to_pspec(sb)), (out,)
+
+    (c,) = partitioned(lambda a, b: (jnp.matmul(a, b),), program, (a, b), rule)
+    return c

@@ -65,6 +65,7 @@ from jax.sharding import PartitionSpec
 from shardkit.layout._errors import mesh_summary, spec_summary
 from shardkit.linalg._blockcyclic import (
     AnyMesh,
+    Spmd,
     axis_index,
     dslice,
     dupdate,
@@ -150,14 +151,11 @@ def _layout(where: str, a: Any, mesh: AnyMesh | None, spec: Any, nb: Any) -> _La
 
 @functools.lru_cache(maxsize=64)
 def _tsqr_program(lay: _Layout) -> Any:
-    return jax.jit(
-        jax.shard_map(
-            lambda a: _tsqr_local(a, lay.rows),
-            mesh=lay.mesh,
-            in_specs=lay.spec,
-            out_specs=(lay.spec, PartitionSpec()),
-            check_vma=False,
-        )
+    return Spmd(
+        lambda a: _tsqr_local(a, lay.rows),
+        lay.mesh,
+        lay.spec,
+        (lay.spec, PartitionSpec()),
     )
 
 
@@ -236,14 +234,11 @@ def _bcgs2_local(a: jax.Array, lay: _Layout, fill: bool) -> tuple[jax.Array, jax
 
 @functools.lru_cache(maxsize=64)
 def _bcgs2_program(lay: _Layout, fill: bool) -> Any:
-    return jax.jit(
-        jax.shard_map(
-            lambda a: _bcgs2_local(a, lay, fill),
-            mesh=lay.mesh,
-            in_specs=lay.spec,
-            out_specs=(lay.spec, lay.r_spec, PartitionSpec()),
-            check_vma=False,
-        )
+    return Spmd(
+        lambda a: _bcgs2_local(a, lay, fill),
+        lay.mesh,
+        lay.spec,
+        (lay.spec, lay.r_spec, PartitionSpec()),
     )
 
 
@@ -359,14 +354,11 @@ def _tsqr_lstsq_program(lay: _Layout) -> Any:
         return x, res, s
 
     rep = PartitionSpec()
-    return jax.jit(
-        jax.shard_map(
-            body,
-            mesh=lay.mesh,
-            in_specs=(lay.spec, PartitionSpec(lay.spec[0], None)),
-            out_specs=(rep, rep, rep),
-            check_vma=False,
-        )
+    return Spmd(
+        body,
+        lay.mesh,
+        (lay.spec, PartitionSpec(lay.spec[0], None)),
+        (rep, rep, rep),
     )
 
 
@@ -380,14 +372,11 @@ def _qtb_program(lay: _Layout) -> Any:
         buf = dupdate(buf, q.T @ b, (axis_index(lay.cols) * k, 0))
         return psum(buf, lay.rows + lay.cols)
 
-    return jax.jit(
-        jax.shard_map(
-            body,
-            mesh=lay.mesh,
-            in_specs=(lay.spec, PartitionSpec(lay.spec[0], None)),
-            out_specs=PartitionSpec(),
-            check_vma=False,
-        )
+    return Spmd(
+        body,
+        lay.mesh,
+        (lay.spec, PartitionSpec(lay.spec[0], None)),
+        PartitionSpec(),
     )
 
 
@@ -401,14 +390,11 @@ def _residual_program(lay: _Layout) -> Any:
         return psum(jnp.sum((ax - b) ** 2, axis=0), lay.rows)
 
     rep = PartitionSpec()
-    return jax.jit(
-        jax.shard_map(
-            body,
-            mesh=lay.mesh,
-            in_specs=(lay.spec, rep, PartitionSpec(lay.spec[0], None)),
-            out_specs=rep,
-            check_vma=False,
-        )
+    return Spmd(
+        body,
+        lay.mesh,
+        (lay.spec, rep, PartitionSpec(lay.spec[0], None)),
+        rep,
     )
 
 

@@ -21,6 +21,7 @@ from shardkit.linalg._blockcyclic import (
     DEFAULT_BLOCK,
     AnyMesh,
     Plan,
+    Spmd,
     dslice,
     dupdate,
     local_tables,
@@ -94,11 +95,7 @@ def _program(
         return dslice(x, (r * plan.m, 0), (plan.m, b.shape[1]))
 
     out = PartitionSpec(plan.row_axes or None, None)
-    return jax.jit(
-        jax.shard_map(
-            body, mesh=mesh, in_specs=(spec, PartitionSpec()), out_specs=out, check_vma=False
-        )
-    )
+    return Spmd(body, mesh, (spec, PartitionSpec()), out)
 
 
 def solve_triangular(

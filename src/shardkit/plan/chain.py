@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import jax
-import jax.core as jax_core
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 from rich.console import Console, Group
@@ -33,11 +32,18 @@ from rich.text import Text
 from shardkit.inspect.interconnect import Interconnect
 from shardkit.inspect.interconnect import interconnect as _interconnect
 from shardkit.layout import format_bytes
-from shardkit.layout import spec as _spec
-from shardkit.layout._errors import mesh_summary
+from shardkit.layout.internal import (
+    canonical,
+    drop_unit_axes,
+    is_traced,
+    mesh_summary,
+    normalize,
+    parse_spec,
+    to_pspec,
+)
 from shardkit.linalg._matmul_algos import ALGORITHMS, Problem
 from shardkit.linalg._matmul_cost import Candidate, enumerate_variants, price
-from shardkit.linalg._matmul_model import Comm, Spec, spec_text, to_pspec, to_spec
+from shardkit.linalg._matmul_model import Comm, Spec, spec_text
 from shardkit.linalg.matmul import build
 
 __all__ = ["ChainPlan", "ChainStep", "candidate_specs", "matmul_chain"]
@@ -68,18 +74,8 @@ def candidate_specs(shape: Sequence[int], mesh: Mesh) -> tuple[PartitionSpec, ..
                     sizes[a] for a in c
                 ):
                     continue
-                found.append(to_pspec((tuple(r), tuple(c))))
-    out = []
-    for p in found:  # canonical form: no trailing None
-        entries = list(p)
-        while entries and entries[-1] is None:
-            entries.pop()
-        out.append(PartitionSpec(*entries))
-    return tuple(sorted(set(out), key=lambda p: (len(_flat(p)), str(p))))
-
-
-def _flat(p: PartitionSpec) -> list[str]:
-    return [a for e in p if e is not None for a in (e if isinstance(e, tuple) else (e,))]
+                found.append(canonical(to_pspec((tuple(r), tuple(c)))))
+    return tuple(sorted(set(found), key=lambda p: (sum(map(len, normalize(p, 2))), str(p))))
 
 
 @dataclass(frozen=True)
@@ -180,7 +176,7 @@ class ChainPlan:
                     "cast the operands"
                 )
             sh = NamedSharding(self.mesh, s)
-            if isinstance(x, jax_core.Tracer):
+            if is_traced(x):
                 x = (
                     jax.sharding.reshard(x, sh)
                     if explicit
@@ -207,10 +203,7 @@ class ChainPlan:
             x = vals[step.left] if isinstance(step.left, int) else results[int(step.left[1:])]
             y = vals[step.right] if isinstance(step.right, int) else results[int(step.right[1:])]
             sizes = dict(self.mesh.shape)
-            sa, sb = (
-                tuple(tuple(a for a in e if sizes[a] > 1) for e in to_spec(p, 2))
-                for p in step.in_specs
-            )
+            sa, sb = (drop_unit_axes(normalize(p, 2), sizes) for p in step.in_specs)
             results.append(build(step.candidate, self.mesh, sa, sb, ())(x, y))
         return results[-1] if results else vals[0]
 
@@ -254,7 +247,7 @@ class ChainPlan:
 
 
 def _txt(p: PartitionSpec) -> str:
-    return spec_text(to_spec(p, 2))
+    return spec_text(normalize(p, 2))
 
 
 # ---- the model: one step's options -------------------------------------------------
@@ -267,8 +260,7 @@ class _Ctx:
     link: Interconnect
 
     def norm(self, p: PartitionSpec) -> Spec:
-        d = dict(self.sizes)
-        return tuple(tuple(a for a in e if d.get(a, 1) > 1) for e in to_spec(p, 2))
+        return drop_unit_axes(normalize(p, 2), dict(self.sizes))
 
     def block(self, shape: Shape, p: PartitionSpec) -> int:
         d = dict(self.sizes)
@@ -404,7 +396,7 @@ def matmul_chain(
         np.dtype(dtype).itemsize,
         link,
     )
-    pool = None if specs is None else tuple(_canon(_spec(s)) for s in specs)
+    pool = None if specs is None else tuple(canonical(parse_spec(s)) for s in specs)
 
     def cands(shape: Shape) -> tuple[PartitionSpec, ...]:
         base = candidate_specs(shape, mesh)
@@ -412,12 +404,12 @@ def matmul_chain(
 
     n = len(shp)
     fixed = list(in_specs) if in_specs is not None else [None] * n
-    target_out = None if out_spec is None else _canon(_spec(out_spec))
+    target_out = None if out_spec is None else canonical(parse_spec(out_spec))
     limit = math.inf if memory_limit is None else memory_limit
     # best[(i, j)][spec] -> Pareto options for the product A_i..A_j with that spec.
     best: dict[tuple[int, int], dict[PartitionSpec, list[_Option]]] = {}
     for i in range(n):
-        allowed = cands(shp[i]) if fixed[i] is None else (_canon(_spec(fixed[i])),)
+        allowed = cands(shp[i]) if fixed[i] is None else (canonical(parse_spec(fixed[i])),)
         best[i, i] = {}
         for p in allowed:
             b = ctx.block(shp[i], p)
@@ -461,13 +453,6 @@ def matmul_chain(
         )
     top = min(finals, key=lambda o: (o.cost, o.peak))
     return _to_plan(top, mesh, shp, memory_limit, np.dtype(dtype).name)
-
-
-def _canon(p: PartitionSpec) -> PartitionSpec:
-    entries = list(p)
-    while entries and entries[-1] is None:
-        entries.pop()
-    return PartitionSpec(*(e[0] if isinstance(e, tuple) and len(e) == 1 else e for e in entries))
 
 
 def _to_plan(

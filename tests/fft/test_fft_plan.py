@@ -65,9 +65,25 @@ def test_untransformed_split_axis_is_left_alone() -> None:
     assert (p.all_to_alls, p.decomposition) == (0, "local")
 
 
-def test_indivisible_destination_names_axis_and_remedy() -> None:
-    with pytest.raises(ValueError, match=r"axis 1, whose size 12 .* not divisible by 8.*Pad"):
-        _plan((16, 12, 16), P("x"), SIZES8)
+def test_indivisible_destination_is_padded_and_the_output_returns_natural() -> None:
+    p = _plan((16, 12, 16), P("x"), SIZES8)
+    moves = [s for s in p.steps if s.op == "all_to_all"]
+    assert (p.all_to_alls, p.out_spec, p.layout, p.padded) == (
+        2,
+        P("x", None, None),
+        "natural",
+        True,
+    )
+    assert (moves[0].pad, moves[0].trim, moves[0].block) == (((8, 12, 16),), (), (2, 16, 16))
+    assert (moves[1].pad, moves[1].trim, moves[1].block) == ((), ((8, 12, 16),), (16, 2, 16))
+    assert "pad 12->16" in str(p)
+    assert "trim 16->12" in str(p)
+
+
+def test_a_natural_layout_the_mesh_cannot_divide_names_axis_and_remedy() -> None:
+    with pytest.raises(ValueError, match=r"axis 0, now of length 12.*\(8 devices\).*Choose s"):
+        _plan((16, 16, 16), P("x"), SIZES8, s=(12, 16, 16), out_layout="natural")
+    assert _plan((16, 16, 16), P("x"), SIZES8, s=(12, 16, 16)).out_spec == P(None, "x", None)
 
 
 def test_split_1d_array_is_not_implemented() -> None:
@@ -95,6 +111,21 @@ def test_plan_text_lists_steps() -> None:
     assert "all_to_all(x: axis 0 -> 1)" in text
 
 
-def test_r2c_with_only_the_halved_axis_free_is_rejected_clearly() -> None:
-    with pytest.raises(NotImplementedError, match=r"halved R2C axis 1 \(length 5\)"):
-        make_plan("rfftn", (8, 8), P("x"), SIZES8, axes=(0, 1), sizes=(8, 8), kind="r2c")
+def test_r2c_with_only_the_halved_axis_free_pads_it() -> None:
+    p = make_plan("rfftn", (8, 8), P("x"), SIZES8, axes=(0, 1), sizes=(8, 8), kind="r2c")
+    assert (p.all_to_alls, p.out_spec, p.out_shape) == (2, P("x", None), (8, 5))
+    assert p.steps[1].pad == ((8, 5, 8),)
+    assert p.steps[3].trim == ((8, 5, 8),)
+
+
+def test_split_r2c_axis_with_a_split_neighbour_is_rejected_clearly() -> None:
+    with pytest.raises(NotImplementedError, match=r"R2C axis 2 is split and the next"):
+        make_plan(
+            "rfftn",
+            (8, 8, 8),
+            P("x", None, "y"),
+            SIZES24,
+            axes=(0, 1, 2),
+            sizes=(8,) * 3,
+            kind="r2c",
+        )

@@ -212,7 +212,11 @@ _BAD_LAYOUT: Any = "t"
         (lambda x: skfft.fftn(x, axes=(5,)), ValueError, "out of range"),
         (lambda x: skfft.fftn(x, s=(4,), axes=(0, 1)), ValueError, "differ in length"),
         (lambda x: skfft.rfftn(x), TypeError, "takes a real input"),
-        (lambda x: skfft.fftn(x[:, :12]), ValueError, r"size 12 .*not divisible by 8.*Pad"),
+        (
+            lambda x: skfft.fftn(x, s=(12, 16), out_layout="natural"),
+            ValueError,
+            r"axis 0, now of length 12.*cannot be split unevenly.*Choose s",
+        ),
     ],
 )
 def test_bad_arguments(call: Any, exc: type[Exception], match: str) -> None:
@@ -221,10 +225,10 @@ def test_bad_arguments(call: Any, exc: type[Exception], match: str) -> None:
         call(x)
 
 
-def test_indivisible_error_names_spec_and_mesh() -> None:
+def test_indivisible_output_error_names_spec_and_mesh() -> None:
     x = shardkit.shard(data((16, 12, 16), "complex64"), mesh("8"), "x,None,None")
     with pytest.raises(ValueError, match=r"fftn: array shape=\(16, 12, 16\), spec=P\('x'") as e:
-        skfft.fftn(x)
+        skfft.fftn(x, s=(12, 12, 16), out_layout="natural")
     assert "mesh(x=8; Explicit)" in str(e.value)
     assert_close(skfft.fftn(x, axes=(1, 2)), np.fft.fftn(np.asarray(x), axes=(1, 2)))
 

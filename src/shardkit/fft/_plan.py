@@ -17,8 +17,21 @@ A plan is pure Python over shapes and specs; it never touches data. The rule:
 * ``out_layout="natural"`` appends the reverse of every move.
 
 R2C (``rfftn``) transforms the last of ``axes`` first; its halved size ``n//2+1``
-joins the cycle only when every mesh group on the transformed axes divides it. C2R
-(``irfftn``) mirrors this and transforms that axis last.
+joins the cycle only when every mesh group on the transformed axes divides it (or
+when no other axis can take a split). C2R (``irfftn``) mirrors this and transforms
+that axis last.
+
+Sizes the mesh does not divide: only the input's own split has to divide. A move
+whose receiving axis ``dst`` is not divisible by the moving group (``g`` devices)
+first pads this device's block of ``dst`` with zeros at its end, up to a multiple of
+``g``; the axis then carries a *padded level*. When the axis becomes local again
+the reverse concatenation puts the padding back at the block's end, where it is
+trimmed. Each axis keeps a stack of levels ``(mesh axis, length before, length
+after padding)``, one per mesh axis splitting it, outermost first: moving a group
+pops or pushes the minor-most levels, so padding applied while an axis was already
+split (an interleaved pad) is undone exactly. JAX refuses uneven ``NamedSharding``s,
+so an output axis still padded at the end is never returned: the plan then appends
+the reverse moves (as ``"natural"``) and returns the input's layout.
 """
 
 from __future__ import annotations
@@ -26,8 +39,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Literal
 
+import numpy as np
 from jax.sharding import PartitionSpec
 
 from shardkit.layout.internal import NormSpec as Entries
@@ -38,6 +53,10 @@ __all__ = ["FFTPlan", "Kind", "Layout", "Step", "make_plan", "normalize_spec"]
 
 Kind = Literal["c2c", "r2c", "c2r"]
 Layout = Literal["default", "natural"]
+# A padded split: (devices g, block length before, length after padding = g * piece).
+Pad = tuple[int, int, int]
+# One mesh axis splitting an array axis: (mesh axis, length before, padded length).
+_Level = tuple[str, int, int]
 
 
 @dataclass(frozen=True)
@@ -53,6 +72,16 @@ class Step:
       mesh_axes: mesh axes an ``all_to_all`` moves.
       src: the axis that loses ``mesh_axes``.
       dst: the axis that gains them (as its minor-most split).
+      group: devices in the ``all_to_all``'s group.
+      block: the per-device block it exchanges (logical axis order, padding
+        included); each device sends ``(group - 1) / group`` of it.
+      shape: the global (unpadded) shape at the move.
+      parts: how many pieces each axis is split into at the move.
+      pad: the padded levels pushed on ``dst`` before the move, outermost first, as
+        ``(g, before, after)``: each piece of length ``before`` is zero-padded to
+        ``after`` and cut into ``g``; empty when nothing is padded.
+      trim: the levels popped from ``src`` after the move (same form): the joined
+        pieces are trimmed back to ``before``, innermost first; empty when none pads.
     """
 
     op: Literal["fft", "ifft", "rfft", "irfft", "all_to_all"]
@@ -61,10 +90,21 @@ class Step:
     mesh_axes: tuple[str, ...] = ()
     src: int = -1
     dst: int = -1
+    group: int = 1
+    block: tuple[int, ...] = ()
+    shape: tuple[int, ...] = ()
+    parts: tuple[int, ...] = ()
+    pad: tuple[Pad, ...] = ()
+    trim: tuple[Pad, ...] = ()
 
     def __str__(self) -> str:
         if self.op == "all_to_all":
-            return f"all_to_all({','.join(self.mesh_axes)}: axis {self.src} -> {self.dst})"
+            text = f"all_to_all({','.join(self.mesh_axes)}: axis {self.src} -> {self.dst}"
+            if self.pad:
+                text += f", pad {self.pad[0][1]}->{self.pad[0][2]}"
+            if self.trim:
+                text += f", trim {self.trim[0][2]}->{self.trim[0][1]}"
+            return text + ")"
         return f"{self.op}(axes={self.axes}, n={self.sizes})"
 
 
@@ -104,6 +144,48 @@ class FFTPlan:
         """How many ``all_to_all`` collectives the plan runs."""
         return sum(s.op == "all_to_all" for s in self.steps)
 
+    @property
+    def padded(self) -> bool:
+        """Whether some move pads its block (a length the mesh does not divide)."""
+        return any(s.pad or s.trim for s in self.steps)
+
+    def sent_bytes(self, dtype: object, /) -> int:
+        """Bytes one device sends over the plan, for an input of ``dtype``.
+
+        Each ``all_to_all`` over ``g`` devices sends ``(g - 1) / g`` of its block
+        (:attr:`Step.block`, padding included): this is what
+        :func:`shardkit.inspect.comms` reports as ``bytes_sent``.
+        """
+        return sum(
+            (s.group - 1) * math.prod(s.block) * size // s.group for s, size in self._moves(dtype)
+        )
+
+    def padding_bytes(self, dtype: object, /) -> int:
+        """What padding adds to :meth:`sent_bytes`: zero when the mesh divides every move.
+
+        A move's block holds ``prod(block)`` elements where an even split would hold
+        ``prod(shape) / prod(parts)``; the difference, times ``(g - 1) / g`` and the
+        item size, summed over the moves (rounded down).
+        """
+        extra = Fraction(0)
+        for s, size in self._moves(dtype):
+            even = Fraction(math.prod(s.shape), math.prod(s.parts))
+            extra += Fraction(s.group - 1, s.group) * size * (math.prod(s.block) - even)
+        return math.floor(extra)
+
+    def _moves(self, dtype: object) -> list[tuple[Step, int]]:
+        """Each ``all_to_all`` with the item size of the data it moves."""
+        current = np.dtype(dtype)  # type: ignore[call-overload]
+        out = []
+        for s in self.steps:
+            if s.op == "all_to_all":
+                out.append((s, current.itemsize))
+            elif s.op == "irfft":
+                current = np.dtype(np.finfo(current).dtype)
+            else:
+                current = np.result_type(current, np.complex64)
+        return out
+
     def local(self, block: object, /) -> object:
         """Run the plan on this device's block (inside ``shard_map``)."""
         from shardkit.fft._transpose import run_steps
@@ -119,39 +201,104 @@ class FFTPlan:
 
 
 class _Builder:
-    """Mutable state while planning: current shape, spec and emitted steps."""
+    """Mutable state while planning: current shape, levels and emitted steps.
+
+    ``shape`` holds the true global lengths; ``levels[d]`` the mesh axes splitting
+    axis ``d``, outermost first, each with the length it cut and its padded length.
+    """
 
     def __init__(
         self, where: str, shape: Sequence[int], entries: Entries, sizes: Mapping[str, int], ctx: str
     ) -> None:
         self.where, self.ctx = where, ctx
         self.shape = list(shape)
-        self.spec = [tuple(e) for e in entries]
         self.sizes = sizes
+        self.levels = [self.fresh(n, e) for n, e in zip(shape, entries, strict=True)]
+        self.start = [list(lv) for lv in self.levels]
         self.steps: list[Step] = []
-        self.moves: list[Step] = []
+        self.moves: list[tuple[Step, list[_Level]]] = []
+
+    @property
+    def spec(self) -> list[tuple[str, ...]]:
+        return [tuple(a for a, _, _ in lv) for lv in self.levels]
+
+    def group_size(self, group: Sequence[str]) -> int:
+        return math.prod(self.sizes[a] for a in group)
+
+    def fresh(self, n: int, group: Sequence[str]) -> list[_Level]:
+        """Levels splitting a block of length ``n`` over ``group``: one pad, at the top."""
+        if not group:
+            return []
+        padded = -(-n // self.group_size(group)) * self.group_size(group)
+        out, cut = [(group[0], n, padded)], padded // self.sizes[group[0]]
+        for a in group[1:]:
+            out.append((a, cut, cut))
+            cut //= self.sizes[a]
+        return out
+
+    def stored(self, d: int) -> int:
+        """This device's block length along ``d`` (padding included)."""
+        if not self.levels[d]:
+            return self.shape[d]
+        a, _, after = self.levels[d][-1]
+        return after // self.sizes[a]
 
     def parts(self, d: int) -> int:
-        return math.prod(self.sizes[a] for a in self.spec[d])
+        return self.group_size(self.spec[d])
 
     def split(self, d: int) -> bool:
         return self.parts(d) > 1
 
     def can_receive(self, d: int, group: tuple[str, ...]) -> bool:
-        g = math.prod(self.sizes[a] for a in group)
-        return (self.shape[d] // self.parts(d)) % g == 0
+        """``d`` can take ``group``'s split without padding."""
+        return self.stored(d) % self.group_size(group) == 0
 
-    def move(self, src: int, dst: int, group: tuple[str, ...] | None = None) -> None:
+    def padded(self) -> list[int]:
+        """The axes whose split holds padding."""
+        return [d for d, lv in enumerate(self.levels) if any(b != a for _, b, a in lv)]
+
+    def _pads(self, levels: Sequence[_Level]) -> tuple[Pad, ...]:
+        if all(b == a for _, b, a in levels):
+            return ()
+        return tuple((self.sizes[m], b, a) for m, b, a in levels)
+
+    def move(
+        self,
+        src: int,
+        dst: int,
+        group: tuple[str, ...] | None = None,
+        restore: list[_Level] | None = None,
+    ) -> None:
+        """One ``all_to_all`` of ``group`` (default: all of ``src``'s split) to ``dst``.
+
+        ``restore`` are the levels an earlier move took from ``dst``: they are put
+        back as they were when ``dst`` has the same length again (the way back to
+        the natural layout), so that the padding lands where it was.
+        """
         group = self.spec[src] if group is None else group
         if self.spec[src][len(self.spec[src]) - len(group) :] != group:
             raise AssertionError(f"{group} is not the minor part of {self.spec[src]}")
-        if not self.can_receive(dst, group):
-            raise _move_error(self, src, dst, group)
-        step = Step("all_to_all", mesh_axes=group, src=src, dst=dst)
-        self.spec[src] = self.spec[src][: len(self.spec[src]) - len(group)]
-        self.spec[dst] = self.spec[dst] + group
+        popped = self.levels[src][len(self.levels[src]) - len(group) :]
+        c = self.stored(dst)
+        pushed = restore if restore and restore[0][1] == c else self.fresh(c, group)
+        block = [self.stored(d) for d in range(len(self.shape))]
+        block[dst] = pushed[-1][2] * self.group_size(group) // self.sizes[pushed[-1][0]]
+        step = Step(
+            "all_to_all",
+            mesh_axes=group,
+            src=src,
+            dst=dst,
+            group=self.group_size(group),
+            block=tuple(block),
+            shape=tuple(self.shape),
+            parts=tuple(self.parts(d) for d in range(len(self.shape))),
+            pad=self._pads(pushed),
+            trim=self._pads(popped),
+        )
+        self.levels[src] = self.levels[src][: len(self.levels[src]) - len(group)]
+        self.levels[dst] = self.levels[dst] + list(pushed)
         self.steps.append(step)
-        self.moves.append(step)
+        self.moves.append((step, list(popped)))
 
     def transform(self, op: str, axes: Sequence[int], n: Sequence[int]) -> None:
         if not axes:
@@ -160,31 +307,28 @@ class _Builder:
             if self.split(a):
                 raise AssertionError(f"axis {a} is split during a local {op}")
             self.shape[a] = size // 2 + 1 if op == "rfft" else size
+            # Only mesh axes of size 1 remain: they keep splitting the new length.
+            self.levels[a] = [(m, self.shape[a], self.shape[a]) for m, _, _ in self.levels[a]]
         self.steps.append(Step(op, axes=tuple(axes), sizes=tuple(n)))  # type: ignore[arg-type]
 
     def unwind(self) -> None:
         """Append the reverse of every move so far: back to the input's layout."""
-        for step in reversed(list(self.moves)):
-            if not self.can_receive(step.src, step.mesh_axes):
-                g = math.prod(self.sizes[a] for a in step.mesh_axes)
-                raise ValueError(
-                    f"{self.where}: {self.ctx}: the natural layout needs mesh axes "
-                    f"{step.mesh_axes} ({g} devices) back on axis {step.src}, whose new size "
-                    f"{self.shape[step.src]} is not divisible by {g}. Use "
-                    "out_layout='default', or choose s so that the mesh divides it."
-                )
-            self.move(step.dst, step.src, step.mesh_axes)
+        for step, popped in reversed(list(self.moves)):
+            if self.levels == self.start:
+                return
+            self.move(step.dst, step.src, step.mesh_axes, restore=popped)
 
 
-def _move_error(b: _Builder, src: int, dst: int, group: tuple[str, ...]) -> ValueError:
-    g = math.prod(b.sizes[a] for a in group)
-    named = group[0] if len(group) == 1 else "(" + ",".join(group) + ")"
+def _padded_output_error(b: _Builder, asked: str) -> ValueError:
+    d = b.padded()[0]
+    named = ",".join(b.spec[d])
+    which = "the natural output layout" if asked == "natural" else "no output layout tried"
     return ValueError(
-        f"{b.where}: {b.ctx}: to transform axis {src} its mesh axis {named} ({g} devices) "
-        f"must move to axis {dst}, whose size {b.shape[dst]} (block "
-        f"{b.shape[dst] // b.parts(dst)}) is not divisible by {g}. Pad axis {dst} to a "
-        f"multiple of {g * b.parts(dst)} (e.g. with s=...), split axis {src} over fewer "
-        "devices, or split a different axis."
+        f"{b.where}: {b.ctx}: {which} divides: the input's layout splits axis {d}, now "
+        f"of length {b.shape[d]}, over mesh axes ({named}) ({b.parts(d)} devices), and "
+        "JAX arrays cannot be split unevenly. Choose s so that the mesh divides the "
+        f"new length of axis {d}"
+        + (", or use out_layout='default'." if asked == "natural" else ".")
     )
 
 
@@ -206,9 +350,14 @@ def make_plan(
 
     ``sizes`` are numpy's ``s`` (for ``c2r`` the real output length of the last axis).
 
+    Intermediate moves pad what the mesh does not divide (see the module
+    docstring); the output is never padded: when the default layout would be, the
+    plan returns to the natural one.
+
     Raises:
-      ValueError: a move needs an axis whose size the moving mesh axes do not divide
-        (the message names both axes and the remedy).
+      ValueError: the output layout would split an axis the mesh does not divide
+        (a length changed by ``s`` on a split axis; the message names the axis and
+        the remedy).
       NotImplementedError: a 1-D array split along its only axis (no axis to receive
         the split); an R2C axis that is split when no transformed axis is free.
     """
@@ -276,11 +425,15 @@ def make_plan(
             if u not in axes and u not in cycle_list and not b.split(u) and b.shape[u] > 1
         ]
         d = order[0]
-        fits = [u for u in borrow if b.can_receive(u, b.spec[d])]
+        fits = [u for u in borrow if b.can_receive(u, b.spec[d])] or borrow
         if fits:
             cycle_list = sorted([*cycle_list, fits[0]])
             continue
         target = nxt_of(d) if d in cycle_list else d
+        if target == d and real_axis is not None and real_axis not in cycle_list:
+            # The halved axis is the only one left: it takes the split, padded.
+            cycle_list = sorted([*cycle_list, real_axis])
+            continue
         if target == d and real_axis is not None:
             raise NotImplementedError(
                 f"{name}: {b.ctx}: axis {d} is split and the only axis that could take its "
@@ -309,8 +462,10 @@ def make_plan(
                 )
             b.move(real_axis, dest)
         b.transform("irfft", [real_axis], [want[real_axis]])
-    if back_to_natural:
+    if back_to_natural or b.padded():
         b.unwind()
+    if b.padded():
+        raise _padded_output_error(b, out_layout)
     out_entries = tuple(b.spec)
     return FFTPlan(
         name=name,

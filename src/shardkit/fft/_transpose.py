@@ -24,9 +24,9 @@ from collections.abc import Sequence
 import jax
 import jax.numpy as jnp
 
-from shardkit.fft._plan import Step
+from shardkit.fft._plan import Pad, Step
 
-__all__ = ["move", "run_steps"]
+__all__ = ["move", "pad_levels", "run_steps", "trim_levels"]
 
 
 def move(block: jax.Array, mesh_axes: tuple[str, ...], src: int, dst: int) -> jax.Array:
@@ -40,6 +40,38 @@ def move(block: jax.Array, mesh_axes: tuple[str, ...], src: int, dst: int) -> ja
     """
     name = mesh_axes[0] if len(mesh_axes) == 1 else mesh_axes
     return jax.lax.all_to_all(block, name, split_axis=dst, concat_axis=src, tiled=True)
+
+
+def pad_levels(block: jax.Array, axis: int, levels: Sequence[Pad]) -> jax.Array:
+    """Zero-pad ``axis`` level by level (outermost first) before an ``all_to_all``.
+
+    Level ``(g, before, after)`` pads each current piece from ``before`` to
+    ``after`` and cuts it into ``g`` pieces; the ``all_to_all`` then sends the
+    pieces of the innermost level to the group's devices.
+    """
+    lead, tail = block.shape[:axis], block.shape[axis + 1 :]
+    cuts: tuple[int, ...] = ()
+    for g, before, after in levels:
+        if after != before:
+            widths = [(0, 0)] * block.ndim
+            widths[len(lead) + len(cuts)] = (0, after - before)
+            block = jnp.pad(block, widths)
+        cuts += (g,)
+        block = block.reshape((*lead, *cuts, after // g, *tail))
+    return block.reshape((*lead, -1, *tail))
+
+
+def trim_levels(block: jax.Array, axis: int, levels: Sequence[Pad]) -> jax.Array:
+    """Undo :func:`pad_levels` after an ``all_to_all`` joined the pieces on ``axis``."""
+    lead, tail = block.shape[:axis], block.shape[axis + 1 :]
+    cuts = tuple(g for g, _, _ in levels)
+    block = block.reshape((*lead, *cuts, -1, *tail))
+    for j in reversed(range(len(levels))):
+        _, before, after = levels[j]
+        block = block.reshape((*lead, *cuts[:j], after, *tail))
+        if before != after:
+            block = jax.lax.slice_in_dim(block, 0, before, axis=len(lead) + j)
+    return block
 
 
 def _local_fft(block: jax.Array, step: Step, k: int, norm: str | None) -> jax.Array:
@@ -70,7 +102,12 @@ def run_steps(block: jax.Array, steps: Sequence[Step], norm: str | None) -> jax.
             block = jnp.transpose(block, [order.index(a) for a in range(block.ndim)])
             order = tuple(range(block.ndim))
         if step.op == "all_to_all":
-            block = move(block, step.mesh_axes, order.index(step.src), order.index(step.dst))
+            src, dst = order.index(step.src), order.index(step.dst)
+            if step.pad:
+                block = pad_levels(block, dst, step.pad)
+            block = move(block, step.mesh_axes, src, dst)
+            if step.trim:
+                block = trim_levels(block, src, step.trim)
             continue
         k = len(step.axes)
         if order[len(order) - k :] != step.axes:

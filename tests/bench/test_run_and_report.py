@@ -100,3 +100,18 @@ def test_quick_suite_runs_end_to_end(suite: str) -> None:
     records = [r for r in result.records if r["suite"] == suite]
     assert len({r["candidate"] for r in records}) >= 3
     assert all(r["median_s"] > 0 for r in records)
+
+
+def test_result_displays_its_summary_table(quick: tuple[Any, Path, str]) -> None:
+    import html
+    import re
+
+    result, _, _ = quick
+    text = str(result)
+    shown = html.unescape(re.sub(r"<[^>]+>", "", result._repr_html_()))
+    assert [line.rstrip() for line in shown.strip("\n").splitlines()] == [
+        line.rstrip() for line in text.splitlines()
+    ]
+    for candidate in {r["candidate"] for r in result.records}:
+        assert candidate in text
+    assert f"shardkit bench ({result.wall_s:.1f} s)" in text

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from shardkit._display import rich_html, rich_text
 from shardkit.bench.env import environment
 from shardkit.bench.registry import SuiteConfig, registered_suites
 from shardkit.bench.report import SCHEMA, format_value, table_rows, validate_results, write_report
@@ -94,6 +95,15 @@ class BenchResult:
             for row in rows:
                 table.add_row(name, *row)
         return table
+
+    def __rich__(self) -> Table:
+        return self.summary()
+
+    def __str__(self) -> str:
+        return rich_text(self, width=160)
+
+    def _repr_html_(self) -> str:
+        return rich_html(self, width=160)
 
 
 def _resolve_suites(suites: str | Sequence[str]) -> list[str]:

@@ -1,9 +1,10 @@
-# Two entry points: `make run` (the tour) and `make test` (lint, types, tests).
+# Two entry points: `make run` (the tour) and `make test` (lint, types, tests);
+# `make docs` builds the documentation site into docs/_build/html.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test test-full lint typecheck pytest pytest-full tour clean
+.PHONY: run test test-full lint typecheck pytest pytest-full tour docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -15,6 +16,10 @@ $(VENV)/.installed-run: pyproject.toml | $(BIN)/python
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test,bench,train]'
+	touch $@ $(VENV)/.installed-run
+
+$(VENV)/.installed-docs: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[docs,train]'
 	touch $@ $(VENV)/.installed-run
 
 run: $(VENV)/.installed-run
@@ -38,5 +43,10 @@ test: lint typecheck pytest
 
 test-full: lint typecheck pytest-full
 
+# Strict: a warning (broken reference, export missing from the reference, a notebook
+# cell that raises or writes to stderr) fails the build; --keep-going lists them all.
+docs: $(VENV)/.installed-docs
+	$(BIN)/python -m sphinx -b html -W --keep-going docs docs/_build/html
+
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache docs/_build

@@ -129,3 +129,18 @@ def test_terminal_summary_gives_each_suite_its_own_headings(
     assert "GFLOP/s" in other
     assert "4096" in other
     assert "bytes" not in other
+
+
+def test_result_displays_its_summary_table(quick: tuple[Any, Path, str]) -> None:
+    import html
+    import re
+
+    result, _, _ = quick
+    text = str(result)
+    shown = html.unescape(re.sub(r"<[^>]+>", "", result._repr_html_()))
+    assert [line.rstrip() for line in shown.strip("\n").splitlines()] == [
+        line.rstrip() for line in text.splitlines()
+    ]
+    for candidate in {r["candidate"] for r in result.records}:
+        assert candidate in text
+    assert f"shardkit bench ({result.wall_s:.1f} s)" in text

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from shardkit._display import rich_html, rich_text
 from shardkit._preflight import check_output_dir, require
 from shardkit._progress import busy
 from shardkit.bench.env import environment
@@ -94,6 +95,15 @@ class BenchResult:
         """One rich table per suite, under that suite's own column headings: every
         candidate's time, ratio to the baseline and the suite's metrics."""
         return terminal_summary(self.data)
+
+    def __rich__(self) -> Table:
+        return self.summary()
+
+    def __str__(self) -> str:
+        return rich_text(self, width=160)
+
+    def _repr_html_(self) -> str:
+        return rich_html(self, width=160)
 
 
 def _resolve_suites(suites: str | Sequence[str]) -> list[str]:

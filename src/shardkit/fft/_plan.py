@@ -199,6 +199,36 @@ class FFTPlan:
             f"{self.out_shape} {self.out_spec} [{steps}]"
         )
 
+    def __rich__(self) -> object:
+        """A table of the steps under a title with the layouts (the facts of ``str``)."""
+        from rich.console import Group
+        from rich.table import Table
+        from rich.text import Text
+
+        head = Text(
+            f"{self.name} {self.decomposition}: {self.in_shape} {self.in_spec} -> "
+            f"{self.out_shape} {self.out_spec}"
+        )
+        table = Table()
+        table.add_column("step", justify="right")
+        table.add_column("operation")
+        for i, step in enumerate(self.steps):
+            table.add_row(str(i), str(step))
+        if not self.steps:
+            table.add_row("-", "identity")
+        moves = self.all_to_alls
+        norm = f", norm={self.norm}" if self.norm else ""
+        return Group(
+            head,
+            table,
+            Text(f"{moves} all_to_all{'s' if moves != 1 else ''}, {self.layout} layout{norm}"),
+        )
+
+    def _repr_html_(self) -> str:
+        from shardkit._display import rich_html
+
+        return rich_html(self, width=120)
+
 
 class _Builder:
     """Mutable state while planning: current shape, levels and emitted steps.

@@ -20,6 +20,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from shardkit._display import rich_html
 from shardkit.inspect._program import KINDS
 from shardkit.inspect.interconnect import Interconnect
 from shardkit.layout import format_bytes
@@ -419,6 +420,9 @@ class CommReport:
         with console.capture() as capture:
             console.print(self)
         return capture.get().rstrip()
+
+    def _repr_html_(self) -> str:
+        return rich_html(self, width=120)
 
 
 @dataclass(frozen=True)

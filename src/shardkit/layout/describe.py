@@ -131,9 +131,8 @@ def describe(x: Any, /, *, shape: Sequence[int] | None = None) -> str:
       shape: the global shape, when ``x`` is a bare ``Sharding``.
 
     Returns:
-      E.g. ``float32[16@x,16@y] on mesh(x=2,y=4): 8 shards of float32[8,4] (128 B
-      each), 1 copy``. Replicated layouts say how many copies of each shard exist,
-      over which mesh axes, and on how many devices.
+      One line, as in the example below. Replicated layouts say how many copies of
+      each shard exist, over which mesh axes, and on how many devices.
 
     Raises:
       TypeError: ``x`` has no shape/dtype and is not a ``Sharding``.

@@ -63,3 +63,14 @@ __all__ = [
     "solve_triangular",
     "to_block_cyclic",
 ]
+
+# The errors are defined beside the status machinery in _status; tracebacks, reprs
+# and the API reference name them where users import them from.
+for _error in (
+    LinAlgStatusError,
+    NotPositiveDefiniteError,
+    RankDeficientError,
+    SingularMatrixError,
+):
+    _error.__module__ = __name__
+del _error

@@ -191,3 +191,8 @@ class Explanation:
         with console.capture() as capture:
             console.print(self)
         return capture.get().rstrip()
+
+    def _repr_html_(self) -> str:
+        from shardkit._display import rich_html
+
+        return rich_html(self, width=160)

@@ -42,6 +42,10 @@ class LinAlgStatusError(np.linalg.LinAlgError):
         self.column = column
         self.where = where
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # rebuilt from the constructor's arguments (pickling, e.g. across processes)
+        return type(self), (self.where, self.column, str(self))
+
 
 class SingularMatrixError(LinAlgStatusError):
     """LU met a pivot of magnitude at most ``n * eps * max|a|``: ``a`` is (numerically) singular."""

@@ -730,7 +730,7 @@ def solve(
       >>> shardkit.linalg.solve(shardkit.shard(np.zeros((32, 32)), m, "x,y"), np.ones(32))
       Traceback (most recent call last):
       ...
-      shardkit.linalg._status.SingularMatrixError: solve: the matrix (shape=(32, 32), dtype=float64) is singular to working precision: no pivot in column 0 is larger than n * eps * max|a|. Check the input for dependent rows or columns; under jax.jit pass return_status=True to receive this status instead.
+      shardkit.linalg.SingularMatrixError: solve: the matrix (shape=(32, 32), dtype=float64) is singular to working precision: no pivot in column 0 is larger than n * eps * max|a|. Check the input for dependent rows or columns; under jax.jit pass return_status=True to receive this status instead.
     """
     if unknown(a, mesh, spec):
         b2, vec = _as_rhs("solve", b, int(a.shape[0]), jnp.result_type(a.dtype, float))

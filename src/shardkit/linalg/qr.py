@@ -329,7 +329,7 @@ def qr(
       >>> shardkit.linalg.qr(shardkit.shard(np.ones((32, 32)), m, "x,y"))
       Traceback (most recent call last):
       ...
-      shardkit.linalg._status.RankDeficientError: qr: a (shape=(32, 32), dtype=float64) is numerically rank deficient: |r_jj| of column 1 is at most n * eps * max|r_jj| (or NaN), so block Gram-Schmidt cannot make q orthonormal. Check a for dependent columns, or use the layout P(rows, None) with M / R >= n (Householder TSQR copes with rank deficiency); under jax.jit pass return_status=True to receive this status instead.
+      shardkit.linalg.RankDeficientError: qr: a (shape=(32, 32), dtype=float64) is numerically rank deficient: |r_jj| of column 1 is at most n * eps * max|r_jj| (or NaN), so block Gram-Schmidt cannot make q orthonormal. Check a for dependent columns, or use the layout P(rows, None) with M / R >= n (Householder TSQR copes with rank deficiency); under jax.jit pass return_status=True to receive this status instead.
     """
     a = a if isinstance(a, jax.Array) else jnp.asarray(a)
     lay = _layout("qr", a, mesh, spec, nb)

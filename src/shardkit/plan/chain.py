@@ -245,6 +245,11 @@ class ChainPlan:
             console.print(self)
         return capture.get().rstrip()
 
+    def _repr_html_(self) -> str:
+        from shardkit._display import rich_html
+
+        return rich_html(self, width=140)
+
 
 def _txt(p: PartitionSpec) -> str:
     return spec_text(normalize(p, 2))

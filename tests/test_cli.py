@@ -261,6 +261,8 @@ MISSING = "/nonexistent-shardkit-folder/out"
         (["inspect", "no_such_module_sk:f"], ["no_such_module_sk", "current directory", ".py:"]),
         (["bench", "nope"], ["suites=['nope']", "legal values"]),
         (["show"], ["--shape"]),
+        (["nope"], ["No such command 'nope'", "shardkit --help"]),
+        (["train", "--strategy", "ddp"], ["--strategy", "'dp_tp'"]),
         (["show", "--shape", "8,8", "--dtype", "f33"], ["--dtype", "'f33'", "float32"]),
         (["show", "--shape", "8,8", "--axes", "0"], ["--axes", "e.g. 0,2"]),
         (["inspect"], ["exactly one of TARGET", "--example"]),
@@ -329,6 +331,13 @@ def test_unexpected_error_is_one_line_unless_debug(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "Traceback" in result.output
     assert "at least 1" in result.output
+
+
+def test_help_exits_zero() -> None:
+    for args in (["--help"], ["train", "--help"]):
+        result = _invoke(*args)
+        assert result.exit_code == 0, result.output
+        assert "Usage" in result.output
 
 
 def test_version_is_the_installed_metadata() -> None:

@@ -21,6 +21,7 @@ from typer.core import TyperGroup
 
 from shardkit._config import accelerator_present, use_cpu_devices
 from shardkit._progress import busy
+from shardkit.train import Optimizer, Strategy
 
 _UNEXPECTED_LIMIT = 400
 
@@ -312,12 +313,12 @@ def bench(
 
 @app.command()
 def train(
-    strategy: Annotated[str, typer.Option(help="single, dp, fsdp, tp or dp_tp.")] = "dp_tp",
+    strategy: Annotated[Strategy, typer.Option(help="The parallel strategy.")] = "dp_tp",
     mesh: Annotated[str, typer.Option(help="Mesh shape, e.g. 4x2 (data x model).")] = "4x2",
     steps: Annotated[int, typer.Option(help="Training steps.")] = 30,
     sizes: Annotated[str, typer.Option(help="MLP layer sizes.")] = "784,1024,1024,10",
     batch_size: Annotated[int, typer.Option(help="Global batch size.")] = 256,
-    optimizer: Annotated[str, typer.Option(help="sgd or adam.")] = "sgd",
+    optimizer: Annotated[Optimizer, typer.Option(help="The optax optimizer.")] = "sgd",
     learning_rate: Annotated[float, typer.Option(help="Step size.")] = 1e-3,
     plot: Annotated[
         Path | None, typer.Option(help="Write the loss curve PNG here (its folder must exist).")

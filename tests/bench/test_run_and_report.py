@@ -86,6 +86,7 @@ def test_registry_has_the_suites() -> None:
         ({"suites": "collectives", "meshes": "2y4"}, "not a mesh shape"),
         ({"suites": "collectives", "repeat": 0}, "at least 1"),
         ({"suites": "collectives", "sizes": ["12parsecs"]}, "not a size"),
+        ({"suites": "collectives", "quick": True, "out": __file__}, "is an existing file"),
     ],
 )
 def test_run_bench_errors(kwargs: dict[str, Any], match: str) -> None:

@@ -49,12 +49,17 @@ def test_run_prints_progress_and_writes_the_plot(tmp_path: Path) -> None:
 def test_run_rejects_bad_options() -> None:
     console = Console(record=True)
     with pytest.raises(ValueError, match=r"strategy='ddp'; choose one of"):
-        train.run_training(console, strategy="ddp")
+        train.run_training(console, strategy="ddp")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="steps=0 must be at least 1"):
         train.run_training(console, steps=0)
     with pytest.raises(ValueError, match=r"optimizer='lion'; choose one of \['sgd', 'adam'\]"):
         train.run_training(
-            console, mesh="8", strategy="dp", sizes=(16, 8), batch_size=8, optimizer="lion"
+            console,
+            mesh="8",
+            strategy="dp",
+            sizes=(16, 8),
+            batch_size=8,
+            optimizer="lion",  # type: ignore[arg-type]
         )
     with pytest.raises(ValueError, match=r"--batch-size 30.*not divisible by 4"):
         train.run_training(console, mesh="4x2", sizes=(16, 32, 8), batch_size=30)

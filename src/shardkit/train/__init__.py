@@ -10,15 +10,17 @@ tests. Needs optax (and orbax-checkpoint for :func:`save_state` /
 
 from shardkit.train.checkpoint import restore_state, save_state
 from shardkit.train.models import MLP, Logistic, Model
-from shardkit.train.run import TrainRun, run_training
+from shardkit.train.run import Optimizer, TrainRun, run_training
 from shardkit.train.step import TrainState, make_train_step
-from shardkit.train.strategies import STRATEGIES, StrategyLayout, strategy_layout
+from shardkit.train.strategies import STRATEGIES, Strategy, StrategyLayout, strategy_layout
 
 __all__ = [
     "MLP",
     "STRATEGIES",
     "Logistic",
     "Model",
+    "Optimizer",
+    "Strategy",
     "StrategyLayout",
     "TrainRun",
     "TrainState",

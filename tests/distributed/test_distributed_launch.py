@@ -50,7 +50,14 @@ def test_prefixes_every_line_of_stdout_and_stderr_with_the_rank() -> None:
         for r in (0, 1)
         for text, suffix in (("out", " a"), ("out", " b"), ("partial", ""))
     )
-    assert sorted(err.splitlines()) == ["[0] err 0", "[1] err 1"]
+    *children, warning = err.splitlines()
+    assert sorted(children) == ["[0] err 0", "[1] err 1"]
+    # Plain Python children never join a JAX job: the launcher says so, last.
+    assert warning == (
+        "shardkit launch: warning: ranks 0, 1 never called shardkit.distributed.initialize(), "
+        "so each ran alone on JAX's default devices instead of in one job of 2 x 1 devices; "
+        "call it first thing in the script"
+    )
     # Each process's own lines keep their order.
     assert out.index("[1] out 1 a") < out.index("[1] out 1 b")
 

@@ -49,6 +49,9 @@ def test_two_processes_compute_what_one_process_does(
     lines = out.getvalue().splitlines()
     assert "[0] done process 0 of 2" in lines
     assert "[1] done process 1 of 2" in lines
+    # Both ranks joined (no warning) and gloo's connection chatter is hidden.
+    assert "shardkit launch:" not in err.getvalue()
+    assert not any("[Gloo]" in line for line in lines + err.getvalue().splitlines())
 
     payload = json.loads(out_file.read_text())
     assert payload["info"] == {
@@ -168,10 +171,10 @@ def test_a_failing_rank_ends_the_job_quickly_with_its_status(
 @pytest.mark.timeout(60)
 def test_timeout_says_so_and_stops_every_rank(tmp_path: Path) -> None:
     start = time.monotonic()
-    rc, out, err = _launch(["hold", str(tmp_path)], timeout_seconds=8.0, grace_seconds=1.0)
+    rc, out, err = _launch(["hold", str(tmp_path)], timeout_seconds=10.0, grace_seconds=1.0)
     assert rc == 124, f"stdout:\n{out}\nstderr:\n{err}"
-    assert time.monotonic() - start < 8.0 + 5.0
-    assert err.splitlines()[-1] == "shardkit launch: timed out after 8 s; stopped ranks 0, 1"
+    assert time.monotonic() - start < 10.0 + 5.0
+    assert err.splitlines()[-1] == "shardkit launch: timed out after 10 s; stopped ranks 0, 1"
     _assert_no_native_abort(out + err)
     pids = [p for f in tmp_path.glob("rank*.json") for p in json.loads(f.read_text()).values()]
     assert len(pids) == 4, "both ranks joined before the timeout"

@@ -255,6 +255,9 @@ def test_rejects_an_empty_command() -> None:
         pytest.param(
             [PY], {"num_processes": 2, "grace_seconds": "5"}, r"grace_seconds='5'", id="grace-str"
         ),
+        pytest.param(
+            [PY], {"num_processes": 2, "verbose": "yes"}, r"verbose='yes'", id="verbose-str"
+        ),
     ],
 )
 def test_rejects_bad_types(command: object, kwargs: dict, match: str) -> None:

@@ -281,6 +281,8 @@ def launch(
                 f"launch(): {name} takes a number of seconds, got {name}={value!r} "
                 f"({type(value).__name__})"
             )
+    if not isinstance(verbose, bool):
+        raise TypeError(f"launch(): verbose takes a bool, got verbose={verbose!r}")
     if not grace_seconds >= 0:
         raise _launch_error(f"grace_seconds={grace_seconds} must be >= 0")
     if timeout_seconds is not None and not timeout_seconds > 0:

@@ -219,7 +219,12 @@ def launch(
         typer.Option(help="End every process after this many seconds (exit status 124)."),
     ] = None,
     verbose: Annotated[
-        bool, typer.Option("--verbose", help="Also show the JAX runtime's noise (gloo chatter).")
+        bool,
+        typer.Option(
+            "--verbose",
+            help="Show every line the processes write: gloo's chatter, and the abort "
+            "reports of ranks that only aborted because a peer died.",
+        ),
     ] = False,
 ) -> None:
     """Run COMMAND in N local processes joined by JAX's distributed runtime.

@@ -72,6 +72,11 @@ class Rank:
     def alive(self) -> bool:
         return self.code is None
 
+    @property
+    def raised(self) -> bool:
+        """Whether it announced a failing status at its exit (an uncaught exception)."""
+        return self.exiting not in (None, _control.UNKNOWN_STATUS, "0")
+
     def answer(self, verdict: str) -> None:
         if not self.answered:
             self.answered = True
@@ -157,16 +162,12 @@ class Job:
                 return Outcome("failed", failed[0])
             if all(r.code == 0 for r in self.ranks):
                 return Outcome("success")
-            raised = [r for r in self.ranks if r.exiting not in (None, _control.UNKNOWN_STATUS)]
-            raised = [r for r in raised if r.exiting != "0" and r.alive and not r.answered]
             joined = [r for r in self.ranks if r.joined]
-            if joined and all(r.exiting is not None or not r.alive for r in joined):
-                left_early = [r for r in joined if not r.alive and r.exiting is None]
-                if not left_early:
-                    # Everyone is at the barrier: it completes at once.
-                    for r in joined:
-                        r.answer(_control.SHUTDOWN)
-                    continue
+            if joined and all(r.exiting is not None for r in joined):
+                # Everyone is at its exit: JAX's shutdown barrier completes at once.
+                for r in joined:
+                    r.answer(_control.SHUTDOWN)
+            raised = [r for r in self.ranks if r.alive and not r.answered and r.raised]
             if raised:
                 raised.sort(key=lambda r: r.exiting_since)
                 return Outcome("raised", raised[0])

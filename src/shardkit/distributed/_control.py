@@ -9,9 +9,10 @@ leaving and with which status. It then waits for the launcher's verdict:
   Every process of the job is at its exit: leave the runtime together through JAX's
   shutdown barrier, which now cannot time out.
 ``leave``
-  A peer failed or never arrived: exit at once with this process's own status,
-  skipping the barrier (it would wait for a peer that is never coming, then abort
-  the process with a native stack dump).
+  A peer failed or never arrived: exit at once (``os._exit``) with this process's
+  own status, skipping the barrier (it would wait for a peer that is never coming,
+  then abort the process with a native stack dump) and, like an abort, the exit
+  handlers registered before ``initialize``.
 
 Child to launcher: ``joined WINDOW`` (WINDOW: how many seconds the ranks may reach
 their exits apart, :func:`~shardkit.distributed.initialize`'s

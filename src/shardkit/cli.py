@@ -376,10 +376,22 @@ def launch(
     num_processes: Annotated[int, typer.Option("-n", "--num-processes", help="Processes.")] = 2,
     devices_per_process: Annotated[int, typer.Option(help="CPU devices per process.")] = 4,
     timeout: Annotated[
-        float | None, typer.Option(help="End every process after this many seconds.")
+        float | None,
+        typer.Option(help="End every process after this many seconds (exit status 124)."),
     ] = None,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            help="Show every line the processes write: gloo's chatter, and the abort "
+            "reports of ranks that only aborted because a peer died.",
+        ),
+    ] = False,
 ) -> None:
-    """Run COMMAND in N local processes joined by JAX's distributed runtime."""
+    """Run COMMAND in N local processes joined by JAX's distributed runtime.
+
+    `python` as COMMAND's first word is the interpreter shardkit runs in.
+    """
     from shardkit.distributed import launch as run_launch
 
     try:
@@ -388,14 +400,16 @@ def launch(
             num_processes=num_processes,
             devices_per_process=devices_per_process,
             timeout_seconds=timeout,
+            verbose=verbose,
         )
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
     except (ValueError, TypeError) as e:
         raise typer.BadParameter(str(e)) from None
-    except FileNotFoundError as e:
-        _console.print(f"[red]{e}[/]")
-        raise typer.Exit(127) from None
+    except (FileNotFoundError, IsADirectoryError, PermissionError) as e:
+        # A shell's statuses: 127 for a missing program, 126 for one it cannot run.
+        typer.echo(f"shardkit launch: {str(e).removeprefix('launch(): ')}", err=True)
+        raise typer.Exit(127 if isinstance(e, FileNotFoundError) else 126) from None
     raise typer.Exit(code)
 
 

@@ -1,6 +1,7 @@
 """Script that tests run under shardkit.distributed.launch (2 processes x 4 devices).
 
-Usage: ``python _worker.py compute OUT.json`` or ``python _worker.py die MODE PID_DIR``.
+Usage: ``python _worker.py compute OUT.json``, ``python _worker.py die MODE VICTIM DIR``
+or ``python _worker.py hold DIR``.
 :func:`compute` is also imported by the tests to compute the single-process reference.
 """
 
@@ -62,26 +63,61 @@ def _compute_main(out: Path) -> None:
     print(f"done process {info.process_id} of {info.num_processes}")
 
 
-def _die_main(mode: str, pid_dir: Path) -> None:
-    """Rank 1 dies right after initialize; rank 0 (and a child of its) would wait."""
-    info = initialize()
-    rank0_file = pid_dir / "rank0.json"
-    if info.process_id == 1:
-        while not rank0_file.exists():
+def _write_json(path: Path, payload: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(payload))
+    tmp.rename(path)
+
+
+def _psum_across_processes() -> None:
+    """A collective over all 8 devices: blocks while any process is missing."""
+    mesh = jax.make_mesh((8,), ("x",))
+    x = jax.device_put(jnp.arange(8.0), NamedSharding(mesh, P("x")))
+    jax.block_until_ready(jax.jit(jnp.sum)(x))
+
+
+def _die_main(mode: str, victim: int, pid_dir: Path) -> None:
+    """Rank ``victim`` fails right after initialize, by ``mode``, once its peer waits.
+
+    The peer starts a long-lived subprocess, writes its own pid and the subprocess's
+    to ``peer.json``, then enters a collective that needs the victim. The victim
+    writes the time it failed to ``failed.json`` first.
+    """
+    initialize(shutdown_timeout_seconds=1)
+    peer_file = pid_dir / "peer.json"
+    if jax.process_index() == victim:
+        while not peer_file.exists():
             time.sleep(0.02)
+        time.sleep(0.2)  # let the peer enter the collective
+        _write_json(pid_dir / "failed.json", {"time": time.time()})
         if mode == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
-        os._exit(3)
+        if mode == "exit":
+            os._exit(3)
+        if mode == "raise":
+            raise RuntimeError("rank failed on purpose")
+        assert mode == "early"
+        sys.exit(0)
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
-    tmp = pid_dir / "rank0.tmp"
-    tmp.write_text(json.dumps({"rank0": os.getpid(), "grandchild": sleeper.pid}))
-    tmp.rename(rank0_file)
-    print("rank 0 waiting for a peer that will never come", flush=True)
+    _write_json(peer_file, {"peer": os.getpid(), "grandchild": sleeper.pid})
+    print("peer waiting in a collective for a rank that will never come", flush=True)
+    _psum_across_processes()
+    time.sleep(300)
+
+
+def _hold_main(pid_dir: Path) -> None:
+    """Every rank joins, writes its pid and a subprocess's, then waits for ever."""
+    info = initialize()
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    pids = {"rank": os.getpid(), "grandchild": sleeper.pid}
+    _write_json(pid_dir / f"rank{info.process_id}.json", pids)
     time.sleep(300)
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "compute":
         _compute_main(Path(sys.argv[2]))
+    elif sys.argv[1] == "hold":
+        _hold_main(Path(sys.argv[2]))
     else:
-        _die_main(sys.argv[2], Path(sys.argv[3]))
+        _die_main(sys.argv[2], int(sys.argv[3]), Path(sys.argv[4]))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -48,6 +49,9 @@ def test_two_processes_compute_what_one_process_does(
     lines = out.getvalue().splitlines()
     assert "[0] done process 0 of 2" in lines
     assert "[1] done process 1 of 2" in lines
+    # Both ranks joined (no warning) and gloo's connection chatter is hidden.
+    assert "shardkit launch:" not in err.getvalue()
+    assert not any("[Gloo]" in line for line in lines + err.getvalue().splitlines())
 
     payload = json.loads(out_file.read_text())
     assert payload["info"] == {
@@ -75,28 +79,132 @@ def test_two_processes_compute_what_one_process_does(
         np.testing.assert_allclose(results[name], expected, rtol=1e-5, atol=1e-5, err_msg=name)
 
 
+def _launch(args: list[str], **kwargs) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    rc = launch(
+        [sys.executable, WORKER, *args],
+        num_processes=2,
+        devices_per_process=4,
+        stdout=out,
+        stderr=err,
+        **kwargs,
+    )
+    return rc, out.getvalue(), err.getvalue()
+
+
+def _assert_no_native_abort(text: str) -> None:
+    for mark in ("Check failure stack trace", "client.h", "SIGABRT", "status 134"):
+        assert mark not in text, text
+
+
 @pytest.mark.multiprocess
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(
-    ("mode", "expected"),
-    [pytest.param("exit", 3, id="exit-3"), pytest.param("kill", 137, id="sigkill")],
+    ("mode", "victim", "expected", "summary"),
+    [
+        pytest.param("exit", 1, 3, "rank 1 exited with status 3; stopped rank 0", id="exit-3"),
+        pytest.param(
+            "kill",
+            1,
+            137,
+            "rank 1 exited with status 137 (killed by SIGKILL); stopped rank 0",
+            id="sigkill",
+        ),
+        pytest.param(
+            "raise", 1, 1, "rank 1 exited with status 1; stopped rank 0", id="raise-after-init"
+        ),
+        # Rank 0 hosts JAX's coordination service: rank 1 may abort on its own the moment
+        # rank 0 dies, before the launcher can stop it; its dump must still stay hidden.
+        pytest.param(
+            "kill",
+            0,
+            137,
+            "rank 0 exited with status 137 (killed by SIGKILL); ",
+            id="sigkill-coordinator",
+        ),
+        pytest.param(
+            "early",
+            1,
+            1,
+            "rank 1 reached its end while rank 0 still ran 1 s later",
+            id="early-exit-0",
+        ),
+    ],
 )
-def test_a_dead_peer_ends_the_job_quickly_and_leaves_no_orphans(
-    tmp_path: Path, mode: str, expected: int
+def test_a_failing_rank_ends_the_job_quickly_with_its_status(
+    tmp_path: Path, mode: str, victim: int, expected: int, summary: str
 ) -> None:
-    out, err = io.StringIO(), io.StringIO()
     start = time.monotonic()
-    rc = launch(
-        [sys.executable, WORKER, "die", mode, str(tmp_path)],
-        num_processes=2,
-        devices_per_process=4,
+    rc, out, err = _launch(
+        ["die", mode, str(victim), str(tmp_path)],
         timeout_seconds=DEAD_PEER_BOUND_SECONDS + 10,
-        stdout=out,
-        stderr=err,
+        grace_seconds=2.0,
     )
+    returned = time.time()
     elapsed = time.monotonic() - start
-    assert rc == expected, f"stdout:\n{out.getvalue()}\nstderr:\n{err.getvalue()}"
+    assert rc == expected, f"stdout:\n{out}\nstderr:\n{err}"
     assert elapsed < DEAD_PEER_BOUND_SECONDS
-    assert "[0] rank 0 waiting for a peer that will never come" in out.getvalue().splitlines()
-    pids = json.loads((tmp_path / "rank0.json").read_text())
-    assert wait_gone([pids["rank0"], pids["grandchild"]]) == []
+    failed_at = json.loads((tmp_path / "failed.json").read_text())["time"]
+    # The bound: the job reports a failure within 5 s of it (1 s of that is
+    # the early-exit case's shutdown_timeout_seconds).
+    assert returned - failed_at < 5.0, f"took {returned - failed_at:.1f} s"
+    lines = err.splitlines()
+    summaries = [line for line in lines if line.startswith("shardkit launch:")]
+    assert len(summaries) == 1, err
+    assert summaries[0].startswith(f"shardkit launch: {summary}"), err
+    if summary.endswith("stopped rank 0"):
+        assert summaries[0] == f"shardkit launch: {summary}"
+    assert summaries == lines[-1:], "the summary is the last line"
+    _assert_no_native_abort(out + err)
+    assert not any("[Gloo]" in line for line in lines + out.splitlines())
+    if mode == "raise":
+        assert "[1] RuntimeError: rank failed on purpose" in lines
+    peer = 1 - victim
+    assert f"[{peer}] peer waiting in a collective for a rank that will never come" in (
+        out.splitlines()
+    )
+    pids = json.loads((tmp_path / "peer.json").read_text())
+    assert wait_gone([pids["peer"], pids["grandchild"]]) == []
+
+
+@pytest.mark.multiprocess
+@pytest.mark.timeout(60)
+def test_timeout_says_so_and_stops_every_rank(tmp_path: Path) -> None:
+    start = time.monotonic()
+    rc, out, err = _launch(["hold", str(tmp_path)], timeout_seconds=10.0, grace_seconds=1.0)
+    assert rc == 124, f"stdout:\n{out}\nstderr:\n{err}"
+    assert time.monotonic() - start < 10.0 + 5.0
+    assert err.splitlines()[-1] == "shardkit launch: timed out after 10 s; stopped ranks 0, 1"
+    _assert_no_native_abort(out + err)
+    pids = [p for f in tmp_path.glob("rank*.json") for p in json.loads(f.read_text()).values()]
+    assert len(pids) == 4, "both ranks joined before the timeout"
+    assert wait_gone(pids) == []
+
+
+@pytest.mark.multiprocess
+@pytest.mark.timeout(60)
+def test_the_ranks_end_when_the_launcher_is_killed(tmp_path: Path) -> None:
+    launcher = (
+        "import sys\n"
+        "from shardkit.distributed import launch\n"
+        f"sys.exit(launch([sys.executable, {WORKER!r}, 'hold', {str(tmp_path)!r}], "
+        "num_processes=2, devices_per_process=4, timeout_seconds=50))\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", launcher], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + 40
+        while len(list(tmp_path.glob("rank*.json"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        files = sorted(tmp_path.glob("rank*.json"))
+        assert len(files) == 2, "both ranks joined"
+        proc.kill()
+        proc.wait()
+        killed = time.monotonic()
+    finally:
+        proc.kill()
+        proc.wait()
+    pids = [p for f in files for p in json.loads(f.read_text()).values()]
+    assert wait_gone(pids, timeout=5.0) == []
+    assert time.monotonic() - killed < 5.0

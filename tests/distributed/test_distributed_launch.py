@@ -50,7 +50,14 @@ def test_prefixes_every_line_of_stdout_and_stderr_with_the_rank() -> None:
         for r in (0, 1)
         for text, suffix in (("out", " a"), ("out", " b"), ("partial", ""))
     )
-    assert sorted(err.splitlines()) == ["[0] err 0", "[1] err 1"]
+    *children, warning = err.splitlines()
+    assert sorted(children) == ["[0] err 0", "[1] err 1"]
+    # Plain Python children never join a JAX job: the launcher says so, last.
+    assert warning == (
+        "shardkit launch: warning: ranks 0, 1 never called shardkit.distributed.initialize(), "
+        "so each ran alone on JAX's default devices instead of in one job of 2 x 1 devices; "
+        "call it first thing in the script"
+    )
     # Each process's own lines keep their order.
     assert out.index("[1] out 1 a") < out.index("[1] out 1 b")
 
@@ -248,6 +255,9 @@ def test_rejects_an_empty_command() -> None:
         pytest.param(
             [PY], {"num_processes": 2, "grace_seconds": "5"}, r"grace_seconds='5'", id="grace-str"
         ),
+        pytest.param(
+            [PY], {"num_processes": 2, "verbose": "yes"}, r"verbose='yes'", id="verbose-str"
+        ),
     ],
 )
 def test_rejects_bad_types(command: object, kwargs: dict, match: str) -> None:
@@ -280,3 +290,69 @@ def test_sigterm_to_the_launcher_ends_the_children_then_the_launcher(tmp_path: P
     pids = [int(p.stem) for p in tmp_path.glob("*.pid")]
     assert len(pids) == 2
     assert wait_gone(pids) == []
+
+
+@pytest.mark.timeout(30)
+def test_python_means_the_launchers_own_interpreter() -> None:
+    # No PATH at all: `python` cannot come from there.
+    code = "import sys; print(sys.executable)"
+    rc, out, _ = _run_command(["python", "-c", code], env={"PATH": ""})
+    assert rc == 0
+    assert out.splitlines() == [f"[0] {PY}", f"[1] {PY}"]
+    rc, out, _ = _run_command(["python3", "-c", code], env={"PATH": ""})
+    assert rc == 0
+    assert out.splitlines() == [f"[0] {PY}", f"[1] {PY}"]
+
+
+def _run_command(command: list[str], **kwargs) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    rc = launch(command, num_processes=2, stdout=out, stderr=err, **kwargs)
+    out_lines = sorted(out.getvalue().splitlines())
+    return rc, "\n".join(out_lines) + "\n", err.getvalue()
+
+
+def test_a_program_that_cannot_run_is_reported_before_anything_starts(tmp_path: Path) -> None:
+    script = tmp_path / "script.py"
+    script.write_text("print('never')\n")
+    with pytest.raises(IsADirectoryError, match=r"is a directory, not a program"):
+        launch([str(tmp_path)], num_processes=2)
+    with pytest.raises(PermissionError, match=r"script.py is not executable.*python .*script.py"):
+        launch([str(script)], num_processes=2)
+    with pytest.raises(FileNotFoundError, match=r"command not found: 'no-such-program-xyz'"):
+        launch(["no-such-program-xyz"], num_processes=2)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    ("code", "timeout", "expected", "summary"),
+    [
+        pytest.param(
+            f"import os, sys, time\nif {RANK} == 1: sys.exit(7)\ntime.sleep(60)",
+            20.0,
+            7,
+            "rank 1 exited with status 7; stopped rank 0",
+            id="status",
+        ),
+        pytest.param(
+            f"import os, signal, time\nif {RANK} == 0: os.kill(os.getpid(), signal.SIGKILL)\n"
+            "time.sleep(60)",
+            20.0,
+            137,
+            "rank 0 exited with status 137 (killed by SIGKILL); stopped rank 1",
+            id="signal",
+        ),
+        pytest.param(
+            "import time; time.sleep(60)",
+            0.5,
+            124,
+            "timed out after 0.5 s; stopped ranks 0, 1",
+            id="timeout",
+        ),
+    ],
+)
+def test_one_summary_line_says_how_the_job_ended(
+    code: str, timeout: float, expected: int, summary: str
+) -> None:
+    rc, _, err = _run(code, grace_seconds=2.0, timeout_seconds=timeout)
+    assert rc == expected
+    assert err.splitlines() == [f"shardkit launch: {summary}"]

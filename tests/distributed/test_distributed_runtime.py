@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import socket
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -132,3 +135,29 @@ def test_gather_returns_the_global_array_as_numpy() -> None:
     np.testing.assert_array_equal(result, a)
     np.testing.assert_array_equal(gather(jnp.ones(3)), np.ones(3))
     np.testing.assert_array_equal(gather([1, 2]), np.array([1, 2]))
+
+
+def test_the_control_socket_is_adopted_only_when_it_is_one() -> None:
+    from shardkit.distributed import _control
+
+    ours, theirs = socket.socketpair()
+    read_end, write_end = os.pipe()
+    try:
+        environ = {_control.CONTROL_FD_ENV: str(theirs.fileno())}
+        adopted = _control.take_control_socket(environ)
+        assert adopted is not None
+        assert environ == {}, "a later subprocess must not adopt the number"
+        assert not os.get_inheritable(adopted.fileno())
+        adopted.sendall(b"joined 3\n")
+        assert ours.recv(64) == b"joined 3\n"
+        adopted.detach()
+        for value in (str(read_end), "not-a-number", "99999"):
+            environ = {_control.CONTROL_FD_ENV: value}
+            assert _control.take_control_socket(environ) is None, value
+            assert environ == {}
+        assert _control.take_control_socket({}) is None
+    finally:
+        ours.close()
+        theirs.close()
+        os.close(read_end)
+        os.close(write_end)

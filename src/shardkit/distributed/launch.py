@@ -17,18 +17,22 @@ Each child sees these environment variables (read by
   This process's rank, ``0 <= rank < SHARDKIT_NUM_PROCESSES``.
 ``SHARDKIT_LOCAL_DEVICES``
   Number of simulated CPU devices this process should create.
+``SHARDKIT_CONTROL_FD``
+  A socket to the launcher, through which ``initialize`` reports that the process
+  joined the job and, at exit, agrees with the launcher how to leave it (see
+  ``shardkit.distributed._control``).
 
 and ``PYTHONUNBUFFERED=1`` so that Python children's output arrives line by line.
-POSIX only: children run in their own sessions so that signals reach their
-descendants too.
+POSIX only (Linux and macOS): children run in their own sessions so that signals
+reach their descendants too, and a small watchdog process ends them all if the
+launcher itself dies, even by SIGKILL.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
-import selectors
+import shutil
 import signal
 import socket
 import subprocess
@@ -36,7 +40,11 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from typing import IO, TextIO
+from typing import TextIO
+
+from shardkit.distributed import _control, _job
+from shardkit.distributed._output import Output
+from shardkit.distributed._watchdog import Watchdog
 
 __all__ = [
     "COORDINATOR_ENV",
@@ -55,15 +63,12 @@ PROCESS_ID_ENV = "SHARDKIT_PROCESS_ID"
 LOCAL_DEVICES_ENV = "SHARDKIT_LOCAL_DEVICES"
 """Environment variable holding the number of simulated CPU devices per process."""
 
-# Exit status returned when ``timeout_seconds`` runs out, as coreutils' timeout(1).
-TIMEOUT_EXIT_CODE = 124
 _HOST = "127.0.0.1"
-_POLL_SECONDS = 0.05
-_READ_CHUNK = 65536
-# A partial line longer than this is written out anyway (progress bars, binary junk).
-_MAX_PENDING_LINE = 65536
 # How long output from a finished job's leftover pipes is still drained.
 _DRAIN_SECONDS = 2.0
+# Command words that mean "this Python": the launcher's own interpreter, so that a
+# job runs in the launcher's environment whether or not a venv is activated.
+_PYTHON_NAMES = ("python", "python3")
 
 
 def _launch_error(message: str) -> ValueError:
@@ -102,130 +107,43 @@ def _check_command(command: object) -> list[str]:
     return [os.fspath(a) for a in args]
 
 
+def _program(args: list[str], path: str | None) -> list[str]:
+    """Resolves the program as a shell would, failing early with the shell's reasons.
+
+    ``python``/``python3`` mean the launcher's interpreter. Raises FileNotFoundError
+    (a shell's status 127), or IsADirectoryError / PermissionError (status 126), with
+    one-line messages, before any process starts.
+    """
+    program = args[0]
+    if program in _PYTHON_NAMES and sys.executable:
+        return [sys.executable, *args[1:]]
+    if os.sep not in program:
+        found = shutil.which(program, path=path)
+        if found is None:
+            raise FileNotFoundError(
+                f"launch(): command not found: {program!r} is not on PATH; "
+                "give its path, or run a script with `python script.py`",
+            )
+        return args
+    if os.path.isdir(program):
+        raise IsADirectoryError(
+            f"launch(): {program} is a directory, not a program; "
+            "name the program to run, e.g. `python script.py`",
+        )
+    if not os.path.exists(program):
+        raise FileNotFoundError(f"launch(): no such file: {program}")
+    if not os.access(program, os.X_OK):
+        raise PermissionError(
+            f"launch(): {program} is not executable; run it through its interpreter "
+            f"(e.g. `python {program}`) or make it executable (chmod +x)",
+        )
+    return args
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((_HOST, 0))
         return sock.getsockname()[1]
-
-
-def _exit_code(returncode: int) -> int:
-    """Shell convention: a child killed by signal N reports 128 + N."""
-    return 128 - returncode if returncode < 0 else returncode
-
-
-@dataclasses.dataclass
-class _Stream:
-    rank: int
-    pipe: IO[bytes]
-    out: TextIO
-    pending: bytearray = dataclasses.field(default_factory=bytearray)
-
-
-class _Prefixer:
-    """Reads every child's pipes and writes whole lines, each prefixed with its rank."""
-
-    def __init__(self, num_processes: int, stdout: TextIO, stderr: TextIO) -> None:
-        self._selector = selectors.DefaultSelector()
-        self._width = len(str(num_processes - 1))
-        self._stdout = stdout
-        self._stderr = stderr
-
-    def add(self, rank: int, proc: subprocess.Popen[bytes]) -> None:
-        for pipe, out in ((proc.stdout, self._stdout), (proc.stderr, self._stderr)):
-            assert pipe is not None
-            os.set_blocking(pipe.fileno(), False)
-            self._selector.register(pipe, selectors.EVENT_READ, _Stream(rank, pipe, out))
-
-    @property
-    def open(self) -> bool:
-        return bool(self._selector.get_map())
-
-    def pump(self, timeout: float) -> None:
-        """Waits up to ``timeout`` seconds for output and writes what arrived."""
-        if not self.open:
-            time.sleep(timeout)
-            return
-        touched: set[int] = set()
-        for key, _ in self._selector.select(timeout):
-            stream: _Stream = key.data
-            try:
-                chunk = os.read(stream.pipe.fileno(), _READ_CHUNK)
-            except BlockingIOError:
-                continue
-            if chunk:
-                stream.pending += chunk
-                self._write_lines(stream, final=False)
-            else:
-                self._write_lines(stream, final=True)
-                self._close(stream)
-            touched.add(id(stream.out))
-        for out in (self._stdout, self._stderr):
-            if id(out) in touched:
-                out.flush()
-
-    def close(self) -> None:
-        """Writes any partial lines left and closes every pipe."""
-        for key in list(self._selector.get_map().values()):
-            stream: _Stream = key.data
-            self._write_lines(stream, final=True)
-            stream.out.flush()
-            self._close(stream)
-        self._selector.close()
-
-    def _close(self, stream: _Stream) -> None:
-        self._selector.unregister(stream.pipe)
-        stream.pipe.close()
-
-    def _write_lines(self, stream: _Stream, *, final: bool) -> None:
-        *lines, rest = stream.pending.split(b"\n")
-        if final or len(rest) > _MAX_PENDING_LINE:
-            if rest:
-                lines.append(rest)
-            rest = b""
-        stream.pending = bytearray(rest)
-        prefix = f"[{stream.rank:>{self._width}}] "
-        for line in lines:
-            text = line.decode("utf-8", errors="replace").rstrip("\r")
-            stream.out.write(f"{prefix}{text}\n")
-
-
-def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
-    """Signals the child's whole process group (the child leads it)."""
-    # The group may be gone already (PermissionError: macOS reports a zombie leader so).
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, sig)
-
-
-class _Job:
-    def __init__(self, prefixer: _Prefixer) -> None:
-        self.prefixer = prefixer
-        self.procs: list[subprocess.Popen[bytes]] = []
-
-    def poll_all(self) -> list[int | None]:
-        return [p.poll() for p in self.procs]
-
-    def stop(self, grace_seconds: float) -> None:
-        """SIGTERM to every child's group, SIGKILL to all after ``grace_seconds``.
-
-        Signals the groups of children that have exited too, so their descendants go.
-        A second Ctrl-C while waiting skips the rest of the grace period.
-        """
-        for proc in self.procs:
-            _signal_group(proc, signal.SIGTERM)
-        deadline = time.monotonic() + grace_seconds
-        try:
-            while any(r is None for r in self.poll_all()) and time.monotonic() < deadline:
-                self.prefixer.pump(_POLL_SECONDS)
-        finally:
-            for proc in self.procs:
-                _signal_group(proc, signal.SIGKILL)
-            for proc in self.procs:
-                proc.wait()
-
-    def drain(self, seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        while self.prefixer.open and time.monotonic() < deadline:
-            self.prefixer.pump(_POLL_SECONDS)
 
 
 class _Terminated(BaseException):
@@ -275,6 +193,7 @@ def launch(
     env: Mapping[str, str] | None = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
+    verbose: bool = False,
 ) -> int:
     """Runs ``command`` as ``num_processes`` local processes of one JAX job.
 
@@ -283,11 +202,24 @@ def launch(
     them). Every line a process writes to stdout or stderr is copied to ``stdout`` or
     ``stderr`` prefixed with its rank, e.g. ``[1] loss=0.25``.
 
-    When a process fails (non-zero exit or killed by a signal), the others are sent
-    SIGTERM, then SIGKILL after ``grace_seconds``, so a job never hangs on a dead
-    peer. Signals go to each child's process group, so the children's own
-    subprocesses end too. A KeyboardInterrupt (Ctrl-C) or a SIGTERM to the launcher
-    ends the children the same way before it propagates.
+    When a process fails (non-zero exit, killed by a signal, or an uncaught
+    exception after ``initialize``), the others are sent SIGTERM, then SIGKILL after
+    ``grace_seconds``, before JAX's own failure detection would abort them with
+    native stack dumps; one line on ``stderr`` says what happened, e.g.
+    ``shardkit launch: rank 1 exited with status 1; stopped rank 0``. A process that
+    reaches its end while a peer that joined the job with it still runs for longer
+    than ``initialize``'s ``shutdown_timeout_seconds`` (typically: the peer waits in
+    a collective for it) fails the job with status 1 the same way. Signals go to
+    each child's process group, so the children's own subprocesses end too. A
+    KeyboardInterrupt (Ctrl-C) or a SIGTERM to the launcher ends the children the
+    same way before it propagates; a SIGKILL to the launcher ends them through the
+    watchdog.
+
+    ``python`` or ``python3`` as the program means this interpreter
+    (``sys.executable``). Unless ``verbose``, gloo's connection chatter is dropped
+    and a rank's native abort report is shown only when that rank's failure ended
+    the job. A successful job whose processes never called
+    :func:`shardkit.distributed.initialize` gets a warning: each of them ran alone.
 
     Args:
       command: program and arguments, e.g. ``[sys.executable, "train.py"]``.
@@ -300,12 +232,15 @@ def launch(
         ``None`` waits for ever.
       env: extra environment variables for the children, on top of this process's.
       stdout: where the children's prefixed stdout goes (default ``sys.stdout``).
-      stderr: where the children's prefixed stderr goes (default ``sys.stderr``).
+      stderr: where the children's prefixed stderr and the launcher's own messages
+        go (default ``sys.stderr``).
+      verbose: show every line the processes write, runtime noise included.
 
     Returns:
       0 if every process exited with 0; otherwise the exit status of the first
-      process seen failing (``128 + N`` for a process killed by signal ``N``), or 124
-      if ``timeout_seconds`` ran out.
+      process seen failing (``128 + N`` for a process killed by signal ``N``), 1 if a
+      process ended early while its peers still ran, or 124 if
+      ``timeout_seconds`` ran out.
 
     Raises:
       TypeError: ``command`` is a string or holds non-strings, or a count is not an
@@ -313,7 +248,10 @@ def launch(
       ValueError: ``command`` is empty, or ``num_processes``,
         ``devices_per_process``, ``port``, ``grace_seconds`` or ``timeout_seconds``
         is out of range.
-      OSError: the program could not be started (e.g. FileNotFoundError).
+      FileNotFoundError: the program does not exist (a shell's status 127).
+      IsADirectoryError: the program is a directory (a shell's status 126).
+      PermissionError: the program is not executable (a shell's status 126).
+      OSError: the program could not be started for another reason.
       KeyboardInterrupt: re-raised after the children were ended.
 
     Example:
@@ -343,6 +281,8 @@ def launch(
                 f"launch(): {name} takes a number of seconds, got {name}={value!r} "
                 f"({type(value).__name__})"
             )
+    if not isinstance(verbose, bool):
+        raise TypeError(f"launch(): verbose takes a bool, got verbose={verbose!r}")
     if not grace_seconds >= 0:
         raise _launch_error(f"grace_seconds={grace_seconds} must be >= 0")
     if timeout_seconds is not None and not timeout_seconds > 0:
@@ -355,46 +295,82 @@ def launch(
         NUM_PROCESSES_ENV: str(num_processes),
         LOCAL_DEVICES_ENV: str(devices_per_process),
     }
-    job = _Job(_Prefixer(num_processes, stdout or sys.stdout, stderr or sys.stderr))
+    args = _program(args, base_env.get("PATH"))
+    job = _job.Job(
+        Output(num_processes, stdout or sys.stdout, stderr or sys.stderr, verbose=verbose)
+    )
     deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
+    watchdog = Watchdog()
     with _sigterm_ends_children():
         try:
             for rank in range(num_processes):
-                proc = subprocess.Popen(
-                    args,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    env={**base_env, PROCESS_ID_ENV: str(rank)},
-                    start_new_session=True,
-                )
-                job.procs.append(proc)
-                job.prefixer.add(rank, proc)
-            code = _supervise(job, deadline)
-            # Success or failure, nothing the job started outlives it. (A finished child's
-            # pid stays reserved while its group has members, so the group signalled
-            # is its own; an empty group's id could in theory be reused meanwhile, but
-            # Linux hands out pids in sequence up to pid_max, far beyond a job's churn.)
-            job.stop(0.0 if code == 0 else grace_seconds)
+                ours, theirs = socket.socketpair()
+                with theirs:
+                    proc = subprocess.Popen(
+                        args,
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE,
+                        env={
+                            **base_env,
+                            PROCESS_ID_ENV: str(rank),
+                            _control.CONTROL_FD_ENV: str(theirs.fileno()),
+                        },
+                        pass_fds=(theirs.fileno(),),
+                        start_new_session=True,
+                    )
+                watchdog.watch(proc.pid)
+                job.add(rank, proc, ours)
+            outcome = job.supervise(deadline)
+            # Success or failure, nothing the job started outlives it.
+            stopped = job.end(0.0 if outcome.kind == "success" else grace_seconds)
             job.drain(_DRAIN_SECONDS)
-            return code
+            return _report(
+                job, outcome, stopped, timeout_seconds, num_processes, devices_per_process
+            )
         except BaseException:
-            job.stop(grace_seconds)
+            job.end(grace_seconds)
             job.drain(_DRAIN_SECONDS)
             raise
         finally:
-            job.prefixer.close()
+            job.close()
+            watchdog.close()
 
 
-def _supervise(job: _Job, deadline: float | None) -> int:
-    """Waits until every child exited with 0 (returns 0) or one failed (its code)."""
-    while True:
-        job.prefixer.pump(_POLL_SECONDS)
-        codes = job.poll_all()
-        failed = [c for c in codes if c is not None and c != 0]
-        if failed:
-            return _exit_code(failed[0])
-        if all(c == 0 for c in codes):
-            return 0
-        if deadline is not None and time.monotonic() > deadline:
-            return TIMEOUT_EXIT_CODE
+def _report(
+    job: _job.Job,
+    outcome: _job.Outcome,
+    stopped: list[int],
+    timeout_seconds: float | None,
+    num_processes: int,
+    devices_per_process: int,
+) -> int:
+    """Writes the held-back abort reports and the summary line; returns the status."""
+    output = job.output
+    cause = outcome.rank
+    for rank in job.ranks:
+        if outcome.kind in ("success", "timeout") or rank is cause:
+            output.release(rank.rank)
+        else:
+            output.discard(rank.rank)
+    line = _job.summary(outcome, stopped, job, timeout_seconds)
+    if line is not None:
+        output.message(line)
+    if outcome.kind == "timeout":
+        return _job.TIMEOUT_EXIT_CODE
+    if outcome.kind == "early":
+        return _job.EARLY_EXIT_CODE
+    if outcome.kind == "success":
+        alone = [r.rank for r in job.ranks if not r.joined]
+        if alone:
+            output.message(
+                f"warning: {_job.ranks_text(alone)} never called "
+                "shardkit.distributed.initialize(), so "
+                f"{'it' if len(alone) == 1 else 'each'} ran alone on JAX's default devices "
+                f"instead of in one job of {num_processes} x {devices_per_process} devices; "
+                "call it first thing in the script"
+            )
+        return 0
+    assert cause is not None
+    assert cause.code is not None
+    return cause.code

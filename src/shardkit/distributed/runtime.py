@@ -19,6 +19,7 @@ import numpy as np
 from jax.experimental import multihost_utils
 
 from shardkit._config import use_cpu_devices
+from shardkit.distributed import _control
 from shardkit.distributed.launch import (
     COORDINATOR_ENV,
     LOCAL_DEVICES_ENV,
@@ -176,7 +177,7 @@ def initialize(
     cluster_detection_method: str | None = None,
     initialization_timeout_seconds: int = 60,
     heartbeat_timeout_seconds: int = 10,
-    shutdown_timeout_seconds: int = 10,
+    shutdown_timeout_seconds: int = 3,
 ) -> ProcessInfo:
     """Joins this process to its multi-process JAX job, if it is part of one.
 
@@ -188,7 +189,12 @@ def initialize(
       launcher's SIGTERM ends the process at once), creates ``SHARDKIT_LOCAL_DEVICES`` simulated CPU
       devices (with :func:`shardkit.use_cpu_devices`) and connects to the coordinator.
       Short heartbeat and shutdown timeouts make a dead peer an error within seconds
-      rather than a hang.
+      rather than a hang. Through the launcher's control socket it reports that it
+      joined, marks an uncaught exception (``sys.excepthook``) and, at interpreter
+      exit (``atexit``), agrees with the launcher whether to leave through JAX's
+      shutdown barrier (every rank is at its exit) or at once with its own status (a
+      peer failed or is not coming), so a failure ends the job without native abort
+      dumps.
     * In a cluster JAX detects (SLURM, Open MPI) or with ``cluster_detection_method``
       given: calls ``jax.distributed.initialize()`` and lets JAX read the cluster's
       settings; the timeouts keep JAX's defaults there, since real jobs may compile
@@ -205,7 +211,8 @@ def initialize(
       heartbeat_timeout_seconds: after this long without a heartbeat a process counts
         as dead and the job fails (launcher mode).
       shutdown_timeout_seconds: how long a finishing process waits for the others at
-        exit (launcher mode).
+        exit (launcher mode); under the launcher, ranks that reach their ends
+        further apart than this fail the job.
 
     Returns:
       This process's :class:`ProcessInfo`.
@@ -244,6 +251,7 @@ def initialize(
         # local launcher SIGTERM means "a peer died, stop now", so let it kill.
         jax.config.update("jax_enable_preemption_service", False)
         use_cpu_devices(settings.local_devices)
+        control = _control.take_control_socket(os.environ)
         jax.distributed.initialize(
             coordinator_address=settings.coordinator,
             num_processes=settings.num_processes,
@@ -255,6 +263,8 @@ def initialize(
             cluster_detection_method="deactivate",
             **timeouts,
         )
+        if control is not None:
+            _control.ExitHook(control, jax.distributed.shutdown).install(shutdown_timeout_seconds)
         return _info("launcher")
     if cluster_detection_method is not None or _detected_cluster(os.environ) is not None:
         jax.distributed.initialize(cluster_detection_method=cluster_detection_method)

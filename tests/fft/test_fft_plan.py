@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
+import math
+
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from shardkit.fft._plan import make_plan
+from shardkit.fft._plan import make_plan, normalize_spec
 
 SIZES8 = {"x": 8}
 SIZES24 = {"x": 2, "y": 4}
@@ -66,7 +69,7 @@ def test_untransformed_split_axis_is_left_alone() -> None:
 
 
 def test_indivisible_destination_is_padded_and_the_output_returns_natural() -> None:
-    p = _plan((16, 12, 16), P("x"), SIZES8)
+    p = _plan((16, 12, 10), P("x"), SIZES8)
     moves = [s for s in p.steps if s.op == "all_to_all"]
     assert (p.all_to_alls, p.out_spec, p.layout, p.padded) == (
         2,
@@ -74,14 +77,14 @@ def test_indivisible_destination_is_padded_and_the_output_returns_natural() -> N
         "natural",
         True,
     )
-    assert (moves[0].pad, moves[0].trim, moves[0].block) == (((8, 12, 16),), (), (2, 16, 16))
-    assert (moves[1].pad, moves[1].trim, moves[1].block) == ((), ((8, 12, 16),), (16, 2, 16))
+    assert (moves[0].pad, moves[0].trim, moves[0].block) == (((8, 12, 16),), (), (2, 16, 10))
+    assert (moves[1].pad, moves[1].trim, moves[1].block) == ((), ((8, 12, 16),), (16, 2, 10))
     assert "pad 12->16" in str(p)
     assert "trim 16->12" in str(p)
 
 
 def test_a_natural_layout_the_mesh_cannot_divide_names_axis_and_remedy() -> None:
-    with pytest.raises(ValueError, match=r"axis 0, now of length 12.*\(8 devices\).*Choose s"):
+    with pytest.raises(ValueError, match=r"axis 0 \(now of length 12\).*\(8 devices\).*choose s"):
         _plan((16, 16, 16), P("x"), SIZES8, s=(12, 16, 16), out_layout="natural")
     assert _plan((16, 16, 16), P("x"), SIZES8, s=(12, 16, 16)).out_spec == P(None, "x", None)
 
@@ -129,3 +132,54 @@ def test_split_r2c_axis_with_a_split_neighbour_is_rejected_clearly() -> None:
             sizes=(8,) * 3,
             kind="r2c",
         )
+
+
+def test_a_split_moves_past_an_indivisible_axis_to_one_that_divides() -> None:
+    p = _plan((16, 12, 16), P("x"), SIZES8)
+    assert (p.all_to_alls, p.out_spec, p.padded) == (1, P(None, None, "x"), False)
+    back = _plan((16, 12, 16), p.out_spec, SIZES8, inverse=True)
+    assert (back.all_to_alls, back.out_spec, back.padded) == (1, P("x", None, None), False)
+
+
+def test_a_layout_the_inverse_would_pad_comes_back_natural_both_ways() -> None:
+    # Forward alone needs no padding here (y 2 -> 0, x 1 -> 2), but the inverse from
+    # the same layout would pad 6 -> 8: both return the natural layout, so any
+    # ifftn(fftn(x)) keeps x's layout.
+    fwd = _plan((8, 6, 8), P(None, "x", "y"), SIZES24)
+    inv = _plan((8, 6, 8), P(None, "x", "y"), SIZES24, inverse=True)
+    assert (fwd.out_spec, fwd.padded, inv.out_spec, inv.padded) == (
+        P(None, "x", "y"),
+        False,
+        P(None, "x", "y"),
+        True,
+    )
+
+
+def test_no_layout_divides_is_reported_with_the_remedy() -> None:
+    # The R2C axis holds the split and is halved to 5; 12 and 12 are not multiples of 8.
+    with pytest.raises(ValueError, match=r"no output layout divides.*axis 2 \(now of length 5\)"):
+        make_plan(
+            "rfftn",
+            (12, 12, 8),
+            P(None, None, "x"),
+            SIZES8,
+            axes=(0, 1, 2),
+            sizes=(12, 12, 8),
+            kind="r2c",
+        )
+
+
+@pytest.mark.parametrize(
+    ("sizes", "specs"),
+    [(SIZES8, [P("x"), P(None, "x")]), (SIZES24, [P("x", "y"), P(None, "y", "x")])],
+)
+def test_inverse_of_the_default_layout_lands_on_the_input_whatever_the_lengths(
+    sizes: dict[str, int], specs: list[P]
+) -> None:
+    for shape, spec in itertools.product(itertools.product((6, 8, 12, 20), repeat=3), specs):
+        entries = normalize_spec(spec, 3)
+        if any(n % math.prod(sizes[a] for a in e) for n, e in zip(shape, entries, strict=True)):
+            continue
+        fwd = _plan(shape, spec, sizes)
+        inv = _plan(shape, fwd.out_spec, sizes, inverse=True)
+        assert normalize_spec(inv.out_spec, 3) == entries, f"{fwd}\n{inv}"

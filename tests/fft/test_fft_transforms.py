@@ -215,7 +215,7 @@ _BAD_LAYOUT: Any = "t"
         (
             lambda x: skfft.fftn(x, s=(12, 16), out_layout="natural"),
             ValueError,
-            r"axis 0, now of length 12.*cannot be split unevenly.*Choose s",
+            r"axis 0 \(now of length 12\).*cannot be split unevenly.*choose s",
         ),
     ],
 )

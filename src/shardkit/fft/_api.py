@@ -215,8 +215,10 @@ def plan(
       The :class:`~shardkit.fft.FFTPlan`.
 
     Raises:
-      ValueError: unknown ``name``, bad ``s``/``axes``/``norm``/``out_layout``, or a
-        layout the mesh does not divide (the message names the axis and the remedy).
+      ValueError: unknown ``name``, bad ``s``/``axes``/``norm``/``out_layout``, an
+        input split the mesh does not divide, or an output that no layout divides
+        (the message names the axis and the remedy). Intermediate lengths the mesh
+        does not divide are padded: see ``plan.padded`` and ``plan.padding_bytes``.
 
     Example:
       >>> m = shardkit.mesh("2x4", "x,y")

@@ -10,8 +10,10 @@ The Shardy rule ties every output dimension whose length does not change to the
 same input dimension, so the partitioner expects the output split like the input:
 the rule therefore builds the *natural* layout plan (a slab costs two
 ``all_to_all`` inside ``jit`` on Auto axes; Explicit axes get the default layout,
-see :mod:`shardkit.fft._api`). When the natural layout is impossible (an R2C axis
-that was split) it uses the default plan and the partitioner reshards the output.
+see :mod:`shardkit.fft._api`). Lengths the mesh does not divide are padded inside
+the plan's moves, so only the operand's own sharding has to divide. When the
+natural layout is impossible (an R2C axis that was split) it uses the default
+plan and the partitioner reshards the output.
 
 ``custom_partitioning`` has no differentiation rules, so the op is wrapped in a
 ``custom_jvp``: the transform is linear, so the tangent is the same op applied to

@@ -29,13 +29,20 @@ the reverse concatenation puts the padding back at the block's end, where it is
 trimmed. Each axis keeps a stack of levels ``(mesh axis, length before, length
 after padding)``, one per mesh axis splitting it, outermost first: moving a group
 pops or pushes the minor-most levels, so padding applied while an axis was already
-split (an interleaved pad) is undone exactly. JAX refuses uneven ``NamedSharding``s,
-so an output axis still padded at the end is never returned: the plan then appends
-the reverse moves (as ``"natural"``) and returns the input's layout.
+split (an interleaved pad) is undone exactly. To pad less, a split passes over the
+next axis to a later unsplit one that divides it (never past a split axis, so the
+inverse walks back to the same place). JAX refuses uneven ``NamedSharding``s, so an
+output axis still padded at the end is never returned: the plan then appends the
+reverse moves (as ``"natural"``) and returns the input's layout, or, when that one
+does not divide either (a split R2C axis, now halved), stops at the first layout
+on the way back that divides. A complex transform whose inverse from the same
+layout would pad returns the natural layout too, so that inverse(forward(x))
+keeps ``x``'s layout for every length.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -100,10 +107,10 @@ class Step:
     def __str__(self) -> str:
         if self.op == "all_to_all":
             text = f"all_to_all({','.join(self.mesh_axes)}: axis {self.src} -> {self.dst}"
-            if self.pad:
-                text += f", pad {self.pad[0][1]}->{self.pad[0][2]}"
-            if self.trim:
-                text += f", trim {self.trim[0][2]}->{self.trim[0][1]}"
+            pads = [f"{b}->{a}" for _, b, a in self.pad if b != a]
+            trims = [f"{a}->{b}" for _, b, a in self.trim if b != a]
+            text += f", pad {','.join(pads)}" if pads else ""
+            text += f", trim {','.join(trims)}" if trims else ""
             return text + ")"
         return f"{self.op}(axes={self.axes}, n={self.sizes})"
 
@@ -341,24 +348,33 @@ class _Builder:
             self.levels[a] = [(m, self.shape[a], self.shape[a]) for m, _, _ in self.levels[a]]
         self.steps.append(Step(op, axes=tuple(axes), sizes=tuple(n)))  # type: ignore[arg-type]
 
-    def unwind(self) -> None:
-        """Append the reverse of every move so far: back to the input's layout."""
+    def unwind(self, *, until_divisible: bool = False) -> None:
+        """Append the reverse of every move so far: back to the input's layout.
+
+        With ``until_divisible``, stop at the first layout with no padded split.
+        """
         for step, popped in reversed(list(self.moves)):
-            if self.levels == self.start:
+            if self.levels == self.start or (until_divisible and not self.padded()):
                 return
             self.move(step.dst, step.src, step.mesh_axes, restore=popped)
 
 
 def _padded_output_error(b: _Builder, asked: str) -> ValueError:
     d = b.padded()[0]
-    named = ",".join(b.spec[d])
-    which = "the natural output layout" if asked == "natural" else "no output layout tried"
+    where = f"axis {d} (now of length {b.shape[d]})"
+    split = f"over mesh axes ({','.join(b.spec[d])}) ({b.parts(d)} devices)"
+    if asked == "natural":
+        head = f"the natural output layout splits {where} {split}"
+        fix = "Use out_layout='default', or choose s so that the mesh divides that length."
+    else:
+        head = f"no output layout divides: the last one tried splits {where} {split}"
+        fix = (
+            "Choose s (for a real transform, a length n whose n//2+1 the mesh divides) "
+            "so that the mesh divides an output axis, or split a different input axis."
+        )
     return ValueError(
-        f"{b.where}: {b.ctx}: {which} divides: the input's layout splits axis {d}, now "
-        f"of length {b.shape[d]}, over mesh axes ({named}) ({b.parts(d)} devices), and "
-        "JAX arrays cannot be split unevenly. Choose s so that the mesh divides the "
-        f"new length of axis {d}"
-        + (", or use out_layout='default'." if asked == "natural" else ".")
+        f"{b.where}: {b.ctx}: {head}, which they do not divide, and JAX arrays cannot "
+        f"be split unevenly. {fix}"
     )
 
 
@@ -384,6 +400,10 @@ def make_plan(
     docstring); the output is never padded: when the default layout would be, the
     plan returns to the natural one.
 
+    A complex transform also returns the natural layout when the transform the
+    other way from the same layout would pad: that one returns the natural layout
+    too, so ``ifftn(fftn(x))`` keeps ``x``'s layout whatever the lengths.
+
     Raises:
       ValueError: the output layout would split an axis the mesh does not divide
         (a length changed by ``s`` on a split axis; the message names the axis and
@@ -391,6 +411,31 @@ def make_plan(
       NotImplementedError: a 1-D array split along its only axis (no axis to receive
         the split); an R2C axis that is split when no transformed axis is free.
     """
+    args = (name, shape, spec, mesh_sizes, axes, sizes, kind, norm, ctx)
+    plan = _build(*args, inverse, out_layout)
+    if kind != "c2c" or plan.layout == "natural" or plan.padded:
+        return plan
+    try:
+        mirror = _build(*args, not inverse, "default")
+    except (ValueError, NotImplementedError):
+        return plan
+    return _build(*args, inverse, "natural") if mirror.padded else plan
+
+
+def _build(
+    name: str,
+    shape: Sequence[int],
+    spec: PartitionSpec | Sequence[object],
+    mesh_sizes: Mapping[str, int],
+    axes: Sequence[int],
+    sizes: Sequence[int],
+    kind: Kind,
+    norm: str | None,
+    ctx: str,
+    inverse: bool,
+    out_layout: Layout,
+) -> FFTPlan:
+    """:func:`make_plan` for one direction, without looking at the other."""
     rank = len(shape)
     entries = normalize_spec(spec, rank)
     b = _Builder(name, shape, entries, mesh_sizes, ctx or f"array shape={tuple(shape)}")
@@ -434,6 +479,20 @@ def make_plan(
     def nxt_of(d: int) -> int:
         return cycle_list[(cycle_list.index(d) + direction) % len(cycle_list)]
 
+    def receiver(d: int) -> int:
+        """The next axis, or one further on that takes ``d``'s split without padding.
+
+        Only unsplit axes up to the next split one are candidates: that keeps the
+        inverse transform's walk back (the other way round) landing on ``d``.
+        """
+        k, n = cycle_list.index(d), len(cycle_list)
+        for u in (cycle_list[(k + direction * i) % n] for i in range(1, n)):
+            if b.split(u):
+                break
+            if b.can_receive(u, b.spec[d]):
+                return u
+        return nxt_of(d)
+
     def done(d: int) -> None:
         pending.remove(d)
         if d in complex_axes:
@@ -441,11 +500,11 @@ def make_plan(
 
     while pending:
         order = sorted(pending, reverse=direction > 0)
-        ready = [d for d in order if d in cycle_list and not b.split(nxt_of(d))]
-        ready = [d for d in ready if nxt_of(d) != d]
+        ready = [d for d in order if d in cycle_list and not b.split(receiver(d))]
+        ready = [d for d in ready if receiver(d) != d]
         if ready:
             d = ready[0]
-            b.move(d, nxt_of(d))
+            b.move(d, receiver(d))
             done(d)
             continue
         back_to_natural = True
@@ -492,8 +551,15 @@ def make_plan(
                 )
             b.move(real_axis, dest)
         b.transform("irfft", [real_axis], [want[real_axis]])
-    if back_to_natural or b.padded():
+    if back_to_natural:
         b.unwind()
+    elif b.padded():
+        natural = copy.deepcopy(b)
+        natural.unwind()
+        if natural.padded():  # e.g. a split R2C axis now halved: stop where it divides
+            b.unwind(until_divisible=True)
+        else:
+            b = natural
     if b.padded():
         raise _padded_output_error(b, out_layout)
     out_entries = tuple(b.spec)

@@ -17,6 +17,27 @@ mesh, ``fft`` along a split axis) the output is in the natural layout.
 ``all_to_all`` per move). The R2C axis (the last of ``axes``) is transformed first
 and its halved length ``n//2+1`` is split only if the mesh divides it.
 
+Sizes the mesh does not divide: only the input's own split has to divide. A move
+whose receiving axis the moving group (``g`` devices) does not divide zero-pads
+that axis of each device's block up to a multiple of ``g`` before its
+``all_to_all``, and the padding is trimmed when the axis is local again (before it
+is transformed). JAX has no uneven ``NamedSharding`` (``jax.device_put``,
+``jit``'s outputs and Explicit types all reject a split that does not divide), so
+an output that would stay padded is returned in the natural layout instead: the
+plan appends the reverse moves (a slab then costs two ``all_to_all``, a pencil
+four). For example ``fftn`` of a 64x60x36 slab on 8 devices pads 60 to 64 and
+returns ``P('x', None, None)``. Padding is avoided where it can be: a split skips
+an axis the mesh does not divide for the next unsplit one that it does (``fftn``
+of a 64x60x32 slab returns ``P(None, None, 'x')`` after one ``all_to_all``). So
+that ``ifftn(fftn(x))`` always has ``x``'s layout, a complex transform also
+returns the natural layout when its inverse from that layout would pad. The padding costs bytes: a move over ``g`` devices
+sends ``(g - 1) / g`` of its padded block, so each move adds ``(g - 1) / g`` times
+(padded block - even share) times the item size; :meth:`FFTPlan.sent_bytes` and
+:meth:`FFTPlan.padding_bytes` give the totals (``shardkit.comms`` reports the
+former as ``bytes_sent``). A length changed by ``s`` on an input-split axis that
+the mesh does not divide cannot return to the natural layout: ``out_layout=
+"natural"`` then raises, and so does the default layout when it would need it.
+
 Inside ``jit`` on Explicit mesh axes the same plans run; on Auto axes a
 ``custom_partitioning`` rule partitions the op (natural layout there). All are
 differentiable (``grad``, ``jvp``, ``vjp``).
@@ -53,6 +74,9 @@ def fftn(
 
     A slab (one split transformed axis) costs one ``all_to_all``, a pencil (two) two;
     each moves ``(g-1)/g`` of the block. See the module docstring for the layout.
+    Lengths the mesh does not divide are padded during the moves (only ``x``'s own
+    split must divide); the result then comes back in ``x``'s layout, at twice the
+    ``all_to_all`` count (see the module docstring for the padding's bytes).
 
     Args:
       x: the input (any sharding; unsharded inputs use ``jnp.fft.fftn``).
@@ -67,8 +91,10 @@ def fftn(
 
     Raises:
       ValueError: bad ``s``, ``axes``, ``norm`` or ``out_layout`` (legal values listed),
-        or a length the mesh does not divide where the split has to move (the
-        message names the axis, the spec, the mesh and the remedy).
+        an input split the mesh does not divide, or an ``s`` that changes the length
+        of a split input axis to one the mesh does not divide when the output must
+        return to the natural layout (the message names the axis, the spec, the
+        mesh and the remedy).
       NotImplementedError: a split 1-D array (needs a four-step FFT).
 
     Example:
@@ -79,6 +105,17 @@ def fftn(
       P(None, 'x', None)
       >>> bool(np.allclose(y, np.fft.fftn(v)))
       True
+
+      12 is not a multiple of 8: the move pads axis 1 to 16 and the result returns
+      to the input's layout (7/8 of two padded 2x16x10 blocks are sent):
+
+      >>> w = np.random.default_rng(0).standard_normal((16, 12, 10))
+      >>> z = shardkit.fft.fftn(shardkit.shard(w, m, "x"))
+      >>> z.sharding.spec, bool(np.allclose(z, np.fft.fftn(w)))
+      (P('x', None, None), True)
+      >>> p = shardkit.fft.plan("fftn", w.shape, "x", m)
+      >>> p.all_to_alls, p.sent_bytes(np.complex128), p.padding_bytes(np.complex128)
+      (2, 8960, 2240)
     """
     return transform("fftn", x, s, axes, norm, out_layout)
 
@@ -134,7 +171,10 @@ def rfftn(
     If it is split, its split first moves to the next transformed axis (one more
     ``all_to_all``; :func:`irfftn` then returns that layout). The halved axis is split
     only when the mesh divides ``n//2+1``; otherwise a pencil input (every other
-    transformed axis split) comes back in the natural layout.
+    transformed axis split) comes back in the natural layout. When no other axis
+    can take a split (``rfft2`` of a row-split 2-D array) the halved axis takes it,
+    padded, and the result comes back in the natural layout. Other lengths the
+    mesh does not divide are padded as in :func:`fftn`.
 
     Args:
       x: a real input.
@@ -149,7 +189,7 @@ def rfftn(
     Raises:
       TypeError: ``x`` is complex.
       ValueError: as :func:`fftn`.
-      NotImplementedError: the R2C axis and every other transformed axis are split.
+      NotImplementedError: the R2C axis and the transformed axis after it are split.
 
     Example:
       >>> m = shardkit.mesh("8", "x")
@@ -290,7 +330,8 @@ def fft(
     """1-D FFT along ``axis``, as ``jnp.fft.fft``.
 
     Local when ``axis`` is not split; otherwise the split moves to another axis and
-    back (two ``all_to_all``; the output is in the natural layout).
+    back (two ``all_to_all``, that axis padded if the mesh does not divide it; the
+    output is in the natural layout).
 
     Example:
       >>> m = shardkit.mesh("8", "x")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 project = "shardkit"
 author = "the shardkit authors"
-copyright = "the shardkit authors"  # noqa: A001 (Sphinx's name)
+copyright = "the shardkit authors"
 release = importlib.metadata.version("shardkit")
 version = release
 

@@ -27,7 +27,6 @@ SUBPACKAGES = sorted(
 SUBPACKAGES.remove("cli")
 
 _DIRECTIVE = re.compile(r"^\s*\.\. (?:auto\w+|py:\w+):: (shardkit(?:\.\w+)+)\s*$", re.MULTILINE)
-_ALIAS_ROW = re.compile(r"^\| `(shardkit\.\w+)` \| \{\w+\}`(shardkit(?:\.\w+)+)` \|$", re.MULTILINE)
 
 
 def subpackage(name: str) -> ModuleType:
@@ -36,10 +35,8 @@ def subpackage(name: str) -> ModuleType:
 
 
 def documented(text: str) -> set[str]:
-    """Dotted names a page documents: directive targets and rows of the alias table."""
-    names = set(_DIRECTIVE.findall(text))
-    names |= {alias for alias, target in _ALIAS_ROW.findall(text) if target in _all_documented()}
-    return names
+    """Dotted names a page documents: the targets of its autodoc and py directives."""
+    return set(_DIRECTIVE.findall(text))
 
 
 def _all_documented() -> set[str]:
@@ -47,11 +44,11 @@ def _all_documented() -> set[str]:
 
 
 def test_the_page_reader_sees_a_missing_name() -> None:
-    page = ".. autofunction:: shardkit.fft.fftn\n\n| `shardkit.mesh` | {func}`shardkit.layout.mesh` |\n"
-    assert documented(page) == {"shardkit.fft.fftn", "shardkit.mesh"}
+    page = ".. autofunction:: shardkit.fft.fftn\n\n.. py:data:: shardkit.X\n   :value: 1\n"
+    assert documented(page) == {"shardkit.fft.fftn", "shardkit.X"}
     assert "shardkit.fft.ifftn" not in documented(page)
-    # an alias row counts only when its target is documented somewhere
-    assert documented("| `shardkit.nope` | {func}`shardkit.layout.nope` |\n") == set()
+    # a mention in prose is not an entry
+    assert documented("See :func:`shardkit.fft.ifftn`.\n") == set()
 
 
 @pytest.mark.parametrize("name", sorted(SUBPACKAGES))

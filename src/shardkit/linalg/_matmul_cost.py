@@ -57,7 +57,7 @@ class Candidate:
 
     @property
     def rank_key(self) -> tuple[float, int, int, int, int]:
-        """Cheapest first: time, bytes, fewer collective launches, memory, algorithm order."""
+        """The sort key, cheapest first (time, bytes, fewer collective launches, memory, order)."""
         runs = sum(c.count for c in self.collectives)
         return (self.time_s, self.bytes_sent, runs, self.peak_bytes, _ORDER.index(self.algorithm))
 

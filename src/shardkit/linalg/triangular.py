@@ -85,7 +85,7 @@ def substitute(
 
 
 @functools.lru_cache(maxsize=128)
-def _program(
+def triangular_program(
     plan: Plan, mesh: AnyMesh, spec: PartitionSpec, lower: bool, unit: bool, trans: bool
 ) -> Any:
     def body(a: jax.Array, b: jax.Array) -> jax.Array:
@@ -156,11 +156,11 @@ def solve_triangular(
 
         def make(plan: Plan, m: AnyMesh, p: PartitionSpec) -> Any:
             out = PartitionSpec(plan.row_axes or None, None)
-            return _program(plan, m, p, *flags).body, (p, PartitionSpec()), (out,)
+            return triangular_program(plan, m, p, *flags).body, (p, PartitionSpec()), (out,)
 
         (x,) = on_layout(where, a, (a, b2), make, "i j, k l -> i l", nb=nb, order="natural")
         return x[:, 0] if vec else x
     m, p, plan = plan_for(where, a, mesh, spec, nb, "natural")
     a, b2 = place(a, m, p), place(b2, m, PartitionSpec())
-    x = _program(plan, m, p, *flags)(a, b2)
+    x = triangular_program(plan, m, p, *flags)(a, b2)
     return x[:, 0] if vec else x

@@ -370,9 +370,9 @@ def qr(
     a = a if isinstance(a, jax.Array) else jnp.asarray(a)
     fill = is_traced(a) and not return_status
     if unknown(a, mesh, spec):
-        q, r, status = _on_layout(
-            "qr", a, (), nb, lambda lay: _qr_local(lay, fill), "i j -> i j, k j, "
-        )
+        # r's rows follow a's only when a is square (a rule ties equal lengths alone).
+        rule = "i j -> i j, i j, " if a.shape[0] == a.shape[1] else "i j -> i j, k j, "
+        q, r, status = _on_layout("qr", a, (), nb, lambda lay: _qr_local(lay, fill), rule)
         return _finish("qr", (q, r), status, a, fill=fill, return_status=return_status)
     lay = _layout("qr", a, mesh, spec, nb)
     q, r, status = _factor(a, lay, fill)

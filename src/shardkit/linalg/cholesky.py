@@ -30,12 +30,14 @@ from shardkit.linalg._blockcyclic import (
     dslice,
     dupdate,
     local_tables,
+    make_plan,
     place,
     plan_for,
     psum,
     to_local_order,
     trsm,
 )
+from shardkit.linalg._partitioned import on_layout, unknown
 from shardkit.linalg._status import finish, is_traced
 from shardkit.linalg.triangular import substitute
 
@@ -50,14 +52,16 @@ class CholeskyFactors:
     Attributes:
       c: ``(n, n)`` sharded like ``a``, in the block-cyclic slot order of ``plan``.
       status: 0, or ``j + 1`` for the first non-positive pivot (natural column ``j``).
-      plan: static layout; mesh, spec: where ``c`` lives.
+      plan: static layout; mesh, spec: where ``c`` lives. Under ``jit`` on Auto mesh
+        axes the partitioner decides that: mesh and spec are None, and the factor is in
+        natural order (``σ`` the identity), so that it holds whatever the layout.
     """
 
     c: jax.Array
     status: jax.Array
     plan: Plan = dataclasses.field(metadata={"static": True})
-    mesh: AnyMesh = dataclasses.field(metadata={"static": True})
-    spec: PartitionSpec = dataclasses.field(metadata={"static": True})
+    mesh: AnyMesh | None = dataclasses.field(metadata={"static": True})
+    spec: PartitionSpec | None = dataclasses.field(metadata={"static": True})
 
 
 def _chol_block(d: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -162,9 +166,32 @@ def _factor(
     a = a if isinstance(a, jax.Array) or is_traced(a) else jnp.asarray(a)
     m, p, plan = plan_for(where, a, mesh, spec, nb, order)
     out, status = _chol_program(plan, m, p, int(stages))(place(a, m, p))
+    return CholeskyFactors(out, _natural_status(status, plan), plan, m, p)
+
+
+def _on_layout(where: str, a: Any, nb: int, stages: int, tril: bool) -> tuple[jax.Array, ...]:
+    """Auto mesh axes under ``jit``: ``(c, natural status)`` from one per-shard program.
+
+    Natural order, so that the factor does not depend on the layout the partitioner
+    picks; ``tril`` zeroes the upper triangle (:func:`cholesky`).
+    """
+
+    def make(plan: Plan, m: AnyMesh, p: PartitionSpec) -> Any:
+        chol = _chol_program(plan, m, p, int(stages)).body
+        zero = _tril_program(plan, m, p).body
+
+        def local(a: jax.Array) -> tuple[jax.Array, jax.Array]:
+            c, status = chol(a)
+            return (zero(c) if tril else c), _natural_status(status, plan)
+
+        return local, (p,), (p, PartitionSpec())
+
+    return on_layout(where, a, (a,), make, "i j -> i j, ", nb=nb, order="natural")
+
+
+def _natural_status(status: jax.Array, plan: Plan) -> jax.Array:
     sigma = jnp.asarray(plan.tables["sigma"], jnp.int32)
-    status = jnp.where(status > 0, sigma[jnp.maximum(status - 1, 0)] + 1, 0).astype(jnp.int32)
-    return CholeskyFactors(out, status, plan, m, p)
+    return jnp.where(status > 0, sigma[jnp.maximum(status - 1, 0)] + 1, 0).astype(jnp.int32)
 
 
 def cho_factor(
@@ -206,7 +233,12 @@ def cho_factor(
       >>> bool(np.allclose(np.asarray(x), 0.25))
       True
     """
-    f = _factor("cho_factor", a, nb, order, mesh, spec, stages)
+    if unknown(a, mesh, spec):
+        c, status = _on_layout("cho_factor", a, nb, stages, tril=False)
+        n = int(a.shape[0])
+        f = CholeskyFactors(c, status, make_plan(n, (), (), 1, 1, nb, "natural"), None, None)
+    else:
+        f = _factor("cho_factor", a, nb, order, mesh, spec, stages)
     if return_status:
         return f, f.status
     return finish(
@@ -256,15 +288,18 @@ def cholesky(
       >>> bool(np.allclose(np.asarray(l), np.linalg.cholesky(a_np)))
       True
     """
-    f = _factor("cholesky", a, nb, "natural", mesh, spec, 8)
-    out = _tril_program(f.plan, f.mesh, f.spec)(f.c)
+    if unknown(a, mesh, spec):
+        out, status = _on_layout("cholesky", a, nb, 8, tril=True)
+    else:
+        f = _factor("cholesky", a, nb, "natural", mesh, spec, 8)
+        out, status = _tril_program(f.plan, f.mesh, f.spec)(f.c), f.status
     return finish(
         "cholesky",
         out,
-        f.status,
+        status,
         kind="not_pd",
         shape=tuple(a.shape),
-        dtype=f.c.dtype,
+        dtype=out.dtype,
         traced=is_traced(a),
         return_status=return_status,
     )
@@ -311,6 +346,23 @@ def cho_solve(factors: CholeskyFactors, b: Any, /) -> jax.Array:
     if b.ndim not in (1, 2) or b.shape[0] != plan.n:
         raise ValueError(f"cho_solve: b.shape={tuple(b.shape)} does not fit n={plan.n}")
     b2 = b[:, None] if b.ndim == 1 else b
+    if factors.mesh is None or factors.spec is None:  # natural order: any layout reads it
+        rep = PartitionSpec()
+
+        def make(plan: Plan, m: AnyMesh, p: PartitionSpec) -> Any:
+            out = PartitionSpec(plan.row_axes or None, None)
+            return _cho_solve_program(plan, m, p).body, (p, rep), (out,)
+
+        (x,) = on_layout(
+            "cho_solve",
+            factors.c,
+            (factors.c, b2),
+            make,
+            "i j, k l -> i l",
+            nb=plan.nb,
+            order="natural",
+        )
+        return x[:, 0] if b.ndim == 1 else x
     b2 = place(b2, factors.mesh, PartitionSpec())
     x = _cho_solve_program(plan, factors.mesh, factors.spec)(factors.c, b2)
     return x[:, 0] if b.ndim == 1 else x

@@ -60,9 +60,9 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 from jax.scipy.linalg import solve_triangular as _local_trsm
-from jax.sharding import PartitionSpec
+from jax.sharding import NamedSharding, PartitionSpec
 
-from shardkit.layout._errors import mesh_summary, spec_summary
+from shardkit.layout.internal import mesh_summary, spec_summary
 from shardkit.linalg._blockcyclic import (
     AnyMesh,
     Spmd,
@@ -70,11 +70,14 @@ from shardkit.linalg._blockcyclic import (
     dslice,
     dupdate,
     place,
+    plan_for,
     psum,
     resolve,
 )
+from shardkit.linalg._partitioned import on_layout, unknown
 from shardkit.linalg._status import RankDeficientError, finish, is_traced
 from shardkit.linalg.triangular import solve_triangular
+from shardkit.linalg.triangular import triangular_program as _trsm_program
 
 __all__ = ["DEFAULT_PANEL", "RankDeficientError", "lstsq", "qr"]
 
@@ -250,6 +253,39 @@ def _factor(a: Any, lay: _Layout, fill: bool) -> tuple[jax.Array, jax.Array, jax
     return _bcgs2_program(lay, fill)(x)
 
 
+def _on_layout(where: str, a: Any, rest: tuple[Any, ...], nb: int, make: Any, rule: str) -> Any:
+    """Auto mesh axes under ``jit``: ``make(lay)`` is the per-shard program (see _partitioned)."""
+
+    def layout(struct: Any) -> tuple[Any, PartitionSpec, _Layout]:
+        lay = _layout(where, struct, None, None, nb)
+        return lay.mesh, lay.spec, lay
+
+    return on_layout(
+        where,
+        a,
+        (a, *rest),
+        lambda lay, m, p: make(lay),
+        rule,
+        nb=nb,
+        order="natural",
+        square=False,
+        layout=layout,
+    )
+
+
+def _qr_local(lay: _Layout, fill: bool) -> Any:
+    """The factorization's per-shard program: ``(q, r, status)`` and its specs."""
+    rep = PartitionSpec()
+    if lay.tsqr:
+        tsqr = _tsqr_program(lay).body
+
+        def local(a: jax.Array) -> tuple[jax.Array, ...]:
+            return (*tsqr(a), jnp.int32(0))
+
+        return local, (lay.spec,), (lay.spec, rep, rep)
+    return _bcgs2_program(lay, fill).body, (lay.spec,), (lay.spec, lay.r_spec, rep)
+
+
 def _finish(
     where: str, result: Any, status: jax.Array, a: Any, *, fill: bool, return_status: bool
 ) -> Any:
@@ -332,8 +368,13 @@ def qr(
       shardkit.linalg.RankDeficientError: qr: a (shape=(32, 32), dtype=float64) is numerically rank deficient: |r_jj| of column 1 is at most n * eps * max|r_jj| (or NaN), so block Gram-Schmidt cannot make q orthonormal. Check a for dependent columns, or use the layout P(rows, None) with M / R >= n (Householder TSQR copes with rank deficiency); under jax.jit pass return_status=True to receive this status instead.
     """
     a = a if isinstance(a, jax.Array) else jnp.asarray(a)
-    lay = _layout("qr", a, mesh, spec, nb)
     fill = is_traced(a) and not return_status
+    if unknown(a, mesh, spec):
+        # r's rows follow a's only when a is square (a rule ties equal lengths alone).
+        rule = "i j -> i j, i j, " if a.shape[0] == a.shape[1] else "i j -> i j, k j, "
+        q, r, status = _on_layout("qr", a, (), nb, lambda lay: _qr_local(lay, fill), rule)
+        return _finish("qr", (q, r), status, a, fill=fill, return_status=return_status)
+    lay = _layout("qr", a, mesh, spec, nb)
     q, r, status = _factor(a, lay, fill)
     return _finish("qr", (q, r), status, a, fill=fill, return_status=return_status)
 
@@ -398,6 +439,48 @@ def _residual_program(lay: _Layout) -> Any:
     )
 
 
+def _lstsq_local(lay: _Layout, fill: bool) -> Any:
+    """Least squares' per-shard program: ``(x, residuals, s, status, tsqr)``, all replicated.
+
+    The eager path's programs composed: TSQR's, or BCGS2, ``q^T b``, the triangular
+    solve on the sharded ``r`` (then one all-gather of ``x``, ``n x nrhs``) and the
+    residual. ``s`` is NaN for BCGS2, as eagerly.
+    """
+    rep = PartitionSpec()
+    b_spec = PartitionSpec(lay.spec[0], None)
+    if lay.tsqr:
+        tsqr = _tsqr_lstsq_program(lay).body
+
+        def local_tsqr(a: jax.Array, b: jax.Array) -> tuple[jax.Array, ...]:
+            return (*tsqr(a, b), jnp.int32(0), jnp.int32(1))
+
+        return local_tsqr, (lay.spec, b_spec), (rep,) * 5
+    factor = _bcgs2_program(lay, fill).body
+    qtb_of = _qtb_program(lay).body
+    residual = _residual_program(lay).body
+    trsm = None
+    if lay.r_spec != rep:
+        struct = jax.ShapeDtypeStruct(
+            (lay.n, lay.n), jnp.float32, sharding=NamedSharding(lay.mesh, lay.r_spec)
+        )
+        _, r_spec, plan = plan_for("lstsq", struct, None, None, lay.nb, "natural")
+        trsm = (_trsm_program(plan, lay.mesh, r_spec, False, False, False).body, plan.row_axes)
+
+    def local(a: jax.Array, b: jax.Array) -> tuple[jax.Array, ...]:
+        q, r, status = factor(a)
+        qtb = qtb_of(q, b)
+        if trsm is None:
+            x = _local_trsm(r, qtb, lower=False)
+        else:
+            x = trsm[0](r, qtb)
+            x = lax.all_gather(x, trsm[1], tiled=True) if trsm[1] else x
+        res = residual(a, x, b)
+        s = jnp.full((lay.n,), jnp.nan, a.dtype)
+        return x, res, s, status, jnp.int32(0)
+
+    return local, (lay.spec, b_spec), (rep,) * 5
+
+
 def lstsq(
     a: Any,
     b: Any,
@@ -450,7 +533,6 @@ def lstsq(
     """
     where = "lstsq"
     a = a if isinstance(a, jax.Array) else jnp.asarray(a)
-    lay = _layout(where, a, mesh, spec, nb)
     b = jnp.asarray(b, a.dtype)
     if b.ndim not in (1, 2) or b.shape[0] != a.shape[0]:
         raise ValueError(
@@ -458,8 +540,20 @@ def lstsq(
             f"pass b of shape ({a.shape[0]},) or ({a.shape[0]}, nrhs)"
         )
     b2 = b[:, None] if b.ndim == 1 else b
-    b2 = place(b2, lay.mesh, PartitionSpec(lay.spec[0], None))
     fill = is_traced(a, b) and not return_status
+    if unknown(a, mesh, spec):
+        x, res, s, status, full = _on_layout(
+            where, a, (b2,), nb, lambda lay: _lstsq_local(lay, fill), "i j, i k -> j k, k, j, , "
+        )
+        tol = max(a.shape) * jnp.finfo(a.dtype).eps * s[0]
+        # TSQR (full == 1) counts singular values; BCGS2 needs full column rank.
+        rank = jnp.where(
+            full == 1, jnp.sum(s > tol), jnp.where(status == 0, a.shape[1], status - 1)
+        ).astype(jnp.int32)
+        out = (x[:, 0] if b.ndim == 1 else x, res, rank, s)
+        return _finish(where, out, status, a, fill=fill, return_status=return_status)
+    lay = _layout(where, a, mesh, spec, nb)
+    b2 = place(b2, lay.mesh, PartitionSpec(lay.spec[0], None))
     if lay.tsqr:
         x, res, s = _tsqr_lstsq_program(lay)(place(a, lay.mesh, lay.spec), b2)
         tol = max(a.shape) * jnp.finfo(a.dtype).eps * s[0]

@@ -30,6 +30,7 @@ from shardkit.linalg._blockcyclic import (
     psum,
     trsm,
 )
+from shardkit.linalg._partitioned import on_layout, unknown
 
 __all__ = ["solve_triangular"]
 
@@ -84,7 +85,7 @@ def substitute(
 
 
 @functools.lru_cache(maxsize=128)
-def _program(
+def triangular_program(
     plan: Plan, mesh: AnyMesh, spec: PartitionSpec, lower: bool, unit: bool, trans: bool
 ) -> Any:
     def body(a: jax.Array, b: jax.Array) -> jax.Array:
@@ -145,12 +146,21 @@ def solve_triangular(
     if trans not in tmap:
         raise ValueError(f"{where}: trans={trans!r} is not one of {list(tmap)}")
     a = a if isinstance(a, jax.Array) else jnp.asarray(a)
-    m, p, plan = plan_for(where, a, mesh, spec, nb, "natural")
     b = jnp.asarray(b, dtype=a.dtype)
     vec = b.ndim == 1
-    if b.ndim not in (1, 2) or b.shape[0] != plan.n:
+    if b.ndim not in (1, 2) or b.shape[0] != a.shape[0]:
         raise ValueError(f"{where}: b.shape={b.shape} does not fit a.shape={a.shape}")
     b2 = b[:, None] if vec else b
+    flags = (bool(lower), bool(unit_diagonal), tmap[trans])
+    if unknown(a, mesh, spec):
+
+        def make(plan: Plan, m: AnyMesh, p: PartitionSpec) -> Any:
+            out = PartitionSpec(plan.row_axes or None, None)
+            return triangular_program(plan, m, p, *flags).body, (p, PartitionSpec()), (out,)
+
+        (x,) = on_layout(where, a, (a, b2), make, "i j, k l -> i l", nb=nb, order="natural")
+        return x[:, 0] if vec else x
+    m, p, plan = plan_for(where, a, mesh, spec, nb, "natural")
     a, b2 = place(a, m, p), place(b2, m, PartitionSpec())
-    x = _program(plan, m, p, bool(lower), bool(unit_diagonal), tmap[trans])(a, b2)
+    x = triangular_program(plan, m, p, *flags)(a, b2)
     return x[:, 0] if vec else x

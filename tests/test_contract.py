@@ -27,7 +27,7 @@ import math
 import re
 import zlib
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
@@ -40,7 +40,7 @@ from _matrix import FULL
 from shardkit import fft, linalg, plan
 from shardkit.testing import assert_close, tolerance
 
-AXES = ("auto", "explicit")
+AXES: tuple[Literal["auto", "explicit"], ...] = ("auto", "explicit")
 MODES = ("eager", "jit")
 MESHES = {"1d": ("8", "x"), "2d": ("2x4", "x,y")}
 SIZES = ("div", "indiv")
@@ -51,7 +51,7 @@ DTYPES = ("float32", "float64", "complex64", "complex128")
 class Cell:
     """One point of the matrix."""
 
-    axes: str
+    axes: Literal["auto", "explicit"]
     mode: str
     mesh: str
     size: str

@@ -12,7 +12,17 @@ from shardkit.examples._scenario import Checks, Outcome, Scenario, register, run
 
 __all__ = ["Checks", "Outcome", "Scenario", "load_all", "register", "run_scenario", "scenarios"]
 
-_MODULES = ("layouts", "automatic", "manual", "inspection", "matmul", "fft", "linalg", "training")
+_MODULES = (
+    "layouts",
+    "automatic",
+    "manual",
+    "inspection",
+    "matmul",
+    "fft",
+    "linalg",
+    "in_jit",
+    "training",
+)
 
 
 def load_all() -> None:

@@ -356,3 +356,34 @@ def test_one_summary_line_says_how_the_job_ended(
     rc, _, err = _run(code, grace_seconds=2.0, timeout_seconds=timeout)
     assert rc == expected
     assert err.splitlines() == [f"shardkit launch: {summary}"]
+
+
+@pytest.mark.timeout(30)
+def test_an_abort_right_before_a_peers_death_is_not_taken_for_the_cause(tmp_path: Path) -> None:
+    # JAX aborts a rank as soon as rank 0 (its coordination service) dies; a launcher
+    # that happens to see the abort first must still name rank 0.
+    flag = tmp_path / "aborting"
+    code = (
+        "import os, signal, time\n"
+        f"if {RANK} == 1:\n"
+        f"    open({str(flag)!r}, 'w').close()\n"
+        "    os.abort()\n"
+        f"while not os.path.exists({str(flag)!r}): time.sleep(0.005)\n"
+        "time.sleep(0.05)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    rc, _, err = _run(code, grace_seconds=2.0)
+    assert rc == 137
+    assert err.splitlines() == [
+        "shardkit launch: rank 0 exited with status 137 (killed by SIGKILL); rank 1 ended too"
+    ]
+
+
+@pytest.mark.timeout(30)
+def test_an_abort_on_its_own_is_the_cause() -> None:
+    code = f"import os, time\nif {RANK} == 1: os.abort()\ntime.sleep(60)"
+    rc, _, err = _run(code, grace_seconds=2.0)
+    assert rc == 134
+    assert err.splitlines() == [
+        "shardkit launch: rank 1 exited with status 134 (killed by SIGABRT); stopped rank 0"
+    ]

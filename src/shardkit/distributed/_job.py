@@ -32,6 +32,8 @@ TIMEOUT_EXIT_CODE = 124
 # The job's status when a rank left early (status 0 or unknown) and peers were stuck.
 EARLY_EXIT_CODE = 1
 _SIGABRT_CODE = 128 + signal.SIGABRT
+# How long an abort waits for the death that may have caused it to be noticed.
+_ABORT_SETTLE_SECONDS = 0.5
 
 
 def exit_code(returncode: int) -> int:
@@ -154,12 +156,22 @@ class Job:
         while True:
             self.pump(POLL_SECONDS)
             now = time.monotonic()
-            failed = [r for r in self.ranks if r.code not in (None, 0)]
+            failed = sorted(
+                (r for r in self.ranks if r.code not in (None, 0)), key=lambda r: r.ended_at
+            )
             if failed:
-                # A rank that aborted (SIGABRT) at the same moment as another failed
-                # usually aborted because of it: JAX aborts a rank that loses its peer.
-                failed.sort(key=lambda r: (r.ended_at, r.code == _SIGABRT_CODE))
-                return Outcome("failed", failed[0])
+                # JAX aborts (SIGABRT) a rank the moment the rank hosting its
+                # coordination service dies, so an abort seen first may still be the
+                # consequence: a busy launcher can poll between the two deaths. Give
+                # the real cause a moment to show, then prefer it.
+                first = failed[0]
+                if first.code != _SIGABRT_CODE:
+                    return Outcome("failed", first)
+                settled = now - first.ended_at > _ABORT_SETTLE_SECONDS
+                cause = [r for r in failed if r.code != _SIGABRT_CODE]
+                if cause or settled:
+                    return Outcome("failed", (cause or failed)[0])
+                continue
             if all(r.code == 0 for r in self.ranks):
                 return Outcome("success")
             joined = [r for r in self.ranks if r.joined]

@@ -2,7 +2,7 @@
 
 ``make test`` must stay within minutes on two cores, so the widest parametrizations
 run every case once with their variants taken in turn (each variant still runs);
-``make test-full`` (and CI, after ``make test``) sets the flag and runs every cell.
+``make test-full`` sets the flag and runs every cell.
 """
 
 from __future__ import annotations

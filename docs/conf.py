@@ -29,7 +29,7 @@ extensions = [
     "sphinx.ext.viewcode",
 ]
 
-exclude_patterns = ["_build", "**.ipynb_checkpoints", "README.md"]
+exclude_patterns = ["_build", "**.ipynb_checkpoints"]
 source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}
 
 # ---- API reference ----------------------------------------------------------------

@@ -59,7 +59,9 @@ def test_every_export_of_a_subpackage_has_an_entry_on_its_page(name: str) -> Non
     text = page.read_text()
     assert f".. automodule:: {module.__name__}" in text
     missing = {f"{module.__name__}.{n}" for n in module.__all__} - documented(text)
-    assert not missing, f"{page.name} does not document {sorted(missing)}"
+    assert not missing, (
+        f"{page.name} does not document {sorted(missing)}; run PYTHONPATH=src python docs/api_pages.py"
+    )
     index = (API / "index.md").read_text()
     assert re.search(rf"^{name}$", index, re.MULTILINE), f"{name}.md is not in api/index.md"
 

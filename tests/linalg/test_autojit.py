@@ -244,3 +244,10 @@ def test_matmul_chain_plan_applies_under_jit_on_auto_axes() -> None:
     compiled = jax.jit(plan.apply).lower(*placed).compile()
     assert_close(compiled(*placed), mats[0] @ mats[1] @ mats[2])
     assert comms(compiled).kinds == {c.kind for c in plan.collectives}
+
+
+def test_host_data_under_jit_runs_on_one_device() -> None:
+    # No mesh at all: the op's reference (the same program, one device) runs.
+    a = MATS["general"][:16, :16]
+    x = jax.jit(lambda a, b: linalg.solve(a, b, nb=NB))(a, RHS[:16])
+    assert_close(x, np.linalg.solve(a, RHS[:16]))

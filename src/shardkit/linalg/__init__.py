@@ -5,6 +5,13 @@ across whole columns (tournament or partial), Cholesky and triangular solves on 
 block-cyclic layout (:func:`solve`, :func:`lu_factor`, :func:`cholesky`, ...); QR
 (TSQR for tall-skinny matrices, block Gram-Schmidt for square ones) and least squares;
 Krylov solvers on sharded vectors; batched solves without communication.
+
+Inside ``jax.jit`` on Auto mesh axes the operands carry no spec while tracing; the
+factorizations, solves, ``qr``/``lstsq`` and ``matmul`` then become
+``custom_partitioning`` ops that run the same per-shard program as eagerly once XLA's
+partitioner knows the layout (no ``mesh=``/``spec=`` needed). A replicated operand
+takes the eager default layout (a free local slice); factors made there
+(``lu_factor``, ``cho_factor``) are in natural order so that any layout reads them.
 """
 
 from shardkit.linalg._blockcyclic import (

@@ -12,9 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 import jax
-import jax.core as jax_core
 import jax.numpy as jnp
 import numpy as np
+
+from shardkit.layout.internal import is_traced
 
 __all__ = [
     "LinAlgStatusError",
@@ -57,11 +58,6 @@ class NotPositiveDefiniteError(LinAlgStatusError):
 
 class RankDeficientError(SingularMatrixError):
     """Block Gram-Schmidt QR met a numerically zero ``|r_jj|``: ``a``'s columns are (nearly) dependent."""
-
-
-def is_traced(*xs: Any) -> bool:
-    """Whether any of ``xs`` is a tracer (we are inside ``jit``/``vmap``/``grad``)."""
-    return any(isinstance(x, jax_core.Tracer) for x in xs)
 
 
 def _raise(where: str, status: int, kind: str, shape: tuple[int, ...], dtype: Any) -> None:
@@ -121,7 +117,7 @@ def finish(
     bad = status != 0
 
     def fill(x: Any) -> Any:
-        if isinstance(x, jax.Array | jax_core.Tracer) and jnp.issubdtype(x.dtype, jnp.inexact):
+        if (isinstance(x, jax.Array) or is_traced(x)) and jnp.issubdtype(x.dtype, jnp.inexact):
             return jnp.where(bad, jnp.full_like(x, jnp.nan), x)
         return x
 

@@ -13,11 +13,9 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import lu_factor as _lu_factor
 from jax.scipy.linalg import lu_solve as _lu_solve
-from jax.sharding import NamedSharding, PartitionSpec
+from jax.sharding import PartitionSpec
 
-from shardkit.layout import spec as _spec
-from shardkit.layout._checks import entry_axes
-from shardkit.layout._errors import indivisible_error
+from shardkit.layout.internal import indivisible_error, placement
 from shardkit.linalg._blockcyclic import AnyMesh, place
 from shardkit.linalg._status import SingularMatrixError, is_traced
 
@@ -97,21 +95,14 @@ def batched_solve(
             f"{where}: b.shape={tuple(b.shape)} does not fit a.shape={tuple(a.shape)}; "
             "pass (batch, n) or (batch, n, nrhs)"
         )
-    sh = getattr(a, "sharding", None)
-    if not isinstance(sh, NamedSharding):
-        sh = getattr(jax.typeof(a), "sharding", None)
-    m = mesh if mesh is not None else (sh.mesh if isinstance(sh, NamedSharding) else None)
+    found = placement(a, mesh=mesh, spec=spec)
+    m = found.mesh
     if m is None or m.empty:
         raise ValueError(
             f"{where}: a (shape={tuple(a.shape)}) carries no mesh; shard it over the batch "
             "axis with shardkit.shard(a, mesh, 'x') or pass mesh=... and spec=..."
         )
-    if spec is not None:
-        given = tuple(_spec(spec))
-        batch = entry_axes(given[0]) if given else ()
-    else:
-        got = tuple(sh.spec) if isinstance(sh, NamedSharding) else ()
-        batch = entry_axes(got[0]) if got else ()
+    batch = found.spec[0] if found.spec else ()  # unknown (Auto axes under jit): all axes
     if not batch:
         batch = tuple(m.axis_names)
     parts = 1

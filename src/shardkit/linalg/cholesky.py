@@ -214,7 +214,8 @@ def cho_factor(
     Args:
       a: ``(n, n)`` symmetric positive definite, sharded ``P(rows, cols)``.
       nb: block size.
-      order: ``"cyclic"`` (balanced) or ``"natural"``.
+      order: ``"cyclic"`` (balanced) or ``"natural"``; under ``jit`` on Auto axes always
+        natural (see :class:`CholeskyFactors`).
       mesh: the mesh, when ``a`` does not carry it.
       spec: ``a``'s spec, likewise.
       stages: static sub-loops over which the working set shrinks.

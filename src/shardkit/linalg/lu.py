@@ -549,8 +549,10 @@ def lu_factor(
       a: ``(n, n)`` float matrix sharded ``P(rows, cols)``.
       nb: block size (rounded down to divide the local blocks).
       order: ``"cyclic"`` (balanced elimination order) or ``"natural"`` (LAPACK's
-        factors exactly, less balanced).
-      mesh: the mesh, when ``a`` does not carry it (traced on an Auto mesh).
+        factors exactly, less balanced). Under ``jit`` on Auto axes always natural
+        (see :class:`LUFactors`).
+      mesh: the mesh, when ``a`` does not carry it (host data). Not needed under
+        ``jit`` on Auto axes: the layout comes from the partitioner.
       spec: ``a``'s spec, likewise.
       stages: static sub-loops over which the working set shrinks.
       pivoting: ``"tournament"`` (CALU: one all-gather per panel) or ``"partial"``
@@ -706,7 +708,8 @@ def solve(
       a: ``(n, n)`` float matrix sharded ``P(rows, cols)``.
       b: ``(n,)`` or ``(n, nrhs)``.
       nb: block size.
-      mesh: the mesh, when ``a`` does not carry it (traced on an Auto mesh).
+      mesh: the mesh, when ``a`` does not carry it (host data). Not needed under
+        ``jit`` on Auto axes: the layout comes from the partitioner.
       spec: ``a``'s spec, likewise.
       stages: see :func:`lu_factor`.
       pivoting: ``"tournament"`` or ``"partial"``; see :func:`lu_factor`.

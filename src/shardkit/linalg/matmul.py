@@ -203,7 +203,10 @@ def matmul(
       out_spec: requested output spec (anything :func:`shardkit.spec` accepts), or None.
       algorithm: ``"auto"`` or one of ``local``, ``allgather``, ``reduce_scatter``,
         ``allreduce``, ``ring``, ``cannon``, ``summa``.
-      mesh: the mesh, needed only under ``jax.jit`` with Auto axes (with ``in_specs``).
+      mesh: the mesh, for host operands (with ``in_specs``). Under ``jax.jit`` on Auto
+        axes neither is needed: the product becomes a ``custom_partitioning`` op whose
+        program is chosen once the partitioner knows the layouts, with the partitioner's
+        wish for the result's layout as ``out_spec`` (unless one is given).
       in_specs: ``(spec_a, spec_b)`` overriding the operands' own shardings.
       interconnect: cost-model preset name or :class:`~shardkit.inspect.Interconnect`.
       explain: return the priced candidates (an :class:`Explanation`) instead.
@@ -215,7 +218,9 @@ def matmul(
       ValueError: an unknown algorithm (the legal ones are listed), shapes that do not
         multiply, a spec that does not divide a shape, operands on different meshes,
         an algorithm that does not apply to the specs (the message says why), or
-        operands traced under ``jit`` on Auto axes without ``in_specs``/``mesh``.
+        ``explain=True`` on operands traced under ``jit`` on Auto axes. Under ``jit``
+        an algorithm that does not apply to the layouts the partitioner gives raises
+        its message when the program compiles (inside JAX's runtime error).
 
     Example:
       >>> m = shardkit.mesh("2x4", "x,y")

@@ -331,7 +331,8 @@ def qr(
         ``None``; ``M`` divisible by the row split, ``n`` by the column split).
       nb: BCGS2 panel width, rounded down to a divisor of ``n / C`` that is at most
         ``M / R`` (unused by TSQR).
-      mesh: the mesh, when ``a`` does not carry it (traced on an Auto mesh).
+      mesh: the mesh, when ``a`` does not carry it (host data). Not needed under
+        ``jit`` on Auto axes: the layout comes from the partitioner.
       spec: ``a``'s spec, likewise.
       return_status: return ``((q, r), status)``; status ``j + 1`` names the first
         numerically dependent column ``j`` (always ``0`` for TSQR).

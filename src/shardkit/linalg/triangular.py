@@ -125,7 +125,8 @@ def solve_triangular(
       lower: use the lower triangle of ``a``.
       unit_diagonal: assume ones on the diagonal.
       nb: block size (rounded down to divide the local blocks).
-      mesh: the mesh, when ``a`` does not carry it (traced on an Auto mesh).
+      mesh: the mesh, when ``a`` does not carry it (host data). Not needed under
+        ``jit`` on Auto axes: the layout comes from the partitioner.
       spec: ``a``'s spec, likewise.
 
     Returns:

@@ -9,6 +9,7 @@ import jax
 import jax.core
 import numpy as np
 
+from shardkit.layout.internal import is_traced
 from shardkit.show._layout import Layout, device_label, layout_from_index_map
 from shardkit.show._scene import Scene, build_scene, normalize_axes
 from shardkit.show._svg import render_html, render_svg
@@ -143,7 +144,7 @@ def _resolve(
             f"show(x, shape=..., sharding=...): pass either x (a {type(x).__name__}) or "
             "the shape= and sharding= keywords, not both"
         )
-    if isinstance(x, jax.core.Tracer):
+    if is_traced(x):
         raise TypeError(
             "show() got a traced value (inside jit, vmap or grad), whose sharding is not "
             "known until compilation; call show() on the result outside the transformation, "

@@ -28,6 +28,7 @@ from shardkit.testing import assert_close
 
 NAMES = {"8": "x", "2x4": "x,y", "4x2": "x,y", "1x8": "x,y"}
 # The jnp.fft function each public transform is, with its kwargs (see _call).
+ALL = (0, 1, 2)
 PLANNED = {"fft2": "fftn", "ifft2": "ifftn", "rfft2": "rfftn", "irfft2": "irfftn"}
 
 
@@ -65,6 +66,7 @@ CASES: list[tuple[str, str, str, tuple[int, ...], str, str, dict[str, Any]]] = [
     ),
     ("rfftn", "8", "x", (16, 12, 9), "float64", "explicit", {}),
     ("rfftn", "2x4", "x,y", (12, 20, 7), "float32", "auto", {}),
+    ("rfftn", "2x4", "x,y", (12, 20, 8), "float64", "explicit", {"s": (12, 20, 7), "axes": ALL}),
     (
         "irfftn",
         "8",

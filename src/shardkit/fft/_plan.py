@@ -35,9 +35,7 @@ inverse walks back to the same place). JAX refuses uneven ``NamedSharding``s, so
 output axis still padded at the end is never returned: the plan then appends the
 reverse moves (as ``"natural"``) and returns the input's layout, or, when that one
 does not divide either (a split R2C axis, now halved), stops at the first layout
-on the way back that divides. A complex transform whose inverse from the same
-layout would pad returns the natural layout too, so that inverse(forward(x))
-keeps ``x``'s layout for every length.
+on the way back that divides.
 """
 
 from __future__ import annotations
@@ -400,9 +398,9 @@ def make_plan(
     docstring); the output is never padded: when the default layout would be, the
     plan returns to the natural one.
 
-    A complex transform also returns the natural layout when the transform the
-    other way from the same layout would pad: that one returns the natural layout
-    too, so ``ifftn(fftn(x))`` keeps ``x``'s layout whatever the lengths.
+    ``ifftn(fftn(x))`` keeps ``x``'s layout whenever the forward plan needs no
+    padding (the inverse then retraces its moves); a padded forward plan returns
+    ``x``'s layout itself, and its inverse from there may choose another one.
 
     Raises:
       ValueError: the output layout would split an axis the mesh does not divide
@@ -411,31 +409,6 @@ def make_plan(
       NotImplementedError: a 1-D array split along its only axis (no axis to receive
         the split); an R2C axis that is split when no transformed axis is free.
     """
-    args = (name, shape, spec, mesh_sizes, axes, sizes, kind, norm, ctx)
-    plan = _build(*args, inverse, out_layout)
-    if kind != "c2c" or plan.layout == "natural" or plan.padded:
-        return plan
-    try:
-        mirror = _build(*args, not inverse, "default")
-    except (ValueError, NotImplementedError):
-        return plan
-    return _build(*args, inverse, "natural") if mirror.padded else plan
-
-
-def _build(
-    name: str,
-    shape: Sequence[int],
-    spec: PartitionSpec | Sequence[object],
-    mesh_sizes: Mapping[str, int],
-    axes: Sequence[int],
-    sizes: Sequence[int],
-    kind: Kind,
-    norm: str | None,
-    ctx: str,
-    inverse: bool,
-    out_layout: Layout,
-) -> FFTPlan:
-    """:func:`make_plan` for one direction, without looking at the other."""
     rank = len(shape)
     entries = normalize_spec(spec, rank)
     b = _Builder(name, shape, entries, mesh_sizes, ctx or f"array shape={tuple(shape)}")

@@ -28,9 +28,11 @@ plan appends the reverse moves (a slab then costs two ``all_to_all``, a pencil
 four). For example ``fftn`` of a 64x60x36 slab on 8 devices pads 60 to 64 and
 returns ``P('x', None, None)``. Padding is avoided where it can be: a split skips
 an axis the mesh does not divide for the next unsplit one that it does (``fftn``
-of a 64x60x32 slab returns ``P(None, None, 'x')`` after one ``all_to_all``). So
-that ``ifftn(fftn(x))`` always has ``x``'s layout, a complex transform also
-returns the natural layout when its inverse from that layout would pad. The padding costs bytes: a move over ``g`` devices
+of a 64x60x32 slab returns ``P(None, None, 'x')`` after one ``all_to_all``).
+``ifftn(fftn(x))`` has ``x``'s layout whenever ``fftn`` needed no padding; after
+a padded ``fftn`` (which returns ``x``'s layout) ``ifftn`` may pick another
+layout that divides: pass ``out_layout="natural"`` to both to pin the layout
+(e.g. for a loop carry on an Explicit mesh). The padding costs bytes: a move over ``g`` devices
 sends ``(g - 1) / g`` of its padded block, so each move adds ``(g - 1) / g`` times
 (padded block - even share) times the item size; :meth:`FFTPlan.sent_bytes` and
 :meth:`FFTPlan.padding_bytes` give the totals (``shardkit.comms`` reports the

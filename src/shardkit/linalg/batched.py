@@ -19,6 +19,7 @@ from shardkit.layout import spec as _spec
 from shardkit.layout._checks import entry_axes
 from shardkit.layout._errors import indivisible_error
 from shardkit.linalg._blockcyclic import AnyMesh, place
+from shardkit.linalg._dtype import as_inexact, common
 from shardkit.linalg._status import SingularMatrixError, is_traced
 
 __all__ = ["batched_solve"]
@@ -64,6 +65,7 @@ def batched_solve(
 
     Each device runs a batched LAPACK LU on its own systems. ``b`` is resharded to
     ``a``'s batch sharding (free when it already matches). Memory: the device's share.
+    Float or complex (a complex ``b`` makes the solve complex); integers are promoted.
 
     Args:
       a: ``(batch, n, n)``, the batch axis sharded (``P("x")`` or ``P(("x", "y"))``).
@@ -79,6 +81,7 @@ def batched_solve(
     Raises:
       SingularMatrixError: eagerly, naming the first singular system.
       ValueError: shapes or layout do not fit.
+      TypeError: ``a`` or ``b`` is half precision (use float32) or not numeric.
 
     Example:
       >>> m = shardkit.mesh("8", "x")
@@ -88,10 +91,12 @@ def batched_solve(
       [1.0, 0.5, 0.3333333333333333, 0.25, 0.2, 0.16666666666666666, 0.14285714285714285, 0.125]
     """
     where = "batched_solve"
-    a = a if isinstance(a, jax.Array) or is_traced(a) else jnp.asarray(a)
+    a = as_inexact(where, "a", a)
     if a.ndim != 3 or a.shape[1] != a.shape[2]:
         raise ValueError(f"{where}: a.shape={tuple(a.shape)} is not (batch, n, n)")
-    b = jnp.asarray(b, dtype=a.dtype)
+    dt = common(where, a.dtype, b)
+    a = jnp.asarray(a) if a.dtype == dt else jnp.asarray(a).astype(dt)
+    b = jnp.asarray(b).astype(dt)
     if b.ndim not in (2, 3) or b.shape[:2] != a.shape[:2]:
         raise ValueError(
             f"{where}: b.shape={tuple(b.shape)} does not fit a.shape={tuple(a.shape)}; "

@@ -307,6 +307,15 @@ def test_batched_solve_complex_and_promotion() -> None:
     x = batched_solve(shard(a_np, m, "x"), b)
     assert x.dtype == np.complex64
     assert_close(x, np.linalg.solve(a_np, b[..., None])[..., 0], dtype=np.complex64, scale=10.0)
+    # 13 systems on 8 devices: padded with 3 identity systems, x comes back replicated.
+    a13 = _random((13, 4, 4), np.complex128, rng) + 3 * np.eye(4)
+    b13 = _random((13, 4, 2), np.complex128, rng)
+    x13, status = jax.jit(lambda a, b: batched_solve(a, b, mesh=m, return_status=True))(a13, b13)
+    assert_close(x13, np.linalg.solve(a13, b13), scale=10.0)
+    np.testing.assert_array_equal(np.asarray(status), np.zeros(13))
+    a13[11] = 0
+    with pytest.raises(SingularMatrixError, match="system 11 of 13"):
+        batched_solve(a13, b13, mesh=m)
     ai = np.stack([np.eye(3, dtype=np.int32) * (i + 2) for i in range(8)])
     xi = batched_solve(shard(ai, m, "x"), np.ones((8, 3), np.int32))
     assert xi.dtype == jnp.result_type(float)

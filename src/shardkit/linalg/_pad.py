@@ -17,10 +17,17 @@ When it does not, ``a`` cannot be placed as it is: host (or replicated) input is
 padded before it is placed, and results whose order the mesh does not divide come
 back replicated (one all-reduce of the result).
 
-The padded order is the smallest multiple of ``L`` (square solves: ``L`` times a
-block count times a block size of at most ``nb``) at or above ``n``; it is used
-only when the mesh does not divide ``n`` or when ``n / L`` has no divisor in
-``[nb / 2, nb]`` (which would force a much smaller block).
+Padding is used only when the mesh does not divide ``n``, or when ``n / L`` has no
+divisor above ``min(nb, n / L) / 2`` and at most ``nb`` (the block size would have to
+shrink, down to 1 for a prime ``n / L``). The Krylov solvers (no blocks) pad to the
+next multiple of ``L``; the blocked factorizations to ``L * blocks * nb'`` with
+``nb' <= nb`` the block that pads least, so ``size - n < L * blocks`` (``n = 999`` on
+2x4 with ``nb = 128``: 1000, blocks of 125; ``n = 13`` on 8 devices: 16). Cost: one
+more share of ``size^2 / P`` elements per device (the padded copy of ``a``).
+
+Tall matrices (QR, least squares) are bordered at the end instead, ``[[a, 0], [0, d I],
+[0, 0]]`` (:func:`pad_tall`; only host or replicated input needs it), and batches of
+systems get identity systems (:func:`pad_rows` on the batch axis).
 """
 
 from __future__ import annotations
@@ -102,10 +109,6 @@ class Padding:
         out = np.full(self.size, -1, np.int64)
         out[self.positions()] = np.arange(self.n)
         return out
-
-    def extra_bytes(self, itemsize: int) -> int:
-        """Bytes the padding adds to an ``n x n`` matrix (all devices together)."""
-        return (self.size * self.size - self.n * self.n) * int(itemsize)
 
 
 def _largest_divisor(g: int, at_most: int) -> int:

@@ -124,7 +124,8 @@ def _input(a: np.ndarray, m: Any, sp: str, placed: bool) -> Any:
 # ---- LU and what is built on it -------------------------------------------------------
 
 
-@pytest.mark.parametrize("case", CASES if FULL else SAMPLE[:5], ids=_name)
+# complex64 and float64 meet LU in the jit, singularity and promotion tests below.
+@pytest.mark.parametrize("case", CASES if FULL else [SAMPLE[0], SAMPLE[2], SAMPLE[4]], ids=_name)
 def test_lu_family_matches_scipy(case: tuple[Any, ...]) -> None:
     ms, n, dt, nb, placed = case
     m, sp = _mesh(ms), MESHES[ms][1]

@@ -398,3 +398,34 @@ def test_complex_and_padded_cholesky_use_only_all_reduce() -> None:
         b = jax.ShapeDtypeStruct((shape[0],), dt, sharding=rep)
         report = comms(lambda a, b: cho_solve(cho_factor(a, nb=8, mesh=m, spec="x,y"), b), s, b)
         report.assert_only({"all-reduce"})
+
+
+def test_complex_and_padded_qr_and_cg_use_the_real_collectives() -> None:
+    m = _mesh("2x4")
+    split, rep = NamedSharding(m, P("x", "y")), NamedSharding(m, P())
+
+    def qr_run(a: Any) -> Any:
+        return qr(a, nb=4, mesh=m, spec="x,y", return_status=True)
+
+    def cg_run(a: Any, b: Any) -> Any:
+        return cg(a, b, mesh=m, spec="x,y")[0]
+
+    real = comms(qr_run, jax.ShapeDtypeStruct((32, 16), jnp.float32, sharding=split))
+    padded = comms(qr_run, jax.ShapeDtypeStruct((30, 13), jnp.complex64, sharding=rep))
+    padded.assert_only(_kinds(real))
+    for c in padded.collectives:
+        # Panel-sized (the padded 32 x 16 with panels of 4), or the cut-back q (30 x 13).
+        assert max(int(np.prod(s)) for s in c.result_shapes) <= 30 * 13, c
+    real_cg = comms(
+        cg_run,
+        jax.ShapeDtypeStruct((32, 32), jnp.float32, sharding=split),
+        jax.ShapeDtypeStruct((32,), jnp.float32, sharding=NamedSharding(m, P("x"))),
+    )
+    padded_cg = comms(
+        cg_run,
+        jax.ShapeDtypeStruct((30, 30), jnp.complex64, sharding=rep),
+        jax.ShapeDtypeStruct((30,), jnp.complex64, sharding=rep),
+    )
+    padded_cg.assert_only(_kinds(real_cg))
+    for c in padded_cg.collectives:
+        assert max(int(np.prod(s)) for s in c.result_shapes) <= 32, c  # vector-sized

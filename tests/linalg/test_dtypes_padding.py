@@ -150,7 +150,7 @@ def test_lu_family_matches_scipy(case: tuple[Any, ...]) -> None:
         assert_close(a_inv @ a_np, np.eye(n), dtype=dt, scale=cond, what="inv")
 
 
-@pytest.mark.parametrize("case", [SAMPLE[1], SAMPLE[4]], ids=_name)
+@pytest.mark.parametrize("case", [SAMPLE[1], SAMPLE[4], SAMPLE[5]], ids=_name)
 def test_solve_under_jit_matches_eager(case: tuple[Any, ...]) -> None:
     ms, n, dt, nb, placed = case
     m, sp = _mesh(ms), MESHES[ms][1]

@@ -185,36 +185,44 @@ def check_order(where: str, order: str) -> None:
 
 
 def check_matrix(where: str, a: Any, *, square: bool = True) -> tuple[int, ...]:
-    """``a``'s shape, once it is known to be a (square) float matrix.
+    """``a``'s shape, once it is known to be a (square) float or complex matrix.
 
     Raises:
-      TypeError: ``a`` is not a float array.
+      TypeError: ``a`` is not a float or complex array.
       ValueError: ``a`` is not 2-D (square).
     """
     shape = tuple(a.shape)
     if len(shape) != 2 or (square and shape[0] != shape[1]):
         want = "a square matrix (n, n)" if square else "a matrix (m, n)"
         raise ValueError(f"{where}: a.shape={shape} is not {want}")
-    if not jnp.issubdtype(a.dtype, jnp.floating):
+    if not jnp.issubdtype(a.dtype, jnp.inexact):
         raise TypeError(
             f"{where}: a.dtype={np.dtype(a.dtype).name} is not supported; "
-            "use float32 or float64 (complex is not implemented)"
+            "use float32, float64, complex64 or complex128"
         )
     return shape
 
 
 def resolve(
-    where: str, a: Any, mesh: AnyMesh | None, spec: Any, *, square: bool = True
+    where: str,
+    a: Any,
+    mesh: AnyMesh | None,
+    spec: Any,
+    *,
+    square: bool = True,
+    pad: bool = False,
 ) -> tuple[AnyMesh, PartitionSpec, tuple[str, ...], tuple[str, ...]]:
     """The mesh, spec and row/column axes of matrix ``a``: given, or read from ``a``.
 
     Eagerly the layout is read from ``a.sharding``; under ``jit`` from the abstract
     sharding of an Explicit mesh. A replicated spec is replaced by rows over the first
     mesh axis and columns over the second (a free local slice of the replicated data).
+    ``pad=True``: the caller pads (:mod:`shardkit.linalg._pad`), so dimensions the
+    mesh does not divide are accepted.
 
     Raises:
-      TypeError: ``a`` is not a 2-D float array.
-      ValueError: the layout is unknown, or a dimension does not divide.
+      TypeError: ``a`` is not a 2-D float or complex array.
+      ValueError: the layout is unknown, or (unless ``pad``) a dimension does not divide.
     """
     shape = check_matrix(where, a, square=square)
     found = placement(a, mesh=mesh, spec=spec)
@@ -239,7 +247,7 @@ def resolve(
                     f"{mesh_summary(m)}"
                 )
         parts = _axes_size(m, axes)
-        if shape[d] % parts:
+        if shape[d] % parts and not pad:
             raise indivisible_error(where, shape, p, m, d, axes, parts)
     return m, PartitionSpec(rows or None, cols or None), tuple(rows), tuple(cols)
 

@@ -11,15 +11,24 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.linalg import lu_factor as _lu_factor
 from jax.scipy.linalg import lu_solve as _lu_solve
-from jax.sharding import PartitionSpec
+from jax.sharding import NamedSharding, PartitionSpec
 
 from shardkit.layout.internal import indivisible_error, placement
 from shardkit.linalg._blockcyclic import AnyMesh, place
+from shardkit.linalg._dtype import as_inexact, common
+from shardkit.linalg._pad import choose, is_host, pad_rows, unpad_rows
 from shardkit.linalg._status import SingularMatrixError, is_traced
 
 __all__ = ["batched_solve"]
+
+
+def _split(a: Any) -> bool:
+    """Whether ``a`` is a ``jax.Array`` split over some mesh axis (it cannot be padded locally)."""
+    sh = getattr(a, "sharding", None)
+    return isinstance(sh, NamedSharding) and not sh.is_fully_replicated
 
 
 def _one(a: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -62,6 +71,10 @@ def batched_solve(
 
     Each device runs a batched LAPACK LU on its own systems. ``b`` is resharded to
     ``a``'s batch sharding (free when it already matches). Memory: the device's share.
+    A batch the mesh does not divide (host or replicated ``a``) is padded with identity
+    systems up to the next multiple of the device count (at most ``P - 1`` more
+    ``n x n`` systems); ``x`` then comes back replicated (one all-reduce of ``x``).
+    Float or complex (a complex ``b`` makes the solve complex); integers are promoted.
 
     Args:
       a: ``(batch, n, n)``, the batch axis sharded (``P("x")`` or ``P(("x", "y"))``).
@@ -76,7 +89,9 @@ def batched_solve(
 
     Raises:
       SingularMatrixError: eagerly, naming the first singular system.
-      ValueError: shapes or layout do not fit.
+      ValueError: shapes or layout do not fit (a split ``a`` whose batch the mesh
+        does not divide).
+      TypeError: ``a`` or ``b`` is half precision (use float32) or not numeric.
 
     Example:
       >>> m = shardkit.mesh("8", "x")
@@ -86,10 +101,13 @@ def batched_solve(
       [1.0, 0.5, 0.3333333333333333, 0.25, 0.2, 0.16666666666666666, 0.14285714285714285, 0.125]
     """
     where = "batched_solve"
-    a = a if isinstance(a, jax.Array) or is_traced(a) else jnp.asarray(a)
+    a0 = a
+    a = as_inexact(where, "a", a)
     if a.ndim != 3 or a.shape[1] != a.shape[2]:
         raise ValueError(f"{where}: a.shape={tuple(a.shape)} is not (batch, n, n)")
-    b = jnp.asarray(b, dtype=a.dtype)
+    dt = common(where, a.dtype, b)
+    a = jnp.asarray(a) if a.dtype == dt else jnp.asarray(a).astype(dt)
+    b = jnp.asarray(b).astype(dt)
     if b.ndim not in (2, 3) or b.shape[:2] != a.shape[:2]:
         raise ValueError(
             f"{where}: b.shape={tuple(b.shape)} does not fit a.shape={tuple(a.shape)}; "
@@ -110,11 +128,21 @@ def batched_solve(
         parts *= m.shape[ax]
     entry = batch[0] if len(batch) == 1 else batch
     a_spec = PartitionSpec(entry, None, None)
-    if a.shape[0] % parts:
+    if a.shape[0] % parts and not is_host(a0) and _split(a0):
         raise indivisible_error(where, tuple(a.shape), a_spec, m, 0, batch, parts)
     vec = b.ndim == 2
     b_spec = PartitionSpec(entry, None) if vec else PartitionSpec(entry, None, None)
+    # A batch the mesh does not divide gets identity systems (zero right-hand sides).
+    padding = choose(int(a.shape[0]), parts, 1, None)[0]
+    if padding.size != padding.n:
+        n = int(a.shape[1])
+        eye = (padding.index() < 0)[:, None, None] * np.eye(n)
+        a = pad_rows(a, padding, m) + jnp.asarray(eye, dt)
+        b = pad_rows(b, padding, m)
     x, status = _program(m, a_spec, b_spec, vec)(place(a, m, a_spec), place(b, m, b_spec))
+    if padding.size != padding.n:
+        x = unpad_rows(x.reshape(padding.size, -1), padding, m, batch).reshape(-1, *x.shape[1:])
+        status = unpad_rows(status[:, None], padding, m, batch)[:, 0]
     if return_status:
         return x, status
     if not is_traced(a, b):
@@ -125,7 +153,7 @@ def batched_solve(
             raise SingularMatrixError(
                 where,
                 int(s[i]) - 1,
-                f"{where}: system {i} of {a.shape[0]} (a[{i}], shape={tuple(a.shape[1:])}) "
+                f"{where}: system {i} of {padding.n} (a[{i}], shape={tuple(a.shape[1:])}) "
                 f"is singular to working precision at column {int(s[i]) - 1} "
                 f"({len(bad)} singular systems in all: {bad[:8]}). Under jax.jit pass "
                 "return_status=True to receive the statuses.",

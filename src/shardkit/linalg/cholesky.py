@@ -4,7 +4,10 @@ Per panel of ``nb`` columns: the diagonal block is summed to every device (all-r
 of ``nb x nb``) and factored locally; the panel's column block is broadcast along the
 mesh row (all-reduce over the column axes, ``(n / R) x nb``) and solved against it;
 the panel rows are assembled once per step as an ``n x nb`` all-reduce over the row
-axes, so that each device can form its share of ``L21 L21^T`` with one local matmul.
+axes, so that each device can form its share of ``L21 L21^H`` with one local matmul.
+Complex Hermitian matrices factor as ``a = L L^H`` (real: ``L L^T``); an order the mesh
+or the block size does not divide is padded with an identity block (see
+:mod:`shardkit.linalg._pad`; Hermitian positive definiteness carries over).
 Nothing of matrix size moves. A non-positive (or NaN) pivot sets the status: eagerly
 :class:`~shardkit.linalg.NotPositiveDefiniteError`, under ``jit`` a NaN-filled result
 or ``return_status=True``.
@@ -32,10 +35,19 @@ from shardkit.linalg._blockcyclic import (
     local_tables,
     make_plan,
     place,
-    plan_for,
     psum,
     to_local_order,
     trsm,
+)
+from shardkit.linalg._dtype import as_inexact, common
+from shardkit.linalg._pad import (
+    Padding,
+    pad_matrix,
+    pad_rows,
+    square_plan,
+    unpad_matrix,
+    unpad_rows,
+    user_status,
 )
 from shardkit.linalg._partitioned import on_layout, unknown
 from shardkit.linalg._status import finish, is_traced
@@ -47,14 +59,19 @@ __all__ = ["CholeskyFactors", "cho_factor", "cho_solve", "cholesky"]
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class CholeskyFactors:
-    """``a[σ][:, σ] = L L^T``, distributed; the lower triangle of ``c`` holds ``L``.
+    """``a[σ][:, σ] = L L^H``, distributed; the lower triangle of ``c`` holds ``L``.
+
+    When the mesh or the block size does not divide ``a``'s order ``n``, these are the
+    factors of the padded ``Π diag(a, I) Π^T`` (order ``padding.size``); :func:`cho_solve`
+    still takes and returns ``n`` rows, and ``status`` names ``a``'s own columns.
 
     Attributes:
-      c: ``(n, n)`` sharded like ``a``, in the block-cyclic slot order of ``plan``.
+      c: ``(size, size)`` sharded like ``a``, in the block-cyclic slot order of ``plan``.
       status: 0, or ``j + 1`` for the first non-positive pivot (natural column ``j``).
       plan: static layout; mesh, spec: where ``c`` lives. Under ``jit`` on Auto mesh
         axes the partitioner decides that: mesh and spec are None, and the factor is in
         natural order (``σ`` the identity), so that it holds whatever the layout.
+      padding: where ``a``'s indices sit in the factored order.
     """
 
     c: jax.Array
@@ -62,6 +79,7 @@ class CholeskyFactors:
     plan: Plan = dataclasses.field(metadata={"static": True})
     mesh: AnyMesh | None = dataclasses.field(metadata={"static": True})
     spec: PartitionSpec | None = dataclasses.field(metadata={"static": True})
+    padding: Padding = dataclasses.field(metadata={"static": True})
 
 
 def _chol_block(d: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -75,10 +93,11 @@ def _chol_block(d: jax.Array) -> tuple[jax.Array, jax.Array]:
 
     def col(j: jax.Array, st: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
         low, bad = st
-        row = low[j]
-        s = d[j, j] - row @ row
+        row = jnp.conj(low[j])
+        # A Hermitian pivot is real: its imaginary part (rounding) is ignored, as LAPACK does.
+        s = jnp.real(d[j, j] - low[j] @ row)
         ok = s > 0
-        ljj = jnp.sqrt(jnp.where(ok, s, jnp.ones_like(s)))
+        ljj = jnp.sqrt(jnp.where(ok, s, jnp.ones_like(s))).astype(d.dtype)
         c = (d[:, j] - low @ row) / ljj
         low = low.at[:, j].set(jnp.where(idx > j, c, 0)).at[j, j].set(ljj)
         bad = jnp.where((bad < 0) & ~ok, j, bad)
@@ -123,7 +142,7 @@ def _chol_local(a: jax.Array, plan: Plan, stages: int) -> tuple[jax.Array, jax.A
             status = jnp.where((status == 0) & failed, e * nb + first + 1, status)
             l11 = jnp.where(failed, eye, l11)
             below = (g_r >= (e + 1) * nb)[:, None]
-            l21 = trsm(l11.T, pan, lower=False, left=False)  # pan @ L11^-T
+            l21 = trsm(jnp.conj(l11).T, pan, lower=False, left=False)  # pan @ L11^-H
             newpan = jnp.where(below, l21, pan)
             newpan = dupdate(
                 newpan, jnp.where(r == re, l11, dslice(newpan, (le, 0), (nb, nb))), (le, 0)
@@ -133,7 +152,7 @@ def _chol_local(a: jax.Array, plan: Plan, stages: int) -> tuple[jax.Array, jax.A
             l21 = jnp.where(below, l21, 0)
             # The panel's rows for this device's columns: assembled along the mesh column.
             full = psum(jnp.zeros((n, nb), dtype).at[g_r].set(l21), rows_ax)
-            sub = sub.at[:, c0:].add(-(l21 @ full[g_c].T))
+            sub = sub.at[:, c0:].add(-(l21 @ jnp.conj(full[g_c]).T))
             return sub, status
 
         sub, status = lax.fori_loop(jnp.int32(s0), jnp.int32(s1), step, (a[r0:], status))
@@ -163,10 +182,11 @@ def _tril_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec) -> Any:
 def _factor(
     where: str, a: Any, nb: int, order: str, mesh: AnyMesh | None, spec: Any, stages: int
 ) -> CholeskyFactors:
-    a = a if isinstance(a, jax.Array) or is_traced(a) else jnp.asarray(a)
-    m, p, plan = plan_for(where, a, mesh, spec, nb, order)
-    out, status = _chol_program(plan, m, p, int(stages))(place(a, m, p))
-    return CholeskyFactors(out, _natural_status(status, plan), plan, m, p)
+    a = as_inexact(where, "a", a)
+    m, p, plan, padding = square_plan(where, a, mesh, spec, nb, order)
+    out, status = _chol_program(plan, m, p, int(stages))(pad_matrix(a, padding, plan, m, p))
+    status = user_status(_natural_status(status, plan), padding)
+    return CholeskyFactors(out, status, plan, m, p, padding)
 
 
 def _on_layout(where: str, a: Any, nb: int, stages: int, tril: bool) -> tuple[jax.Array, ...]:
@@ -205,14 +225,18 @@ def cho_factor(
     stages: int = 8,
     return_status: bool = False,
 ) -> Any:
-    """Cholesky-factor a sharded symmetric positive definite matrix, keeping it distributed.
+    """Cholesky-factor a sharded Hermitian positive definite matrix, keeping it distributed.
 
     Reads only the lower triangle. Communication per panel: all-reduces of
-    ``nb x nb`` (all axes... over rows), ``(n/R) x nb`` (column axes) and ``n x nb`` (row
+    ``nb x nb`` (over the row axes), ``(n/R) x nb`` (column axes) and ``n x nb`` (row
     axes). Memory per device: its share plus one working copy plus ``O(n * nb)``.
+    Sizes the mesh or ``nb`` does not divide are padded (see :class:`CholeskyFactors`):
+    one more array of ``size^2 / P`` elements per device, ``size`` at most about
+    ``n + lcm(R, C) n / (lcm(R, C) nb)`` (``n = 999`` on 2x4, ``nb=128``: 1000).
 
     Args:
-      a: ``(n, n)`` symmetric positive definite, sharded ``P(rows, cols)``.
+      a: ``(n, n)`` real symmetric or complex Hermitian positive definite, sharded
+        ``P(rows, cols)`` or host data with ``mesh=``/``spec=`` (any ``n``).
       nb: block size.
       order: ``"cyclic"`` (balanced) or ``"natural"``; under ``jit`` on Auto axes always
         natural (see :class:`CholeskyFactors`).
@@ -226,6 +250,7 @@ def cho_factor(
 
     Raises:
       NotPositiveDefiniteError: eagerly, for a matrix that is not positive definite.
+      TypeError: ``a`` is half precision (use float32) or not numeric.
 
     Example:
       >>> m = shardkit.mesh("2x4", "x,y")
@@ -237,7 +262,8 @@ def cho_factor(
     if unknown(a, mesh, spec):
         c, status = _on_layout("cho_factor", a, nb, stages, tril=False)
         n = int(a.shape[0])
-        f = CholeskyFactors(c, status, make_plan(n, (), (), 1, 1, nb, "natural"), None, None)
+        plan = make_plan(n, (), (), 1, 1, nb, "natural")
+        f = CholeskyFactors(c, status, plan, None, None, Padding(n, n, 1))
     else:
         f = _factor("cho_factor", a, nb, order, mesh, spec, stages)
     if return_status:
@@ -247,7 +273,7 @@ def cho_factor(
         f,
         f.status,
         kind="not_pd",
-        shape=tuple(a.shape),
+        shape=(f.padding.n, f.padding.n),
         dtype=f.c.dtype,
         traced=is_traced(a),
         return_status=False,
@@ -263,14 +289,17 @@ def cholesky(
     spec: Any = None,
     return_status: bool = False,
 ) -> Any:
-    """Lower Cholesky factor ``L`` (``a = L L^T``) of sharded ``a``, like ``jnp.linalg.cholesky``.
+    """Lower Cholesky factor ``L`` (``a = L L^H``) of sharded ``a``, like ``jnp.linalg.cholesky``.
 
     Natural elimination order, so ``L`` is exactly LAPACK's, sharded like ``a`` (the
-    upper triangle zeroed). Communication as :func:`cho_factor`. Unlike
-    ``jnp.linalg.cholesky`` (NaN), a non-positive-definite matrix raises eagerly.
+    upper triangle zeroed). Communication and padding as :func:`cho_factor`; when the
+    mesh does not divide ``n``, ``L`` is cut from the padded factor with one ``n x n``
+    all-reduce and comes back replicated. Unlike ``jnp.linalg.cholesky`` (NaN), a
+    non-positive-definite matrix raises eagerly.
 
     Args:
-      a: ``(n, n)`` symmetric positive definite, sharded ``P(rows, cols)``.
+      a: ``(n, n)`` real symmetric or complex Hermitian positive definite, sharded
+        ``P(rows, cols)`` (or host data with ``mesh=``/``spec=``).
       nb: block size.
       mesh: the mesh, when ``a`` does not carry it.
       spec: ``a``'s spec, likewise.
@@ -289,17 +318,22 @@ def cholesky(
       >>> bool(np.allclose(np.asarray(l), np.linalg.cholesky(a_np)))
       True
     """
+    a = as_inexact("cholesky", "a", a)
     if unknown(a, mesh, spec):
         out, status = _on_layout("cholesky", a, nb, 8, tril=True)
     else:
         f = _factor("cholesky", a, nb, "natural", mesh, spec, 8)
-        out, status = _tril_program(f.plan, f.mesh, f.spec)(f.c), f.status
+        m, p = f.mesh, f.spec
+        assert m is not None
+        assert p is not None
+        tril = _tril_program(f.plan, m, p)(f.c)
+        out, status = unpad_matrix(tril, f.padding, f.plan, m, p), f.status
     return finish(
         "cholesky",
         out,
         status,
         kind="not_pd",
-        shape=tuple(a.shape),
+        shape=tuple(out.shape),
         dtype=out.dtype,
         traced=is_traced(a),
         return_status=return_status,
@@ -314,7 +348,8 @@ def _cho_solve_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec) -> Any:
         tab = local_tables(plan)
         sig = jnp.asarray(sigma, jnp.int32)
         y = substitute(c, b[sig], plan, tab, lower=True, unit=False, trans=False)
-        z = substitute(c, y, plan, tab, lower=True, unit=False, trans=True)
+        # L^H z = y  <=>  L^T conj(z) = conj(y).
+        z = jnp.conj(substitute(c, jnp.conj(y), plan, tab, lower=True, unit=False, trans=True))
         x = jnp.zeros_like(z).at[sig].set(z)
         return dslice(x, (tab["r"] * plan.m, 0), (plan.m, b.shape[1]))
 
@@ -326,14 +361,16 @@ def _cho_solve_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec) -> Any:
 def cho_solve(factors: CholeskyFactors, b: Any, /) -> jax.Array:
     """Solve ``a x = b`` from :func:`cho_factor`'s factors (``b`` replicated).
 
-    Communication: ``2 n / nb`` all-reduces of ``nb x (nb + nrhs)`` elements.
+    Communication: ``2 n / nb`` all-reduces of ``nb x (nb + nrhs)`` elements; padded
+    factors cut ``x`` back locally, or with one ``n x nrhs`` all-reduce (``x`` then
+    replicated) when the mesh does not divide ``n``.
 
     Args:
       factors: from :func:`cho_factor`.
-      b: ``(n,)`` or ``(n, nrhs)``.
+      b: ``(n,)`` or ``(n, nrhs)``; a complex ``b`` with real factors gives a complex ``x``.
 
     Returns:
-      ``x``, rows sharded like ``a``'s rows.
+      ``x``, rows sharded like ``a``'s rows (replicated when the mesh does not divide ``n``).
 
     Example:
       >>> m = shardkit.mesh("2x4", "x,y")
@@ -342,10 +379,15 @@ def cho_solve(factors: CholeskyFactors, b: Any, /) -> jax.Array:
       >>> bool(np.allclose(a_np @ np.asarray(shardkit.linalg.cho_solve(f, np.ones(16))), 1))
       True
     """
-    plan = factors.plan
-    b = jnp.asarray(b, dtype=factors.c.dtype)
-    if b.ndim not in (1, 2) or b.shape[0] != plan.n:
-        raise ValueError(f"cho_solve: b.shape={tuple(b.shape)} does not fit n={plan.n}")
+    plan, padding = factors.plan, factors.padding
+    dt = common("cho_solve", factors.c.dtype, b)
+    b = jnp.asarray(b).astype(dt)
+    if b.ndim not in (1, 2) or b.shape[0] != padding.n:
+        raise ValueError(
+            f"cho_solve: b.shape={tuple(b.shape)} does not fit n={padding.n}; pass b of "
+            f"shape ({padding.n},) or ({padding.n}, nrhs)"
+        )
+    c = factors.c if factors.c.dtype == dt else factors.c.astype(dt)
     b2 = b[:, None] if b.ndim == 1 else b
     if factors.mesh is None or factors.spec is None:  # natural order: any layout reads it
         rep = PartitionSpec()
@@ -355,15 +397,10 @@ def cho_solve(factors: CholeskyFactors, b: Any, /) -> jax.Array:
             return _cho_solve_program(plan, m, p).body, (p, rep), (out,)
 
         (x,) = on_layout(
-            "cho_solve",
-            factors.c,
-            (factors.c, b2),
-            make,
-            "i j, k l -> i l",
-            nb=plan.nb,
-            order="natural",
+            "cho_solve", c, (c, b2), make, "i j, k l -> i l", nb=plan.nb, order="natural"
         )
         return x[:, 0] if b.ndim == 1 else x
-    b2 = place(b2, factors.mesh, PartitionSpec())
-    x = _cho_solve_program(plan, factors.mesh, factors.spec)(factors.c, b2)
+    b2 = place(pad_rows(b2, padding, factors.mesh), factors.mesh, PartitionSpec())
+    x = _cho_solve_program(plan, factors.mesh, factors.spec)(c, b2)
+    x = unpad_rows(x, padding, factors.mesh, plan.row_axes)
     return x[:, 0] if b.ndim == 1 else x

@@ -8,6 +8,11 @@ are split too), and each dot product is a scalar all-reduce (GMRES: one
 A callable ``a`` (a linear operator on sharded vectors) runs the same algorithm in
 the global view under ``jit``; XLA then places the reductions.
 
+Complex systems use the conjugated inner product ``u^H v`` (cg then needs Hermitian
+positive definite ``a``). A matrix whose order the mesh does not divide is padded with
+an identity block and zero right-hand-side rows (see :mod:`shardkit.linalg._pad`;
+the iterates keep zeros there), which costs one more padded share per device.
+
 The result is ``(x, info)`` like ``jax.scipy.sparse.linalg`` plus a status:
 ``info.status`` is ``0`` when converged, the number of iterations when ``maxiter``
 ran out, ``-1`` on breakdown (a NaN or a zero denominator).
@@ -16,6 +21,7 @@ ran out, ``-1`` on breakdown (a NaN or a zero denominator).
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -24,7 +30,17 @@ import jax.numpy as jnp
 from jax import lax
 from jax.sharding import PartitionSpec
 
-from shardkit.linalg._blockcyclic import AnyMesh, axis_index, dslice, place, psum, resolve
+from shardkit.linalg._blockcyclic import (
+    AnyMesh,
+    axis_index,
+    dslice,
+    make_plan,
+    place,
+    psum,
+    resolve,
+)
+from shardkit.linalg._dtype import as_inexact, common, real_dtype
+from shardkit.linalg._pad import choose, pad_matrix, pad_rows, unpad_rows
 
 __all__ = ["IterativeInfo", "bicgstab", "cg", "gmres"]
 
@@ -37,12 +53,17 @@ class IterativeInfo(NamedTuple):
     Attributes:
       status: 0 converged; ``> 0`` iterations done without converging; ``-1`` breakdown.
       iterations: iterations (GMRES: Arnoldi steps) performed.
-      residual: final ``||b - a x||`` (recurrence estimate for cg/bicgstab).
+      residual: final ``||b - a x||`` (recurrence estimate for cg/bicgstab), real.
     """
 
     status: jax.Array
     iterations: jax.Array
     residual: jax.Array
+
+
+def _sq(dot: Any, v: jax.Array) -> jax.Array:
+    """``||v||^2`` as a real number (``v^H v``)."""
+    return jnp.real(dot(v, v))
 
 
 def _status(conv: jax.Array, res: jax.Array, it: jax.Array) -> jax.Array:
@@ -57,6 +78,8 @@ def _cg(
     z = precond(r)
     p = z
     rz = dot(r, z)
+    # rz = r^H M^-1 r is real for Hermitian M (rounding aside): the recurrence keeps
+    # the dtype of the vectors, the stopping test the real part of dot(r, r).
 
     def cond(s: tuple[Any, ...]) -> jax.Array:
         rr, k = s[4], s[5]
@@ -71,9 +94,9 @@ def _cg(
         z = precond(r)
         rz_new = dot(r, z)
         p = z + (rz_new / rz) * p
-        return x, r, p, rz_new, dot(r, r), k + 1
+        return x, r, p, rz_new, _sq(dot, r), k + 1
 
-    x, _, _, _, rr, k = lax.while_loop(cond, body, (x, r, p, rz, dot(r, r), jnp.int32(0)))
+    x, _, _, _, rr, k = lax.while_loop(cond, body, (x, r, p, rz, _sq(dot, r), jnp.int32(0)))
     res = jnp.sqrt(rr)
     return x, _status(res <= thresh, res, k), k, res
 
@@ -104,10 +127,10 @@ def _bicgstab(
         omega = dot(t, s_) / dot(t, t)
         x = x + alpha * ph + omega * sh
         r = s_ - omega * t
-        return x, r, p, v, rho_new, alpha, omega, dot(r, r), k + 1
+        return x, r, p, v, rho_new, alpha, omega, _sq(dot, r), k + 1
 
     z = jnp.zeros_like(b)
-    init = (x, r, z, z, one, one, one, dot(r, r), jnp.int32(0))
+    init = (x, r, z, z, one, one, one, _sq(dot, r), jnp.int32(0))
     x, *_, rr, k = lax.while_loop(cond, body, init)
     res = jnp.sqrt(rr)
     return x, _status(res <= thresh, res, k), k, res
@@ -121,7 +144,7 @@ def _gmres(
 
     def cycle(x: jax.Array) -> tuple[jax.Array, jax.Array]:
         r = precond(b - mv(x))
-        beta = jnp.sqrt(dot(r, r))
+        beta = jnp.sqrt(_sq(dot, r))
         v0 = r / jnp.maximum(beta, tiny)
         basis = jnp.zeros((restart + 1, *b.shape), b.dtype).at[0].set(v0)
         h = jnp.zeros((restart + 1, restart), b.dtype)
@@ -135,8 +158,8 @@ def _gmres(
             w = w - jnp.tensordot(c1, basis, axes=1)
             c2 = dot(basis, w) * mask
             w = w - jnp.tensordot(c2, basis, axes=1)
-            nw = jnp.sqrt(dot(w, w))
-            col = (c1 + c2).at[j + 1].set(nw)
+            nw = jnp.sqrt(_sq(dot, w))
+            col = (c1 + c2).at[j + 1].set(nw.astype(b.dtype))
             h = h.at[:, j].set(col)
             basis = basis.at[j + 1].set(jnp.where(nw > tiny, w / jnp.maximum(nw, tiny), 0))
             return basis, h
@@ -146,7 +169,7 @@ def _gmres(
         y = jnp.linalg.lstsq(h, e1)[0]
         x = x + jnp.tensordot(y, basis[:restart], axes=1)
         r = b - mv(x)
-        return x, jnp.sqrt(dot(r, r))
+        return x, jnp.sqrt(_sq(dot, r))
 
     r0 = b - mv(x)
 
@@ -159,7 +182,7 @@ def _gmres(
         x, res = cycle(x)
         return x, res, k + 1
 
-    x, res, k = lax.while_loop(cond, body, (x, jnp.sqrt(dot(r0, r0)), jnp.int32(0)))
+    x, res, k = lax.while_loop(cond, body, (x, jnp.sqrt(_sq(dot, r0)), jnp.int32(0)))
     return x, _status(res <= thresh, res, k * restart), k * restart, res
 
 
@@ -195,7 +218,7 @@ def _matrix_program(
             return psum(a @ dslice(full, (c0,), (k,)), cols)
 
         def dot(u: jax.Array, v: jax.Array) -> jax.Array:
-            return psum(jnp.tensordot(u, v, axes=([-1], [-1])), rows)
+            return psum(jnp.tensordot(jnp.conj(u), v, axes=([-1], [-1])), rows)
 
         if jacobi:
             d = _jacobi_local(a, rows, cols)
@@ -203,7 +226,7 @@ def _matrix_program(
             pre = lambda v: inv_d * v  # noqa: E731
         else:
             pre = lambda v: v  # noqa: E731
-        bnorm = jnp.sqrt(dot(b, b))
+        bnorm = jnp.sqrt(_sq(dot, b))
         thresh = jnp.maximum(tol * bnorm, atol)
         extra = (restart,) if alg == "gmres" else ()
         return _ALGS[alg]((mv, dot), pre, b, x0, thresh, maxiter, *extra)
@@ -238,14 +261,15 @@ def _solve(
     if M is not None and M != "jacobi" and not callable(M):
         raise ValueError(f"{where}: M={M!r} must be None, 'jacobi' or a callable")
     if callable(a):
+        b = as_inexact(where, "b", b)
         b = jnp.asarray(b)
         n = b.shape[0]
-        x = jnp.zeros_like(b) if x0 is None else jnp.asarray(x0, b.dtype)
+        x = jnp.zeros_like(b) if x0 is None else jnp.asarray(x0).astype(b.dtype)
         if M == "jacobi":
             raise ValueError(f"{where}: M='jacobi' needs a matrix a, not a callable")
         pre = M if callable(M) else (lambda v: v)
-        dot = lambda u, v: jnp.sum(u * v, axis=-1)  # noqa: E731  (explicit-mode safe)
-        thresh = jnp.maximum(tol * jnp.sqrt(dot(b, b)), atol)
+        dot = lambda u, v: jnp.sum(jnp.conj(u) * v, axis=-1)  # noqa: E731  (explicit-mode safe)
+        thresh = jnp.maximum(tol * jnp.sqrt(_sq(dot, b)), atol)
         extra = (restart,) if alg == "gmres" else ()
         its = maxiter if maxiter is not None else 10 * n
         out = _ALGS[alg]((a, dot), pre, b, x, thresh, its, *extra)
@@ -255,20 +279,34 @@ def _solve(
                 f"{where}: a callable M needs a callable a (the global view); with a matrix "
                 "use M=None or M='jacobi'"
             )
-        a = a if isinstance(a, jax.Array) else jnp.asarray(a)
-        m, p, rows, cols = resolve(where, a, mesh, spec)
-        n = a.shape[0]
-        b = jnp.asarray(b, a.dtype)
+        a = as_inexact(where, "a", a)
+        m, p, rows, cols = resolve(where, a, mesh, spec, pad=True)
+        n = int(a.shape[0])
+        dt = common(where, a.dtype, b)
+        b = jnp.asarray(b).astype(dt)
         if b.shape != (n,):
-            raise ValueError(f"{where}: b.shape={tuple(b.shape)} does not fit a.shape={a.shape}")
-        x = jnp.zeros_like(b) if x0 is None else jnp.asarray(x0, a.dtype)
+            raise ValueError(
+                f"{where}: b.shape={tuple(b.shape)} does not fit a.shape={tuple(a.shape)}; "
+                f"pass b of shape ({n},)"
+            )
+        x = jnp.zeros_like(b) if x0 is None else jnp.asarray(x0).astype(dt)
         its = maxiter if maxiter is not None else 10 * n
         prog = _matrix_program(alg, m, p, rows, cols, int(its), int(restart), M == "jacobi")
         vec = PartitionSpec(rows or None)
-        a, b, x = place(a, m, p), place(b, m, vec), place(x, m, vec)
+        nr = math.prod(m.shape[ax] for ax in rows)
+        nc = math.prod(m.shape[ax] for ax in cols)
+        padding, _ = choose(n, nr, nc, None)
+        # The padded layout only (one block per cell); no elimination runs here.
+        plan = make_plan(padding.size, rows, cols, nr, nc, padding.cell, "natural")
+        ap = pad_matrix(a, padding, plan, m, p)
+        ap = ap if ap.dtype == dt else ap.astype(dt)
+        b, x = place(pad_rows(b, padding, m), m, vec), place(pad_rows(x, padding, m), m, vec)
         rep = PartitionSpec()
-        tol_, atol_ = (place(jnp.asarray(t, a.dtype), m, rep) for t in (tol, atol))
-        out = prog(a, b, x, tol_, atol_)
+        rd = real_dtype(dt)
+        tol_, atol_ = (place(jnp.asarray(t, rd), m, rep) for t in (tol, atol))
+        x, status, k, res = prog(ap, b, x, tol_, atol_)
+        x = unpad_rows(x[:, None], padding, m, rows)[:, 0]
+        out = (x, status, k, res)
     x, status, k, res = out
     return x, IterativeInfo(status, k, res)
 

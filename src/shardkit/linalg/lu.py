@@ -40,6 +40,11 @@ eagerly :class:`~shardkit.linalg.SingularMatrixError` (a ``numpy.linalg.LinAlgEr
 naming the column; under ``jax.jit`` ``return_status=True`` returns the status and
 otherwise the result is NaN-filled. An exactly zero pivot is skipped as LAPACK does,
 so the factorization itself never produces inf.
+
+Complex matrices are factored the same way (pivots by magnitude). An order ``n`` the
+mesh (or the block size) does not divide is padded (see :mod:`shardkit.linalg._pad`)
+to ``a_pad``, ``a`` bordered by ``max|a| I``, a symmetric permutation away; results
+are the unpadded ones.
 """
 
 from __future__ import annotations
@@ -65,10 +70,20 @@ from shardkit.linalg._blockcyclic import (
     local_tables,
     make_plan,
     place,
-    plan_for,
     psum,
     to_local_order,
     trsm,
+)
+from shardkit.linalg._dtype import as_inexact, common
+from shardkit.linalg._pad import (
+    Padding,
+    pad_matrix,
+    pad_rows,
+    scale,
+    square_plan,
+    unpad_matrix,
+    unpad_rows,
+    user_status,
 )
 from shardkit.linalg._partitioned import on_layout, unknown
 from shardkit.linalg._status import finish, is_traced
@@ -86,6 +101,12 @@ INNER_BLOCK = 16
 class LUFactors:
     """The distributed factorization ``a[rows] = L U`` (with ``σ``-permuted columns).
 
+    When the mesh or the block size does not divide ``a``'s order ``n``, the factors are
+    those of the padded ``a_pad = Π diag(a, max|a| I) Π^T`` (``padding.size`` square,
+    ``Π`` a symmetric permutation, see :mod:`shardkit.linalg._pad`): ``lu``, ``perm`` and
+    ``plan`` are of order ``padding.size``, while :func:`lu_solve` takes and returns
+    ``n`` rows and ``status`` names ``a``'s own columns.
+
     Attributes:
       lu: ``(n, n)``, sharded like ``a``; each device holds its block of the packed
         ``L\\U`` of ``a[σ][:, σ]``, in the block-cyclic slot order of ``plan``.
@@ -97,6 +118,8 @@ class LUFactors:
       plan: static layout; mesh, spec: where ``lu`` lives. Under ``jit`` on Auto mesh
         axes the partitioner decides that: mesh and spec are None, and the factors are
         in natural order (``σ`` the identity), so that they hold whatever the layout.
+      padding: where ``a``'s indices sit in the factored order (nothing padded when
+        ``padding.size == padding.n``).
     """
 
     lu: jax.Array
@@ -106,6 +129,7 @@ class LUFactors:
     plan: Plan = dataclasses.field(metadata={"static": True})
     mesh: AnyMesh | None = dataclasses.field(metadata={"static": True})
     spec: PartitionSpec | None = dataclasses.field(metadata={"static": True})
+    padding: Padding = dataclasses.field(metadata={"static": True})
 
 
 def trailing_update(a: jax.Array, left: jax.Array, right: jax.Array, r0: int, c0: int) -> jax.Array:
@@ -123,6 +147,16 @@ def trailing_update(a: jax.Array, left: jax.Array, right: jax.Array, r0: int, c0
         upd = left @ right[:, j0:j1]
         a = a.at[r0:, c0 + j0 : c0 + j1].add(-upd)
     return a
+
+
+def _magnitude(x: jax.Array) -> jax.Array:
+    """What partial pivoting maximizes: ``|x|``; for complex LAPACK's ``|re| + |im|``.
+
+    (``izamax``'s measure, so that :func:`lu` keeps LAPACK's pivots for complex input.)
+    """
+    if jnp.iscomplexobj(x):
+        return jnp.abs(jnp.real(x)) + jnp.abs(jnp.imag(x))
+    return jnp.abs(x)
 
 
 Pivoting = Literal["partial", "tournament"]
@@ -270,7 +304,8 @@ def _factor_local(
     m, k = a.shape
     r, c = tab["r"], tab["c"]
     rows_ax, cols_ax = plan.row_axes, plan.col_axes
-    amax = jnp.maximum(jnp.max(a), -jnp.min(a))  # no |a| temporary
+    # Real: max and -min, no |a| temporary.
+    amax = jnp.max(jnp.abs(a)) if jnp.iscomplexobj(a) else jnp.maximum(jnp.max(a), -jnp.min(a))
     if rows_ax + cols_ax:
         amax = lax.pmax(amax, rows_ax + cols_ax)
     tol = n * jnp.finfo(a.dtype).eps * amax
@@ -311,7 +346,7 @@ def _factor_local(
             ) -> tuple[jax.Array, ...]:
                 blk, src, srci, perm, status, swaps, pivs = st
                 j = e * nb + c0i + jj
-                v = jnp.where(g_r >= j, jnp.abs(blk[:, jj]), -1)
+                v = jnp.where(g_r >= j, _magnitude(blk[:, jj]), -1)
                 li = jnp.argmax(v)
                 oj, lj = where_row(j)
                 pj = jnp.clip(lj - r0, 0, rows - 1)
@@ -322,8 +357,8 @@ def _factor_local(
                     mine_j = jnp.where(r == oj, blk[pj], 0)
                     head = jnp.stack([v[li], g_r[li].astype(v.dtype)])
                     cand = lax.all_gather(jnp.concatenate([head, blk[li], mine_j]), rows_ax)
-                    w = jnp.argmax(cand[:, 0])
-                    p = cand[w, 1].astype(jnp.int32)
+                    w = jnp.argmax(jnp.real(cand[:, 0]))
+                    p = jnp.real(cand[w, 1]).astype(jnp.int32)
                     row_p, row_j = cand[w, 2 : 2 + ib], jnp.sum(cand[:, 2 + ib :], axis=0)
                 else:
                     p = g_r[li]
@@ -478,12 +513,14 @@ def _factor(
             "'partial' is LAPACK's (one small all-gather per column), 'tournament' "
             "picks a panel's pivots with one all-gather (faster, CALU)"
         )
-    a = a if isinstance(a, jax.Array) or is_traced(a) else jnp.asarray(a)
-    if isinstance(a, jax.Array) and not jnp.issubdtype(a.dtype, jnp.inexact):
-        a = a.astype(jnp.result_type(float))
-    m, p, plan = plan_for(where, a, mesh, spec, nb, order)
-    lu_, perm, swaps, status = _factor_program(plan, m, p, int(stages), pivoting)(place(a, m, p))
-    return LUFactors(lu_, perm, swaps, _natural_status(status, plan), plan, m, p)
+    a = as_inexact(where, "a", a)
+    m, p, plan, padding = square_plan(where, a, mesh, spec, nb, order)
+    # The border max|a| I keeps the singularity tolerance n eps max|a| that of a.
+    diag = scale(a) if padding.size != padding.n else 1.0
+    x = pad_matrix(a, padding, plan, m, p, diag)
+    lu_, perm, swaps, status = _factor_program(plan, m, p, int(stages), pivoting)(x)
+    status = user_status(_natural_status(status, plan), padding)
+    return LUFactors(lu_, perm, swaps, status, plan, m, p, padding)
 
 
 Tail = Any  # (plan, mesh, spec) -> (fn(lu, perm, swaps, *rest), rest specs, out specs)
@@ -543,10 +580,14 @@ def lu_factor(
     of ``R x nb x (nb + 1)`` numbers and one ``nb x (nb + 1)`` all-reduce, or (partial)
     per ``ib`` columns two ``ib x nb``-sized all-reduces and per column one all-gather
     of ``2 + 2 ib`` numbers. Memory per device: its share of ``a`` plus one working
-    copy plus ``O((n/R + n/C) * nb)``.
+    copy plus ``O((n/R + n/C) * nb)``. Sizes the mesh or ``nb`` does not divide are padded (see :class:`LUFactors`):
+    the padded share is one more array of ``size^2 / P`` elements per device
+    (``size - n < L * n / (L nb) + L`` with ``L = lcm(R, C)``, e.g. ``n = 999`` on
+    2x4 with ``nb=128``: ``size = 1000``, 0.2% more bytes).
 
     Args:
-      a: ``(n, n)`` float matrix sharded ``P(rows, cols)``.
+      a: ``(n, n)`` float or complex matrix sharded ``P(rows, cols)``, or host data
+        with ``mesh=``/``spec=`` (any ``n``; integers are promoted to float).
       nb: block size (rounded down to divide the local blocks).
       order: ``"cyclic"`` (balanced elimination order) or ``"natural"`` (LAPACK's
         factors exactly, less balanced). Under ``jit`` on Auto axes always natural
@@ -564,6 +605,7 @@ def lu_factor(
 
     Raises:
       SingularMatrixError: eagerly, when a pivot is numerically zero.
+      TypeError: ``a`` is half precision (use float32) or not numeric.
 
     Example:
       >>> m = shardkit.mesh("2x4", "x,y")
@@ -587,9 +629,8 @@ def lu_factor(
             pivoting=pivoting,
         )
         n = int(a.shape[0])
-        f = LUFactors(
-            lu_, perm, swaps, status, make_plan(n, (), (), 1, 1, nb, "natural"), None, None
-        )
+        plan = make_plan(n, (), (), 1, 1, nb, "natural")
+        f = LUFactors(lu_, perm, swaps, status, plan, None, None, Padding(n, n, 1))
     else:
         f = _factor("lu_factor", a, nb, order, mesh, spec, stages, pivoting)
     if return_status:
@@ -599,7 +640,7 @@ def lu_factor(
         f,
         f.status,
         kind="singular",
-        shape=tuple(a.shape),
+        shape=(f.padding.n, f.padding.n),
         dtype=f.lu.dtype,
         traced=is_traced(a),
         return_status=False,
@@ -629,7 +670,7 @@ def _solve_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec, trans: bool) 
 
 
 def _as_rhs(where: str, b: Any, n: int, dtype: Any) -> tuple[jax.Array, bool]:
-    b = jnp.asarray(b, dtype=dtype)
+    b = jnp.asarray(b).astype(dtype)
     if b.ndim not in (1, 2) or b.shape[0] != n:
         raise ValueError(
             f"{where}: b.shape={tuple(b.shape)} does not fit an ({n}, {n}) matrix; "
@@ -639,19 +680,23 @@ def _as_rhs(where: str, b: Any, n: int, dtype: Any) -> tuple[jax.Array, bool]:
 
 
 def lu_solve(factors: LUFactors, b: Any, /, *, trans: int = 0) -> jax.Array:
-    """Solve ``a x = b`` (``trans=1``: ``a^T x = b``) from :func:`lu_factor`'s factors.
+    """Solve ``a x = b`` (``trans=1``: ``a^T x = b``, ``2``: ``a^H x = b``) from :func:`lu_factor`.
 
     ``b`` is replicated (``n x nrhs`` per device). Communication: ``2 n / nb``
     all-reduces of ``nb x (nb + nrhs)`` elements. No status check: factors that
     failed give inf/NaN here, so check ``lu_factor``'s status first (``solve`` does).
+    Padded factors (see :class:`LUFactors`) take ``b`` with zero rows added and drop
+    them from ``x``: a local slice, or, when the mesh does not divide ``n``, one
+    ``n x nrhs`` all-reduce that leaves ``x`` replicated.
 
     Args:
       factors: from :func:`lu_factor`.
-      b: ``(n,)`` or ``(n, nrhs)``.
-      trans: ``0`` (``a x = b``) or ``1`` (``a^T x = b``).
+      b: ``(n,)`` or ``(n, nrhs)``; a complex ``b`` with real factors gives a complex ``x``.
+      trans: ``0`` (``a x = b``), ``1`` (``a^T x = b``) or ``2`` (``a^H x = b``; the
+        same as ``1`` for real ``a``).
 
     Returns:
-      ``x``, rows sharded like ``a``'s rows.
+      ``x``, rows sharded like ``a``'s rows (replicated when the mesh does not divide ``n``).
 
     Example:
       >>> m = shardkit.mesh("8", "x")
@@ -660,10 +705,17 @@ def lu_solve(factors: LUFactors, b: Any, /, *, trans: int = 0) -> jax.Array:
       >>> bool(np.allclose(np.asarray(x), 1 / np.arange(1.0, 17)))
       True
     """
-    if trans not in (0, 1):
-        raise ValueError(f"lu_solve: trans={trans!r} is not one of [0, 1]")
-    plan = factors.plan
-    b2, vec = _as_rhs("lu_solve", b, plan.n, factors.lu.dtype)
+    if isinstance(trans, bool) or trans not in (0, 1, 2):
+        raise ValueError(
+            f"lu_solve: trans={trans!r} is not one of [0, 1, 2] (a x = b, a^T x = b, a^H x = b)"
+        )
+    plan, padding = factors.plan, factors.padding
+    dt = common("lu_solve", factors.lu.dtype, b)
+    b2, vec = _as_rhs("lu_solve", b, padding.n, dt)
+    lu_ = factors.lu if factors.lu.dtype == dt else factors.lu.astype(dt)
+    conj = trans == 2 and jnp.iscomplexobj(b2)
+    # a^H x = b  <=>  a^T conj(x) = conj(b).
+    b2 = jnp.conj(b2) if conj else b2
     if factors.mesh is None or factors.spec is None:  # natural order: any layout reads them
         rep = PartitionSpec()
 
@@ -673,16 +725,18 @@ def lu_solve(factors: LUFactors, b: Any, /, *, trans: int = 0) -> jax.Array:
 
         (x,) = on_layout(
             "lu_solve",
-            factors.lu,
-            (factors.lu, factors.perm, b2),
+            lu_,
+            (lu_, factors.perm, b2),
             make,
             "i j, k, l m -> i m",
             nb=plan.nb,
             order="natural",
         )
-        return x[:, 0] if vec else x
-    b2 = place(b2, factors.mesh, PartitionSpec())
-    x = _solve_program(plan, factors.mesh, factors.spec, bool(trans))(factors.lu, factors.perm, b2)
+    else:
+        b2 = place(pad_rows(b2, padding, factors.mesh), factors.mesh, PartitionSpec())
+        x = _solve_program(plan, factors.mesh, factors.spec, bool(trans))(lu_, factors.perm, b2)
+        x = unpad_rows(x, padding, factors.mesh, plan.row_axes)
+    x = jnp.conj(x) if conj else x
     return x[:, 0] if vec else x
 
 
@@ -702,10 +756,14 @@ def solve(
 
     :func:`lu_factor` (balanced block-cyclic order) then :func:`lu_solve`; see them for
     the communication. Per-device memory: ``a``'s share plus one working copy plus
-    ``O(n * (nb + nrhs))``.
+    ``O(n * (nb + nrhs))``. Sizes the mesh or ``nb`` does not divide are padded (see :class:`LUFactors`) and ``x`` comes back unpadded:
+    the padded share is one more array of ``size^2 / P`` elements per device
+    (``size - n < L * n / (L nb) + L`` with ``L = lcm(R, C)``, e.g. ``n = 999`` on
+    2x4 with ``nb=128``: ``size = 1000``, 0.2% more bytes).
 
     Args:
-      a: ``(n, n)`` float matrix sharded ``P(rows, cols)``.
+      a: ``(n, n)`` float or complex matrix sharded ``P(rows, cols)``, or host data with
+        ``mesh=``/``spec=`` (any ``n``).
       b: ``(n,)`` or ``(n, nrhs)``.
       nb: block size.
       mesh: the mesh, when ``a`` does not carry it (host data). Not needed under
@@ -717,11 +775,13 @@ def solve(
         numerically zero pivot column ``j``.
 
     Returns:
-      ``x`` with ``b``'s shape (rows sharded like ``a``'s rows); NaN-filled under
-      ``jit`` for a singular ``a`` unless ``return_status``.
+      ``x`` with ``b``'s shape (rows sharded like ``a``'s rows; replicated when the mesh
+      does not divide ``n``); NaN-filled under ``jit`` for a singular ``a`` unless
+      ``return_status``.
 
     Raises:
       SingularMatrixError: eagerly, when ``a`` is numerically singular.
+      TypeError: ``a`` or ``b`` is half precision (use float32) or not numeric.
 
     Example:
       >>> m = shardkit.mesh("2x4", "x,y")
@@ -730,13 +790,20 @@ def solve(
       >>> x = shardkit.linalg.solve(shardkit.shard(a_np, m, "x,y"), np.ones(32), nb=8)
       >>> bool(np.allclose(a_np @ np.asarray(x), 1))
       True
+      >>> c = rng.standard_normal((99, 99)) + 1j * rng.standard_normal((99, 99))
+      >>> x = shardkit.linalg.solve(c, np.ones(99), mesh=m, spec="x,y")  # padded to 100
+      >>> x.dtype, bool(np.allclose(c @ np.asarray(x), 1))
+      (dtype('complex128'), True)
       >>> shardkit.linalg.solve(shardkit.shard(np.zeros((32, 32)), m, "x,y"), np.ones(32))
       Traceback (most recent call last):
       ...
       shardkit.linalg.SingularMatrixError: solve: the matrix (shape=(32, 32), dtype=float64) is singular to working precision: no pivot in column 0 is larger than n * eps * max|a|. Check the input for dependent rows or columns; under jax.jit pass return_status=True to receive this status instead.
     """
+    a = as_inexact("solve", "a", a)
+    dt = common("solve", a.dtype, b)  # a bad b fails before the factorization
     if unknown(a, mesh, spec):
-        b2, vec = _as_rhs("solve", b, int(a.shape[0]), jnp.result_type(a.dtype, float))
+        b2, vec = _as_rhs("solve", b, int(a.shape[0]), dt)
+        a = a if a.dtype == dt else a.astype(dt)
 
         def tail(plan: Plan, m: AnyMesh, p: PartitionSpec) -> Any:
             sol = _solve_program(plan, m, p, False).body
@@ -772,7 +839,7 @@ def solve(
         x,
         f.status,
         kind="singular",
-        shape=tuple(a.shape),
+        shape=(f.padding.n, f.padding.n),
         dtype=f.lu.dtype,
         traced=is_traced(a, b),
         return_status=return_status,
@@ -795,7 +862,12 @@ def _diag_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec) -> Any:
 
 
 def _u_diagonal(f: LUFactors) -> jax.Array:
-    return _diag_program(f.plan, f.mesh, f.spec)(f.lu)
+    """``diag(U)`` in elimination order, with 1 at the padded positions (their ``max|a|``)."""
+    d = _diag_program(f.plan, f.mesh, f.spec)(f.lu)
+    if f.padding.size == f.padding.n:
+        return d
+    padded = f.padding.index()[f.plan.tables["sigma"]] < 0
+    return jnp.where(jnp.asarray(padded), jnp.ones((), d.dtype), d)
 
 
 def det(
@@ -811,10 +883,11 @@ def det(
 
     The symmetric block reordering leaves the determinant unchanged; its sign is that
     of the row exchanges. One extra all-reduce of ``n`` elements gathers ``diag(U)``.
-    A singular matrix gives its (tiny or zero) determinant, not an error.
+    A singular matrix gives its (tiny or zero) determinant, not an error. A padded
+    ``a`` (see :func:`lu_factor` for the cost) leaves its border's pivots out.
 
     Args:
-      a: ``(n, n)`` float matrix sharded ``P(rows, cols)``.
+      a: ``(n, n)`` float or complex matrix sharded ``P(rows, cols)`` (or host data).
       nb: block size.
       mesh: the mesh, when ``a`` does not carry it.
       spec: ``a``'s spec, likewise.
@@ -871,10 +944,11 @@ def inv(
 
     Cost: the factorization as :func:`solve`, then ``n`` right-hand sides, which are
     replicated: unlike ``solve``, ``inv`` holds an ``n x n`` array per device (the
-    right-hand sides) while substituting. Prefer ``solve`` where possible.
+    right-hand sides) while substituting. Prefer ``solve`` where possible. Padding as
+    :func:`solve`.
 
     Args:
-      a: ``(n, n)`` float matrix sharded ``P(rows, cols)``.
+      a: ``(n, n)`` float or complex matrix sharded ``P(rows, cols)`` (or host data).
       nb: block size.
       mesh: the mesh, when ``a`` does not carry it.
       spec: ``a``'s spec, likewise.
@@ -926,13 +1000,13 @@ def inv(
             return_status=return_status,
         )
     f = _factor("inv", a, nb, "cyclic", mesh, spec, DEFAULT_STAGES, pivoting)
-    x = lu_solve(f, jnp.eye(f.plan.n, dtype=f.lu.dtype))
+    x = lu_solve(f, jnp.eye(f.padding.n, dtype=f.lu.dtype))
     return finish(
         "inv",
         x,
         f.status,
         kind="singular",
-        shape=tuple(a.shape),
+        shape=(f.padding.n, f.padding.n),
         dtype=f.lu.dtype,
         traced=is_traced(a),
         return_status=return_status,
@@ -974,10 +1048,13 @@ def lu(
     Uses ``order="natural"`` so that the factors are exactly LAPACK's (partial pivoting
     across the whole column, the same pivots up to ties). That order is less balanced
     than the block-cyclic one ``solve`` uses (see :mod:`shardkit.linalg._blockcyclic`);
-    for solving, use :func:`lu_factor`/:func:`solve`. No matrix-sized communication.
+    for solving, use :func:`lu_factor`/:func:`solve`. No matrix-sized communication,
+    except when the mesh does not divide ``n``: the padded factors are then cut back
+    with three ``n x n`` all-reduces and come back replicated (a divisible ``n`` whose
+    ``nb`` is padded is cut locally). Complex pivots maximize ``|re| + |im|`` as LAPACK.
 
     Args:
-      a: ``(n, n)`` float matrix sharded ``P(rows, cols)``.
+      a: ``(n, n)`` float or complex matrix sharded ``P(rows, cols)`` (or host data).
       nb: block size.
       mesh: the mesh, when ``a`` does not carry it.
       spec: ``a``'s spec, likewise.
@@ -1026,13 +1103,17 @@ def lu(
             return_status=return_status,
         )
     f = _factor("lu", a, nb, "natural", mesh, spec, DEFAULT_STAGES, pivoting)
-    out = _plu_program(f.plan, f.mesh, f.spec)(f.lu, f.perm)
+    m, p = f.mesh, f.spec
+    assert m is not None
+    assert p is not None
+    out = _plu_program(f.plan, m, p)(f.lu, f.perm)
+    out = tuple(unpad_matrix(x, f.padding, f.plan, m, p) for x in out)
     return finish(
         "lu",
         out,
         f.status,
         kind="singular",
-        shape=tuple(a.shape),
+        shape=(f.padding.n, f.padding.n),
         dtype=f.lu.dtype,
         traced=is_traced(a),
         return_status=return_status,

@@ -46,7 +46,15 @@ gives a ``q`` that is not orthonormal: eagerly :class:`RankDeficientError` (a
 names the column; under ``jax.jit`` ``return_status=True`` returns the status (``0``,
 or ``j + 1`` for column ``j``), otherwise the results are NaN-filled.
 
-Not implemented: wide matrices (``M < n``); complex dtypes.
+**Complex** matrices use ``q^H`` throughout (``r = q^H a``).
+
+**Sizes the mesh does not divide** (host or replicated input, ``mesh=``/``spec=``):
+``a`` is padded to ``[[a, 0], [0, d I], [0, 0]]`` (``d = max|a|``; columns to a
+multiple of the column split, one new row per new column, rows to a multiple of the
+row split), whose QR is ``q`` and ``r`` bordered by ``±I``: the result is cut back
+exactly, and comes back replicated (one all-reduce of ``q``'s ``M x n``).
+
+Not implemented: wide matrices (``M < n``).
 """
 
 from __future__ import annotations
@@ -74,6 +82,8 @@ from shardkit.linalg._blockcyclic import (
     psum,
     resolve,
 )
+from shardkit.linalg._dtype import as_inexact, common, real_dtype
+from shardkit.linalg._pad import cut, pad_tall, scale, tall_sizes
 from shardkit.linalg._partitioned import on_layout, unknown
 from shardkit.linalg._status import RankDeficientError, finish, is_traced
 from shardkit.linalg.triangular import solve_triangular
@@ -111,6 +121,12 @@ class _Layout:
     tsqr: bool
     nb: int  # BCGS2 panel width (divides n / C and is at most M / R)
     cb: int  # BCGS2 projection chunk width (a multiple of nb dividing n / C)
+    shape: tuple[int, int]  # the user's (M, n); (big, n) is the padded shape
+
+    @property
+    def padded(self) -> bool:
+        """Whether ``a`` is padded (the mesh does not divide it)."""
+        return self.shape != (self.big, self.n)
 
     @property
     def r_spec(self) -> PartitionSpec:
@@ -131,8 +147,9 @@ def _layout(where: str, a: Any, mesh: AnyMesh | None, spec: Any, nb: Any) -> _La
             f"block Gram-Schmidt QR (default {DEFAULT_PANEL}, rounded down to divide the "
             "local column count)"
         )
-    m, p, rows, cols = resolve(where, a, mesh, spec, square=False)
-    big, n = (int(d) for d in a.shape)
+    m, p, rows, cols = resolve(where, a, mesh, spec, square=False, pad=True)
+    user = (int(a.shape[0]), int(a.shape[1]))
+    big, n = user
     nr = math.prod(m.shape[x] for x in rows)
     nc = math.prod(m.shape[x] for x in cols)
     if big < n:
@@ -141,12 +158,14 @@ def _layout(where: str, a: Any, mesh: AnyMesh | None, spec: Any, nb: Any) -> _La
             f"{mesh_summary(m)}: QR of wide matrices is not implemented. Factor a.T "
             "instead (an LQ factorization of a), or pad a with zero rows to M >= n."
         )
+    big, n = tall_sizes(big, n, nr, nc)
     mr, k = big // nr, n // nc
     nb_eff = max(d for d in range(1, min(nb, k, mr) + 1) if k % d == 0)
     # Chunks of the projections hold at most about n * nb elements (or one panel).
     cap = max(nb_eff, (n * nb_eff) // mr)
     cb = max(d for d in range(nb_eff, k + 1, nb_eff) if k % d == 0 and d <= cap)
-    return _Layout(m, p, rows, cols, big, n, nr, nc, not cols and mr >= n, nb_eff, cb)
+    tsqr = not cols and mr >= n
+    return _Layout(m, p, rows, cols, big, n, nr, nc, tsqr, nb_eff, cb, user)
 
 
 # ---- TSQR ---------------------------------------------------------------------------
@@ -182,13 +201,13 @@ def _bcgs2_local(a: jax.Array, lay: _Layout, fill: bool) -> tuple[jax.Array, jax
         return jnp.where((j * cb + lanes < act)[None, :], blk, 0)
 
     def project(qa: jax.Array, w: jax.Array, act: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """``w - q s`` and ``s = q^T w`` for the ``act`` local ``q`` columns (``s``: ``n x nb``)."""
+        """``w - q s`` and ``s = q^H w`` for the ``act`` local ``q`` columns (``s``: ``n x nb``)."""
         # Only the chunks holding q are multiplied (a dynamic trip count): the flops
         # follow the growing q instead of the whole local block.
         nch = (act + cb - 1) // cb
 
         def coef(j: jax.Array, buf: jax.Array) -> jax.Array:
-            return dupdate(buf, chunk(qa, j, act).T @ w, (c * k + j * cb, 0))
+            return dupdate(buf, jnp.conj(chunk(qa, j, act)).T @ w, (c * k + j * cb, 0))
 
         s = lax.fori_loop(jnp.int32(0), nch, coef, jnp.zeros((n, nb), dt))
         s = psum(s, rows + cols)
@@ -227,7 +246,7 @@ def _bcgs2_local(a: jax.Array, lay: _Layout, fill: bool) -> tuple[jax.Array, jax
     init = (a, jnp.zeros((nrl, k), dt), jnp.zeros((n,), dt))
     qa, rl, d = lax.fori_loop(jnp.int32(0), jnp.int32(n // nb), panel, init)
     dabs = jnp.abs(d)
-    bad = (dabs <= n * jnp.finfo(dt).eps * jnp.max(dabs)) | jnp.isnan(d)
+    bad = (dabs <= n * jnp.finfo(dt).eps * jnp.max(dabs)) | jnp.isnan(dabs)
     status = jnp.where(jnp.any(bad), jnp.argmax(bad) + 1, 0).astype(jnp.int32)
     if fill:
         qa = jnp.where(status != 0, jnp.full_like(qa, jnp.nan), qa)
@@ -245,8 +264,13 @@ def _bcgs2_program(lay: _Layout, fill: bool) -> Any:
     )
 
 
+def _padded(a: Any, lay: _Layout) -> Any:
+    """``a`` bordered to the padded shape (see the module docstring), or ``a``."""
+    return pad_tall(a, lay.big, lay.n, scale(a), lay.mesh) if lay.padded else a
+
+
 def _factor(a: Any, lay: _Layout, fill: bool) -> tuple[jax.Array, jax.Array, jax.Array]:
-    x = place(a, lay.mesh, lay.spec)
+    x = place(jnp.asarray(_padded(a, lay)), lay.mesh, lay.spec)
     if lay.tsqr:
         q, r = _tsqr_program(lay)(x)
         return q, r, jnp.int32(0)
@@ -325,10 +349,13 @@ def qr(
     share for the NaN fill under ``jit``). Flops ``~4 M n^2`` (3x Householder's ``r``
     for a square matrix). Orthogonality ``O(eps)`` while ``kappa(a) << 1 / eps``
     (measured in float64, ``n = 48``: ``||I - q^T q|| ~ 3e-15`` up to ``kappa = 1e13``).
+    Complex ``a``: ``q^H q = I``. Sizes the mesh does not divide are padded (module
+    docstring): ``(M + e') (n + e) - M n`` more elements (``e < C`` new columns,
+    ``e' < R`` more rows), and ``q``, ``r`` come back replicated.
 
     Args:
-      a: ``(M, n)`` float matrix, ``M >= n``, sharded ``P(rows, cols)`` (either may be
-        ``None``; ``M`` divisible by the row split, ``n`` by the column split).
+      a: ``(M, n)`` float or complex matrix, ``M >= n``, sharded ``P(rows, cols)``
+        (either may be ``None``), or host data with ``mesh=``/``spec=`` (any ``M, n``).
       nb: BCGS2 panel width, rounded down to a divisor of ``n / C`` that is at most
         ``M / R`` (unused by TSQR).
       mesh: the mesh, when ``a`` does not carry it (host data). Not needed under
@@ -340,14 +367,14 @@ def qr(
     Returns:
       ``(q, r)``: ``q`` ``(M, n)`` sharded like ``a``; ``r`` ``(n, n)`` upper triangular,
       replicated (TSQR) or sharded like ``a`` (BCGS2; rows replicated when the row split
-      does not divide ``n``). NaN-filled under ``jit`` for a rank-deficient ``a``
-      (BCGS2) unless ``return_status``.
+      does not divide ``n``; replicated when ``a`` is padded). NaN-filled under ``jit``
+      for a rank-deficient ``a`` (BCGS2) unless ``return_status``.
 
     Raises:
       RankDeficientError: eagerly, when BCGS2 finds ``a`` numerically rank deficient.
       NotImplementedError: ``a`` is wide (``M < n``).
-      ValueError: a bad ``nb``, an unknown layout or a dimension that does not divide.
-      TypeError: ``a`` is not a float matrix.
+      ValueError: a bad ``nb`` or an unknown layout.
+      TypeError: ``a`` is half precision (use float32) or not numeric.
 
     Example:
       >>> m = shardkit.mesh("2x4", "x,y")
@@ -368,7 +395,7 @@ def qr(
       ...
       shardkit.linalg.RankDeficientError: qr: a (shape=(32, 32), dtype=float64) is numerically rank deficient: |r_jj| of column 1 is at most n * eps * max|r_jj| (or NaN), so block Gram-Schmidt cannot make q orthonormal. Check a for dependent columns, or use the layout P(rows, None) with M / R >= n (Householder TSQR copes with rank deficiency); under jax.jit pass return_status=True to receive this status instead.
     """
-    a = a if isinstance(a, jax.Array) else jnp.asarray(a)
+    a = as_inexact("qr", "a", a)
     fill = is_traced(a) and not return_status
     if unknown(a, mesh, spec):
         # r's rows follow a's only when a is square (a rule ties equal lengths alone).
@@ -377,6 +404,10 @@ def qr(
         return _finish("qr", (q, r), status, a, fill=fill, return_status=return_status)
     lay = _layout("qr", a, mesh, spec, nb)
     q, r, status = _factor(a, lay, fill)
+    if lay.padded:
+        big, n = lay.shape
+        q = cut(q, lay.mesh, lay.spec, (big, n))
+        r = cut(r, lay.mesh, PartitionSpec() if lay.tsqr else lay.r_spec, (n, n))
     return _finish("qr", (q, r), status, a, fill=fill, return_status=return_status)
 
 
@@ -386,13 +417,15 @@ def qr(
 @functools.lru_cache(maxsize=64)
 def _tsqr_lstsq_program(lay: _Layout) -> Any:
     rows = lay.rows
+    n = lay.shape[1]
 
     def body(a: jax.Array, b: jax.Array) -> tuple[jax.Array, ...]:
         q, r = _tsqr_local(a, rows)
-        qtb = psum(q.T @ b, rows)
+        qtb = psum(jnp.conj(q).T @ b, rows)
         x = _local_trsm(r, qtb, lower=False)
-        res = psum(jnp.sum((a @ x - b) ** 2, axis=0), rows)
-        s = jnp.linalg.svd(r, compute_uv=False)
+        res = psum(jnp.sum(jnp.abs(a @ x - b) ** 2, axis=0), rows)
+        # The padded border's singular values (its d) are not a's.
+        s = jnp.linalg.svd(r[:n, :n], compute_uv=False)
         return x, res, s
 
     rep = PartitionSpec()
@@ -406,12 +439,12 @@ def _tsqr_lstsq_program(lay: _Layout) -> Any:
 
 @functools.lru_cache(maxsize=64)
 def _qtb_program(lay: _Layout) -> Any:
-    """``q^T b`` (replicated ``n x nrhs``): one all-reduce over the whole mesh."""
+    """``q^H b`` (replicated ``n x nrhs``): one all-reduce over the whole mesh."""
     k = lay.n // lay.nc
 
     def body(q: jax.Array, b: jax.Array) -> jax.Array:
         buf = jnp.zeros((lay.n, b.shape[1]), b.dtype)
-        buf = dupdate(buf, q.T @ b, (axis_index(lay.cols) * k, 0))
+        buf = dupdate(buf, jnp.conj(q).T @ b, (axis_index(lay.cols) * k, 0))
         return psum(buf, lay.rows + lay.cols)
 
     return Spmd(
@@ -424,12 +457,12 @@ def _qtb_program(lay: _Layout) -> Any:
 
 @functools.lru_cache(maxsize=64)
 def _residual_program(lay: _Layout) -> Any:
-    """``sum((a x - b)^2, axis=0)``: all-reduces of ``(M / R) x nrhs`` and ``nrhs``."""
+    """``sum(|a x - b|^2, axis=0)``: all-reduces of ``(M / R) x nrhs`` and ``nrhs``."""
     k = lay.n // lay.nc
 
     def body(a: jax.Array, x: jax.Array, b: jax.Array) -> jax.Array:
         ax = psum(a @ dslice(x, (axis_index(lay.cols) * k, 0), (k, x.shape[1])), lay.cols)
-        return psum(jnp.sum((ax - b) ** 2, axis=0), lay.rows)
+        return psum(jnp.sum(jnp.abs(ax - b) ** 2, axis=0), lay.rows)
 
     rep = PartitionSpec()
     return Spmd(
@@ -496,14 +529,18 @@ def lstsq(
 
     Through :func:`qr`: ``x = r^-1 q^T b``. Tall-skinny ``P(rows, None)`` input uses
     TSQR (one extra ``n x nrhs`` all-reduce; ``rank`` counts the singular values of
-    ``r`` above ``max(M, n) * eps * s_max``). Other layouts use BCGS2, then ``q^T b``
+    ``r`` above ``max(M, n) * eps * s_max``). Complex ``a`` or ``b``: ``x = r^-1 q^H b``.
+    Sizes the mesh does not divide are padded as in :func:`qr` (``b`` with zero rows;
+    the border leaves ``x``, the residuals, ``rank`` and ``s`` unchanged) and ``x`` comes
+    back replicated. Other layouts use BCGS2, then ``q^T b``
     (one ``n x nrhs`` all-reduce), :func:`~shardkit.linalg.solve_triangular` on the
     sharded ``r`` and the residual (an ``(M / R) x nrhs`` all-reduce); full column rank
     is required (rank deficiency raises, as in :func:`qr`), and the singular values are
     not computed (they would need ``r`` gathered): ``s`` is NaN and ``rank`` is ``n``.
 
     Args:
-      a: ``(M, n)`` float matrix, ``M >= n``, sharded ``P(rows, cols)``.
+      a: ``(M, n)`` float or complex matrix, ``M >= n``, sharded ``P(rows, cols)`` (or
+        host data with ``mesh=``/``spec=``, any ``M, n``).
       b: ``(M,)`` or ``(M, nrhs)``.
       nb: BCGS2 panel width (see :func:`qr`).
       mesh: the mesh, when ``a`` does not carry it.
@@ -533,8 +570,10 @@ def lstsq(
       (True, 32)
     """
     where = "lstsq"
-    a = a if isinstance(a, jax.Array) else jnp.asarray(a)
-    b = jnp.asarray(b, a.dtype)
+    a = as_inexact(where, "a", a)
+    dt = common(where, a.dtype, b)
+    a = a if a.dtype == dt else a.astype(dt)
+    b = jnp.asarray(b).astype(dt)
     if b.ndim not in (1, 2) or b.shape[0] != a.shape[0]:
         raise ValueError(
             f"{where}: b.shape={tuple(b.shape)} does not fit a.shape={tuple(a.shape)}; "
@@ -554,9 +593,14 @@ def lstsq(
         out = (x[:, 0] if b.ndim == 1 else x, res, rank, s)
         return _finish(where, out, status, a, fill=fill, return_status=return_status)
     lay = _layout(where, a, mesh, spec, nb)
+    if lay.padded:
+        b2 = pad_tall(b2, lay.big, b2.shape[1], 0.0, lay.mesh)
     b2 = place(b2, lay.mesh, PartitionSpec(lay.spec[0], None))
+    n = lay.shape[1]
     if lay.tsqr:
-        x, res, s = _tsqr_lstsq_program(lay)(place(a, lay.mesh, lay.spec), b2)
+        ap = place(jnp.asarray(_padded(a, lay)), lay.mesh, lay.spec)
+        x, res, s = _tsqr_lstsq_program(lay)(ap, b2)
+        x = x[:n]
         tol = max(a.shape) * jnp.finfo(a.dtype).eps * s[0]
         rank = jnp.sum(s > tol).astype(jnp.int32)
         status = jnp.int32(0)
@@ -565,14 +609,17 @@ def lstsq(
         if not return_status and not is_traced(status):
             _finish(where, (), status, a, fill=fill, return_status=False)  # raise early
         qtb = _qtb_program(lay)(q, b2)
-        if lay.r_spec == PartitionSpec():
+        if all(e is None for e in lay.r_spec):
             x = _local_trsm(r, qtb, lower=False)
         else:
             x = solve_triangular(r, qtb, lower=False, mesh=lay.mesh, spec=lay.r_spec)
         xr = place(x, lay.mesh, PartitionSpec())
-        res = _residual_program(lay)(place(a, lay.mesh, lay.spec), xr, b2)
-        rank = jnp.where(status == 0, lay.n, status - 1).astype(jnp.int32)
-        s = jnp.full((lay.n,), jnp.nan, a.dtype)
+        ap = place(jnp.asarray(_padded(a, lay)), lay.mesh, lay.spec)
+        res = _residual_program(lay)(ap, xr, b2)
+        if lay.padded:
+            x = xr[:n]
+        rank = jnp.where(status == 0, n, status - 1).astype(jnp.int32)
+        s = jnp.full((n,), jnp.nan, real_dtype(a.dtype))
     out = (x[:, 0] if b.ndim == 1 else x, res, rank, s)
     if lay.tsqr:
         return (out, status) if return_status else out

@@ -4,7 +4,10 @@ The right-hand sides are replicated (``n x nrhs`` per device; vector-sized for a
 of them). Each of the ``n / nb`` steps multiplies one block row (or column) of the
 local matrix by the already-solved part of the solution and sums the pieces with one
 all-reduce of ``nb x (nb + nrhs)`` elements over the whole mesh (the diagonal block
-rides along). Nothing of matrix size ever moves.
+rides along). Nothing of matrix size ever moves. Complex matrices are solved the same
+way (``trans=2``: the conjugate transpose, through ``conj``); orders the mesh or the
+block size does not divide are padded with an identity block (see
+:mod:`shardkit.linalg._pad`; the padded matrix stays triangular).
 """
 
 from __future__ import annotations
@@ -26,10 +29,11 @@ from shardkit.linalg._blockcyclic import (
     dupdate,
     local_tables,
     place,
-    plan_for,
     psum,
     trsm,
 )
+from shardkit.linalg._dtype import as_inexact, common
+from shardkit.linalg._pad import pad_matrix, pad_rows, square_plan, unpad_rows
 from shardkit.linalg._partitioned import on_layout, unknown
 
 __all__ = ["solve_triangular"]
@@ -117,11 +121,18 @@ def solve_triangular(
     (a vector-sized all-gather when it is sharded). Communication: ``n / nb``
     all-reduces of ``nb x (nb + nrhs)`` elements. Memory per device: its share of
     ``a`` plus ``O(n * nrhs + nb^2)``. A zero on the diagonal gives inf, as in SciPy.
+    An order the mesh or ``nb`` does not divide is padded: one more array of
+    ``size^2 / P`` elements per device, ``size`` the next multiple of
+    ``lcm(R, C)`` times the block size (``n = 999`` on 2x4, ``nb=128``: 1000); ``x`` is
+    cut back locally, or with one ``n x nrhs`` all-reduce (then replicated) when the
+    mesh does not divide ``n``.
 
     Args:
-      a: ``(n, n)`` triangular matrix (the other triangle is ignored).
+      a: ``(n, n)`` float or complex triangular matrix (the other triangle is ignored),
+        sharded ``P(rows, cols)`` or host data with ``mesh=``/``spec=`` (any ``n``).
       b: ``(n,)`` or ``(n, nrhs)`` right-hand side(s).
-      trans: ``0``/``"N"``, ``1``/``"T"`` or ``2``/``"C"`` (real: same as ``1``).
+      trans: ``0``/``"N"``, ``1``/``"T"`` or ``2``/``"C"`` (conjugate transpose; real:
+        same as ``1``).
       lower: use the lower triangle of ``a``.
       unit_diagonal: assume ones on the diagonal.
       nb: block size (rounded down to divide the local blocks).
@@ -130,10 +141,12 @@ def solve_triangular(
       spec: ``a``'s spec, likewise.
 
     Returns:
-      ``x`` with ``b``'s shape, rows sharded like ``a``'s rows.
+      ``x`` with ``b``'s shape, rows sharded like ``a``'s rows (replicated when the mesh
+      does not divide ``n``).
 
     Raises:
-      ValueError: shapes disagree, a bad ``trans``, or an unknown/indivisible layout.
+      ValueError: shapes disagree, a bad ``trans``, or an unknown layout.
+      TypeError: ``a`` or ``b`` is half precision (use float32) or not numeric.
 
     Example:
       >>> m = shardkit.mesh("2x4", "x,y")
@@ -144,24 +157,40 @@ def solve_triangular(
     """
     where = "solve_triangular"
     tmap = {0: False, 1: True, 2: True, "N": False, "T": True, "C": True}
-    if trans not in tmap:
+    if isinstance(trans, bool) or trans not in tmap:
         raise ValueError(f"{where}: trans={trans!r} is not one of {list(tmap)}")
-    a = a if isinstance(a, jax.Array) else jnp.asarray(a)
-    b = jnp.asarray(b, dtype=a.dtype)
+    a = as_inexact(where, "a", a)
+    dt = common(where, a.dtype, b)
+    b = jnp.asarray(b).astype(dt)
     vec = b.ndim == 1
-    if b.ndim not in (1, 2) or b.shape[0] != a.shape[0]:
-        raise ValueError(f"{where}: b.shape={b.shape} does not fit a.shape={a.shape}")
-    b2 = b[:, None] if vec else b
+    # op(a) = a^H: a^T conj(x) = conj(b).
+    conj = trans in (2, "C") and jnp.iscomplexobj(b)
     flags = (bool(lower), bool(unit_diagonal), tmap[trans])
-    if unknown(a, mesh, spec):
+    if unknown(a, mesh, spec):  # Auto axes inside jit: the partitioner gives the layout
+        if b.ndim not in (1, 2) or b.shape[0] != a.shape[0]:
+            raise ValueError(f"{where}: b.shape={b.shape} does not fit a.shape={a.shape}")
+        b2 = jnp.conj(b) if conj else b
+        b2 = b2[:, None] if vec else b2
 
         def make(plan: Plan, m: AnyMesh, p: PartitionSpec) -> Any:
             out = PartitionSpec(plan.row_axes or None, None)
             return triangular_program(plan, m, p, *flags).body, (p, PartitionSpec()), (out,)
 
+        a = a if a.dtype == dt else a.astype(dt)
         (x,) = on_layout(where, a, (a, b2), make, "i j, k l -> i l", nb=nb, order="natural")
+        x = jnp.conj(x) if conj else x
         return x[:, 0] if vec else x
-    m, p, plan = plan_for(where, a, mesh, spec, nb, "natural")
-    a, b2 = place(a, m, p), place(b2, m, PartitionSpec())
-    x = triangular_program(plan, m, p, *flags)(a, b2)
+    m, p, plan, padding = square_plan(where, a, mesh, spec, nb, "natural")
+    if b.ndim not in (1, 2) or b.shape[0] != padding.n:
+        raise ValueError(
+            f"{where}: b.shape={tuple(b.shape)} does not fit a.shape={tuple(a.shape)}; pass "
+            f"b of shape ({padding.n},) or ({padding.n}, nrhs)"
+        )
+    b2 = jnp.conj(b) if conj else b
+    b2 = pad_rows(b2[:, None] if vec else b2, padding, m)
+    ap = pad_matrix(a, padding, plan, m, p)
+    ap = ap if ap.dtype == dt else ap.astype(dt)
+    x = triangular_program(plan, m, p, *flags)(ap, place(b2, m, PartitionSpec()))
+    x = unpad_rows(x, padding, m, plan.row_axes)
+    x = jnp.conj(x) if conj else x
     return x[:, 0] if vec else x

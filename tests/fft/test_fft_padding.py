@@ -4,14 +4,13 @@ Every case runs eagerly and inside ``jit`` on an Auto or an Explicit mesh, is co
 with ``np.fft``, and its compiled program is read through ``shardkit.comms``: only
 ``all_to_all``, exactly the plan's count and exactly the bytes ``FFTPlan.sent_bytes``
 predicts (padding included). ``CASES`` is a hand-picked sample; set
-``SHARDKIT_FFT_PAD_ALL=1`` to run the whole matrix (every transform x mesh x
+``SHARDKIT_FULL_TESTS=1`` (tests/_matrix.py) to run the whole matrix (every transform x mesh x
 indivisible shape x dtype x axis type, a few minutes).
 """
 
 from __future__ import annotations
 
 import itertools
-import os
 from typing import Any
 
 import jax
@@ -22,6 +21,7 @@ from jax.sharding import NamedSharding
 
 import shardkit
 import shardkit.fft as skfft
+from _matrix import FULL
 from shardkit.fft._plan import normalize_spec
 from shardkit.inspect import comms
 from shardkit.testing import assert_close
@@ -116,7 +116,6 @@ def _full_matrix() -> list[tuple[str, str, str, tuple[int, ...], str, str, dict[
     return cases
 
 
-FULL = os.environ.get("SHARDKIT_FFT_PAD_ALL") == "1"
 if FULL:  # the matrix also holds divisible cases: they must not pay for padding
     CASES = _full_matrix()
 

@@ -7,13 +7,12 @@ the eager path's ``shard_map``), and no all-gather as large as the matrix.
 
 Each cell compiles the factorizations twice (seconds each on a shared CPU), so by
 default every operation runs on one of the two meshes (alternating, about 2 minutes
-on two shared CPU cores); set ``SHARDKIT_AUTOJIT_ALL=1`` to run every case on both
-and compare every one with its Explicit program.
+on two shared CPU cores); set ``SHARDKIT_FULL_TESTS=1`` (tests/_matrix.py) to run
+every case on both and compare every one with its Explicit program.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +22,7 @@ import pytest
 import scipy.linalg as sl
 
 import shardkit
+from _matrix import FULL
 from shardkit import linalg
 from shardkit.inspect import comms
 from shardkit.layout import mesh, shard
@@ -116,12 +116,11 @@ CASES: dict[str, Case] = {
 
 
 def _cells() -> list[tuple[str, str, str, str]]:
-    every = os.environ.get("SHARDKIT_AUTOJIT_ALL") == "1"
     return [
         (name, *m)
         for i, name in enumerate(sorted(CASES))
         for j, m in enumerate(MESHES)
-        if every or ((i + j) % 2 == 0 and name not in FLAG_ONLY)
+        if FULL or ((i + j) % 2 == 0 and name not in FLAG_ONLY)
     ]
 
 
@@ -179,7 +178,7 @@ def test_auto_mesh_under_jit_matches_reference_and_eager_collectives(
     assert_close(_host(compiled(*args)), case[3](), what=f"{name} on Auto {shape} under jit")
     report = comms(compiled)
     assert name not in DECLARED or report.kinds == DECLARED[name], (name, report.kinds)
-    if name in COMPARED or os.environ.get("SHARDKIT_AUTOJIT_ALL") == "1":
+    if name in COMPARED or FULL:
         explicit = comms(case[2], *_args(case, mesh(shape, names, axis_types="explicit"), spec))
         assert report.kinds == explicit.kinds, (name, report.kinds, explicit.kinds)
     _no_full_gather(report, name)

@@ -6,14 +6,14 @@ are a fixed sample of (mesh x spec x n x dtype x nb), chosen so that each operat
 meets every dtype, both meshes, host and placed input, sizes the mesh divides and
 sizes it does not (13, 30, 37, 63: ``n < nb * mesh``, several panels, ``n`` prime).
 
-Set ``SHARDKIT_LINALG_FULL=1`` to run the whole cross product instead of the sample
+Set ``SHARDKIT_FULL_TESTS=1`` (tests/_matrix.py) to run the whole cross product
+instead of the sample
 (about 20 minutes on one CPU core).
 """
 
 from __future__ import annotations
 
 import itertools
-import os
 from typing import Any
 
 import jax
@@ -24,6 +24,7 @@ import scipy.linalg as sl
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from _matrix import FULL
 from shardkit.inspect import comms
 from shardkit.layout import mesh, shard
 from shardkit.linalg import (
@@ -48,7 +49,6 @@ from shardkit.linalg import (
 from shardkit.linalg._pad import choose
 from shardkit.testing import assert_close, tolerance
 
-FULL = os.environ.get("SHARDKIT_LINALG_FULL") == "1"
 MESHES = {"8": ("x", "x,None"), "2x4": ("x,y", "x,y")}
 DTYPES = (np.float32, np.float64, np.complex64, np.complex128)
 

@@ -15,6 +15,7 @@ def test_passes_within_tolerance() -> None:
     assert_close(jnp.ones(4, jnp.bfloat16), np.full(4, 1.001))
     assert_close(np.array([np.nan, 1.0]), np.array([np.nan, 1.0]))
     assert_close(shard(np.arange(8.0), mesh("8", "x"), "x"), np.arange(8.0))
+    assert_close(jnp.float32(2.0), np.float64(2.0 + 1e-7))  # 0-d, as det returns
 
 
 @pytest.mark.parametrize(
@@ -27,6 +28,8 @@ def test_passes_within_tolerance() -> None:
         (np.array([1.0]), np.array([np.nan]), "NaN pattern"),
         (np.ones(2), np.ones(3), "shape"),
         (np.array([1 + 1j]), np.array([1 - 1j]), "complex128"),
+        (np.float64(1.0), np.float64(1.5), r"1 of 1 elements.*got 1\.0, expected 1\.5"),
+        (np.float64(np.nan), np.float64(1.0), "NaN pattern"),
     ],
 )
 def test_mismatch_raises(actual: np.ndarray, desired: np.ndarray, match: str) -> None:

@@ -82,6 +82,7 @@ def assert_close(
     rtol, atol = tolerance(dtype)
     if a.size == 0:
         return
+    a, d = a.reshape(a.shape or (1,)), d.reshape(d.shape or (1,))  # scalars: masks need arrays
     if inexact:
         wide = np.complex128 if np.iscomplexobj(a) or np.iscomplexobj(d) else np.float64
         a64, d64 = a.astype(wide), d.astype(wide)

@@ -259,7 +259,9 @@ OPS: tuple[Op, ...] = (
     ),
     Op(
         "lstsq",
-        {"div": 64, "indiv": 60},
+        # Tall enough that TSQR's gathered stack of R factors (8 x 8 per device) is
+        # smaller than a itself.
+        {"div": 128, "indiv": 124},
         lambda rng, n, dt: (_draw(rng, (n, 8), dt), _draw(rng, (n,), dt)),
         lambda mesh: ("x,None" if mesh == "1d" else "(x,y),None", None),
         lambda a, b, **kw: linalg.lstsq(a, b, **kw),
@@ -299,7 +301,7 @@ OPS: tuple[Op, ...] = (
             dtype=dt,
             what="batched_solve",
         ),
-        frozenset(),
+        frozenset({"all-reduce"}),  # a padded batch comes back replicated
     ),
     Op(
         "matmul",
@@ -343,11 +345,20 @@ OPS: tuple[Op, ...] = (
     ),
 )
 
+
 # Cells that stay unsupported, each with the clear error it raises:
 # (operation, predicate on the cell, exception type, message pattern).
 # matmul and the chain plan take placed operands only, and JAX places an array only on
 # a mesh that divides it: shard() refuses with its padding advice.
+# The Krylov solvers have no custom_partitioning rule yet: under jit on Auto axes they
+# need mesh=/spec= (given here for host data, so only placed operands are refused).
+def _auto_jit_placed(c: Cell) -> bool:
+    return c.axes == "auto" and c.mode == "jit" and c.size == "div"
+
+
 UNSUPPORTED: tuple[tuple[str, Callable[[Cell], bool], type[Exception], str], ...] = (
+    ("cg", _auto_jit_placed, ValueError, r"cannot tell the layout.*pass mesh="),
+    ("gmres", _auto_jit_placed, ValueError, r"cannot tell the layout.*pass mesh="),
     ("matmul", lambda c: c.size == "indiv", ValueError, r"shard: .* is not divisible by .* Pad"),
     (
         "matmul_chain.apply",

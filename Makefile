@@ -32,12 +32,15 @@ lint: $(VENV)/.installed-test
 typecheck: $(VENV)/.installed-test
 	$(BIN)/pyright
 
+# Two workers: compiling is single-threaded, so one process leaves a core idle.
+PYTEST_WORKERS ?= 2
+
 pytest: $(VENV)/.installed-test
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS)
 
 # The whole test matrix (every mesh x axis type x dtype cell); `make test` samples it.
 pytest-full: $(VENV)/.installed-test
-	SHARDKIT_FULL_TESTS=1 $(BIN)/python -m pytest
+	SHARDKIT_FULL_TESTS=1 $(BIN)/python -m pytest -n $(PYTEST_WORKERS)
 
 test: lint typecheck pytest
 

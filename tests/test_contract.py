@@ -7,10 +7,11 @@ NumPy/SciPy reference under ``shardkit.testing``'s tolerance for its dtype and, 
 the jitted cells, asserts through ``shardkit.comms`` that the compiled program never
 all-gathers a whole operand and uses only the collectives the operation promises.
 
-``make test`` runs a sample (for each operation, four cells that together take every
-value of every dimension, rotated across operations); ``SHARDKIT_FULL_TESTS=1`` runs
-all of it. A cell that stays unsupported is listed in ``UNSUPPORTED`` with the clear
-error it raises, and the battery asserts that error.
+``make test`` runs a sample (for each operation two complementary cells, which take
+every value of the two-valued dimensions, with the combinations and dtypes rotated
+across operations); ``SHARDKIT_FULL_TESTS=1`` runs all of it. A cell that stays
+unsupported is listed in ``UNSUPPORTED`` with the clear error it raises, and the
+battery asserts that error.
 
 Indivisible sizes: placed arrays must divide their mesh (JAX has no uneven
 ``NamedSharding``), so the linear algebra takes host data with ``mesh=``/``spec=``
@@ -66,18 +67,17 @@ ALL_CELLS = [Cell(*c) for c in itertools.product(AXES, MODES, MESHES, SIZES, DTY
 
 
 def _sample(offset: int) -> list[Cell]:
-    """Four cells taking every value of every dimension, rotated by ``offset``."""
+    """Two complementary cells: each takes the other's value on every two-valued dimension.
+
+    ``offset`` (the operation's index) picks which combination the first cell takes and
+    the two dtypes, so that across the operations every combination and dtype runs.
+    """
+    bits = (offset & 1, (offset >> 1) & 1, ((offset >> 2) ^ offset) & 1, ((offset >> 1) ^ 1) & 1)
     out = []
-    for i in range(4):
-        j = i + offset
+    for flip in (0, 1):
+        a, m, me, si = (b ^ flip for b in bits)
         out.append(
-            Cell(
-                AXES[j % 2],
-                MODES[(j // 2) % 2],
-                ("1d", "2d")[(j + j // 2) % 2],
-                SIZES[(j // 2 + 1) % 2 if i % 2 else (j // 2) % 2],
-                DTYPES[j % 4],
-            )
+            Cell(AXES[a], MODES[m], ("1d", "2d")[me], SIZES[si], DTYPES[(offset + 2 * flip) % 4])
         )
     return out
 
@@ -457,7 +457,9 @@ def test_sample_takes_every_value_of_every_dimension() -> None:
             ("size", SIZES),
         ):
             assert {getattr(c, field) for c in cells} == set(values), (offset, field)
-        assert {c.dtype for c in cells} == set(DTYPES)
+    assert {c.dtype for o in range(len(OPS)) for c in _sample(o)} == set(DTYPES)
+    combos = {(c.axes, c.mode, c.mesh) for o in range(len(OPS)) for c in _sample(o)}
+    assert len(combos) == 8  # every axis type x mode x mesh combination runs somewhere
 
 
 def test_unsupported_cells_name_real_operations() -> None:

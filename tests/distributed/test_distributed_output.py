@@ -67,6 +67,12 @@ def test_gloo_chatter_is_dropped_unless_verbose() -> None:
     assert err.getvalue() == f"[1] {GLOO}\n"
 
 
+def test_gloo_chatter_after_a_partial_line_keeps_the_line() -> None:
+    chunks = {(0, "out"): [b"step 1 ", f"{GLOO}\ndone\n".encode()]}
+    _, out, _ = _feed(False, chunks)
+    assert out.getvalue() == "[0] step 1 \n[0] done\n"
+
+
 @pytest.mark.parametrize("keep", [True, False], ids=["released", "discarded"])
 def test_an_abort_report_is_held_back_until_the_launcher_decides(keep: bool) -> None:
     text = "\n".join(["a plain error line", *ABORT, "after the report"]) + "\n"

@@ -25,7 +25,12 @@ _READ_CHUNK = 65536
 # A partial line longer than this is written out anyway (progress bars, binary junk).
 _MAX_PENDING_LINE = 65536
 
-_CHATTER = re.compile(r"^\[Gloo\] Rank \d+ is connected to \d+ peer ranks")
+# Anywhere in a line: gloo's C++ logging can land after a partial line of the rank's
+# own output (no newline yet), which then keeps its text.
+_CHATTER = re.compile(
+    r"\[Gloo\] Rank \d+ is connected to \d+ peer ranks\."
+    r"(?: Expected number of connected peer ranks is : \d+)?"
+)
 # The first line of a native abort: a glog FATAL line, the check-failure banner, or
 # an ERROR line of JAX's distributed runtime (the coordination service and its
 # client log the lost peer there just before the FATAL line).
@@ -136,8 +141,10 @@ class Output:
         for line in lines:
             text = line.decode("utf-8", errors="replace").rstrip("\r")
             if not self._verbose:
-                if _CHATTER.match(text):
-                    continue
+                if _CHATTER.search(text):
+                    text = _CHATTER.sub("", text)
+                    if not text.strip():
+                        continue
                 if stream.is_stderr and (stream.rank in self._held or _ABORT_START.match(text)):
                     self._held.setdefault(stream.rank, []).append(f"{prefix}{text}\n")
                     continue

@@ -560,6 +560,22 @@ def _on_layout(
     return on_layout(where, a, (a, *rest), make, rule, nb=nb, order=order)
 
 
+def _finish_traced(
+    where: str, out: Any, status: jax.Array, a: Any, dtype: Any, return_status: bool
+) -> Any:
+    """:func:`finish` for the Auto-axes jit paths: always traced, a singular status."""
+    return finish(
+        where,
+        out,
+        status,
+        kind="singular",
+        shape=tuple(a.shape),
+        dtype=dtype,
+        traced=True,
+        return_status=return_status,
+    )
+
+
 def lu_factor(
     a: Any,
     /,
@@ -822,16 +838,7 @@ def solve(
             pivoting=pivoting,
         )
         x = x[:, 0] if vec else x
-        return finish(
-            "solve",
-            x,
-            status,
-            kind="singular",
-            shape=tuple(a.shape),
-            dtype=x.dtype,
-            traced=True,
-            return_status=return_status,
-        )
+        return _finish_traced("solve", x, status, a, x.dtype, return_status)
     f = _factor("solve", a, nb, "cyclic", mesh, spec, stages, pivoting)
     x = lu_solve(f, b)
     return finish(
@@ -989,16 +996,7 @@ def inv(
             stages=DEFAULT_STAGES,
             pivoting=pivoting,
         )
-        return finish(
-            "inv",
-            x,
-            status,
-            kind="singular",
-            shape=tuple(a.shape),
-            dtype=x.dtype,
-            traced=True,
-            return_status=return_status,
-        )
+        return _finish_traced("inv", x, status, a, x.dtype, return_status)
     f = _factor("inv", a, nb, "cyclic", mesh, spec, DEFAULT_STAGES, pivoting)
     x = lu_solve(f, jnp.eye(f.padding.n, dtype=f.lu.dtype))
     return finish(
@@ -1092,16 +1090,7 @@ def lu(
             stages=DEFAULT_STAGES,
             pivoting=pivoting,
         )
-        return finish(
-            "lu",
-            tuple(plu),
-            status,
-            kind="singular",
-            shape=tuple(a.shape),
-            dtype=plu[0].dtype,
-            traced=True,
-            return_status=return_status,
-        )
+        return _finish_traced("lu", tuple(plu), status, a, plu[0].dtype, return_status)
     f = _factor("lu", a, nb, "natural", mesh, spec, DEFAULT_STAGES, pivoting)
     m, p = f.mesh, f.spec
     assert m is not None

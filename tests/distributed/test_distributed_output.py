@@ -73,6 +73,27 @@ def test_gloo_chatter_after_a_partial_line_keeps_the_line() -> None:
     assert out.getvalue() == "[0] step 1 \n[0] done\n"
 
 
+# Seen on this machine: gloo's device threads write the words of their lines
+# separately, so two threads' lines interleave mid-word (verbatim from a run).
+INTERLEAVED = [
+    "[Gloo] Rank 5 is connected to 7 peer ranks. [Gloo] Rank 6Expected number of connected "
+    "peer ranks is :  is connected to 77",
+    " peer ranks. Expected number of connected peer ranks is : 7",
+    "[Gloo] Rank 1[Gloo] Rank 3 is connected to 7 peer ranks. Expected number of connected peer "
+    "ranks is : 7",
+    " is connected to 7 peer ranks. Expected number of connected peer ranks is : [Gloo] Rank 2 "
+    "is connected to 77 peer ranks. ",
+    "Expected number of connected peer ranks is : 7",
+    "7",
+]
+
+
+def test_interleaved_gloo_chatter_is_dropped_and_numbers_of_the_user_kept() -> None:
+    text = "\n".join(["7", *INTERLEAVED, "Rank 3 of 8 is ready", "", "12"]) + "\n"
+    _, out, _ = _feed(False, {(0, "out"): [text.encode()]})
+    assert out.getvalue().splitlines() == ["[0] 7", "[0] Rank 3 of 8 is ready", "[0] ", "[0] 12"]
+
+
 @pytest.mark.parametrize("keep", [True, False], ids=["released", "discarded"])
 def test_an_abort_report_is_held_back_until_the_launcher_decides(keep: bool) -> None:
     text = "\n".join(["a plain error line", *ABORT, "after the report"]) + "\n"
@@ -105,3 +126,39 @@ def test_the_launchers_own_lines_are_marked() -> None:
     assert err.getvalue() == "shardkit launch: rank 1 exited with status 1; stopped rank 0\n"
     assert not output.read(object()), "not a stream of Output's: left to the caller"
     output.close()
+
+
+# Rank 1 in a collective when rank 0 (the coordinator) was killed, as seen in CI: the
+# traceback's header came before the runtime's first ERROR line, its frames after.
+PEER_LOST_TRACEBACK = [
+    "Traceback (most recent call last):",
+    '  File "worker.py", line 75, in _psum_across_processes',
+    "    x = jax.device_put(jnp.arange(8.0), NamedSharding(mesh, P('x')))",
+    "jax.errors.JaxRuntimeError: UNKNOWN: Gloo context initialization failed: "
+    "UNAVAILABLE: Socket closed",
+]
+
+
+@pytest.mark.parametrize("interrupted", [True, False], ids=["abort-inside", "peer-lost"])
+def test_a_traceback_of_a_lost_peer_is_held_back_with_the_abort_report(interrupted: bool) -> None:
+    lines = list(PEER_LOST_TRACEBACK)
+    if interrupted:
+        lines.insert(1, ABORT[0])
+    text = "\n".join(["before", *lines, "after"]) + "\n"
+    output, _, err = _feed(False, {(1, "err"): [text.encode()]})
+    assert err.getvalue() == "[1] before\n"
+    assert output.held_back(1)
+    output.release(1)
+    assert err.getvalue().splitlines()[1:] == [f"[1] {line}" for line in [*lines, "after"]]
+
+
+def test_other_tracebacks_are_written_whole_at_once() -> None:
+    lines = [*PEER_LOST_TRACEBACK[:3], "ValueError: a user's own mistake", "next"]
+    text = "\n".join(lines) + "\n"
+    output, _, err = _feed(False, {(0, "err"): [text[:40].encode(), text[40:].encode()]})
+    assert not output.held_back(0)
+    assert err.getvalue().splitlines() == [f"[0] {line}" for line in lines]
+    # A traceback cut short (the process died mid-way) is still written at the end.
+    output, _, err = _feed(False, {(0, "err"): [b"Traceback (most recent call last):\n  File"]})
+    assert not output.held_back(0)
+    assert err.getvalue().splitlines() == ["[0] Traceback (most recent call last):", "[0]   File"]

@@ -32,8 +32,8 @@ TIMEOUT_EXIT_CODE = 124
 # The job's status when a rank left early (status 0 or unknown) and peers were stuck.
 EARLY_EXIT_CODE = 1
 _SIGABRT_CODE = 128 + signal.SIGABRT
-# How long an abort waits for the death that may have caused it to be noticed.
-_ABORT_SETTLE_SECONDS = 0.5
+# How long a failure that may be a consequence waits for its cause to be noticed.
+_SETTLE_SECONDS = 1.0
 
 
 def exit_code(returncode: int) -> int:
@@ -47,6 +47,24 @@ def describe(code: int) -> str:
         with contextlib.suppress(ValueError):
             return f"status {code} (killed by {signal.Signals(code - 128).name})"
     return f"status {code}"
+
+
+def _blame(rank: Rank) -> int:
+    """How surely a rank's failure is a cause rather than a consequence (0: surest).
+
+    A kill by a signal other than SIGABRT came from outside (the user, the OOM
+    killer, a crash). A status or an uncaught exception may be a rank reacting to a
+    peer that vanished under a collective; SIGABRT is what JAX does to every rank
+    whose coordination service (rank 0) died.
+    """
+    if rank.code is None or rank.code <= 128:
+        return 1
+    return 2 if rank.code == _SIGABRT_CODE else 0
+
+
+def _seen(rank: Rank) -> float:
+    """When the launcher learned of the rank's failure."""
+    return rank.exiting_since if rank.alive else rank.ended_at
 
 
 def ranks_text(ranks: Sequence[int]) -> str:
@@ -156,33 +174,28 @@ class Job:
         while True:
             self.pump(POLL_SECONDS)
             now = time.monotonic()
-            failed = sorted(
-                (r for r in self.ranks if r.code not in (None, 0)), key=lambda r: r.ended_at
-            )
-            if failed:
-                # JAX aborts (SIGABRT) a rank the moment the rank hosting its
-                # coordination service dies, so an abort seen first may still be the
-                # consequence: a busy launcher can poll between the two deaths. Give
-                # the real cause a moment to show, then prefer it.
-                first = failed[0]
-                if first.code != _SIGABRT_CODE:
-                    return Outcome("failed", first)
-                settled = now - first.ended_at > _ABORT_SETTLE_SECONDS
-                cause = [r for r in failed if r.code != _SIGABRT_CODE]
-                if cause or settled:
-                    return Outcome("failed", (cause or failed)[0])
-                continue
-            if all(r.code == 0 for r in self.ranks):
-                return Outcome("success")
-            joined = [r for r in self.ranks if r.joined]
-            if joined and all(r.exiting is not None for r in joined):
-                # Everyone is at its exit: JAX's shutdown barrier completes at once.
-                for r in joined:
-                    r.answer(_control.SHUTDOWN)
+            failed = [r for r in self.ranks if r.code not in (None, 0)]
+            if not failed:
+                if all(r.code == 0 for r in self.ranks):
+                    return Outcome("success")
+                joined = [r for r in self.ranks if r.joined]
+                if joined and all(r.exiting is not None for r in joined):
+                    # Everyone is at its exit: JAX's shutdown barrier completes at once.
+                    for r in joined:
+                        r.answer(_control.SHUTDOWN)
             raised = [r for r in self.ranks if r.alive and not r.answered and r.raised]
-            if raised:
-                raised.sort(key=lambda r: r.exiting_since)
-                return Outcome("raised", raised[0])
+            suspects = failed + raised
+            if suspects:
+                # A failure seen first may still be the consequence of another: a rank
+                # in a collective raises ("Socket closed") or aborts the moment a peer
+                # dies, and a busy launcher can poll between the two deaths. Give the
+                # real cause a moment to show, then prefer it.
+                cause = min(suspects, key=lambda r: (_blame(r), _seen(r)))
+                settled = now - min(map(_seen, suspects)) > _SETTLE_SECONDS
+                if _blame(cause) == 0 or settled:
+                    return Outcome("raised" if cause.alive else "failed", cause)
+                continue
+            joined = [r for r in self.ranks if r.joined]
             early = [
                 (r.exiting_since if r.alive else r.ended_at, r)
                 for r in joined

@@ -5,12 +5,19 @@ each complete line as one ``write`` call, so lines of different ranks never mix
 mid-line. Two kinds of runtime noise are kept out of the way unless ``verbose``:
 
 * gloo's connection chatter ("[Gloo] Rank 3 is connected to 7 peer ranks ..."),
-  one line per device at start-up, is dropped;
+  one line per device at start-up, is dropped. Its device threads write the words
+  of a line separately, so lines of two threads can interleave mid-word ("[Gloo]
+  Rank 1[Gloo] Rank 3 is connected to ..."): a line made only of that message's
+  words and numbers is dropped, as is a bare number right after such a line;
 * a native abort report (XLA's coordination service logging a fatal error, then
   "*** Check failure stack trace: ***" and the frames) is held back from the first
   such line of a rank's stderr on. The launcher releases it when that rank's own
   failure ended the job, and drops it when the rank only aborted because a peer it
-  was waiting for had already died.
+  was waiting for had already died;
+* a Python traceback on stderr is written out whole once its exception line has
+  come, except one that reports a lost peer (gloo's or the coordination service's
+  "Socket closed") or that a native abort line interrupts: it is held back with
+  the abort report, since a rank in a collective raises so when a peer dies.
 """
 
 from __future__ import annotations
@@ -31,12 +38,26 @@ _CHATTER = re.compile(
     r"\[Gloo\] Rank \d+ is connected to \d+ peer ranks\."
     r"(?: Expected number of connected peer ranks is : \d+)?"
 )
+# The words of that message; a line of nothing else is chatter interleaved mid-line.
+_CHATTER_WORDS = re.compile(
+    r"\[Gloo\]|Rank|is connected to|peer ranks\.|"
+    r"Expected number of connected peer ranks is :|\d+|\s+"
+)
+_GLOO_PHRASE = re.compile(r"\[Gloo\]|is connected to|peer ranks")
 # The first line of a native abort: a glog FATAL line, the check-failure banner, or
 # an ERROR line of JAX's distributed runtime (the coordination service and its
 # client log the lost peer there just before the FATAL line).
 _ABORT_START = re.compile(
     r"^(F\d{4} |\*\*\* Check failure stack trace|"
     r"E\d{4} \S+\s+\d+ (coordination_service\w*|client)\.(cc|h):)"
+)
+
+_TRACEBACK_START = "Traceback (most recent call last):"
+# An exception that a rank raises because a peer vanished under it.
+_PEER_LOST = re.compile(
+    r"Socket closed|Gloo context initialization failed|coordination service|"
+    r"heartbeat|connection reset by peer",
+    re.IGNORECASE,
 )
 
 
@@ -47,6 +68,10 @@ class _Stream:
     out: TextIO
     is_stderr: bool
     pending: bytearray = dataclasses.field(default_factory=bytearray)
+    # The last line was gloo chatter: a bare number next is the tail of one.
+    in_chatter: bool = False
+    # The lines of a Python traceback whose exception line has not come yet.
+    traceback: list[str] | None = None
 
 
 class Output:
@@ -141,11 +166,51 @@ class Output:
         for line in lines:
             text = line.decode("utf-8", errors="replace").rstrip("\r")
             if not self._verbose:
+                if _is_chatter(text, after_chatter=stream.in_chatter):
+                    stream.in_chatter = True
+                    continue
+                stream.in_chatter = False
                 if _CHATTER.search(text):
                     text = _CHATTER.sub("", text)
-                    if not text.strip():
-                        continue
-                if stream.is_stderr and (stream.rank in self._held or _ABORT_START.match(text)):
-                    self._held.setdefault(stream.rank, []).append(f"{prefix}{text}\n")
+                if stream.is_stderr and self._hold(stream, f"{prefix}{text}\n", text):
                     continue
             stream.out.write(f"{prefix}{text}\n")
+        if final and stream.traceback is not None:
+            stream.out.writelines(stream.traceback)
+            stream.traceback = None
+
+    def _hold(self, stream: _Stream, line: str, text: str) -> bool:
+        """Holds ``line`` back (abort report, or a traceback not yet whole); True if so."""
+        rank = stream.rank
+        if rank in self._held:
+            self._held[rank].append(line)
+            return True
+        block = stream.traceback
+        if _ABORT_START.match(text):
+            self._held[rank] = [*(block or []), line]
+            stream.traceback = None
+            return True
+        if block is None:
+            if not text.startswith(_TRACEBACK_START):
+                return False
+            stream.traceback = [line]
+            return True
+        block.append(line)
+        if text[:1].isspace() or not text or text.startswith(_TRACEBACK_START):
+            return True
+        # The exception line: the traceback is whole.
+        stream.traceback = None
+        if _PEER_LOST.search(text):
+            self._held[rank] = block
+        else:
+            stream.out.writelines(block)
+        return True
+
+
+def _is_chatter(text: str, *, after_chatter: bool) -> bool:
+    """Whether the whole line is gloo's connection chatter (possibly interleaved)."""
+    if not text.strip():
+        return False
+    if _GLOO_PHRASE.search(text) is None and not (after_chatter and text.strip().isdigit()):
+        return False
+    return not _CHATTER_WORDS.sub("", text)

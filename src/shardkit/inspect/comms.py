@@ -17,6 +17,7 @@ from shardkit.inspect._traffic import message_bytes, traffic
 from shardkit.inspect.interconnect import Interconnect
 from shardkit.inspect.interconnect import interconnect as _interconnect
 from shardkit.inspect.report import Collective, CommReport, MemoryStats, UnknownOp
+from shardkit.layout.internal import find_padding
 
 __all__ = ["comms"]
 
@@ -174,6 +175,7 @@ def report_from_text(
         memory=memory,
         flops=flops,
         interconnect=link,
+        padding=find_padding(text),
     )
 
 

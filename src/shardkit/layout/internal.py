@@ -9,6 +9,7 @@ and the error builders. Like ``equinox.internal``, it may change without notice.
 
 from shardkit.layout._checks import check_placement, check_spec_axes, entry_axes
 from shardkit.layout._errors import indivisible_error, mesh_summary, spec_summary
+from shardkit.layout._marks import PaddingMark, find_padding, padding_scope
 from shardkit.layout._resolve import (
     AnyMesh,
     How,
@@ -27,16 +28,19 @@ __all__ = [
     "AnyMesh",
     "How",
     "NormSpec",
+    "PaddingMark",
     "Placement",
     "canonical",
     "check_placement",
     "check_spec_axes",
     "drop_unit_axes",
     "entry_axes",
+    "find_padding",
     "indivisible_error",
     "is_traced",
     "mesh_summary",
     "normalize",
+    "padding_scope",
     "parse_spec",
     "placement",
     "spec_summary",

@@ -66,7 +66,7 @@ def distributed_solve(c: Checks) -> None:
     c.raises(
         "a singular matrix raises, naming the column",
         SingularMatrixError,
-        lambda: solve(shard(np.zeros((n, n), np.float32), m, "x,y"), b_np),
+        lambda: solve(shard(np.zeros((n, n), np.float32), m, "x,y"), b_np, nb=8),
         match="column 0",
     )
 

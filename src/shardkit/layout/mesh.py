@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import math
+import operator
 import re
 from collections.abc import Sequence
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, cast
 
 import jax
 import numpy as np
 from jax.sharding import AxisType, Mesh
+
+from shardkit.layout._validate import is_int
 
 __all__ = ["AxisTypeLike", "mesh", "parse_mesh_shape"]
 
@@ -34,15 +37,14 @@ def parse_mesh_shape(shape: str | int | Sequence[int], /) -> tuple[int, ...]:
                 "e.g. '8', '2x4' or '2x2x2'"
             )
         dims = tuple(int(p) for p in parts)
-    elif isinstance(shape, int) and not isinstance(shape, bool):
-        dims = (shape,)
-    elif isinstance(shape, Sequence) and all(
-        isinstance(d, int) and not isinstance(d, bool) for d in shape
-    ):
-        dims = tuple(shape)
+    elif is_int(shape):
+        dims = (operator.index(cast(Any, shape)),)
+    elif isinstance(shape, Sequence | np.ndarray) and all(is_int(d) for d in shape):
+        dims = tuple(operator.index(d) for d in shape)  # NumPy integers too
     else:
         raise TypeError(
-            f"mesh: shape={shape!r} must be a string like '2x4', an int or a tuple of ints"
+            f"mesh: shape={shape!r} ({type(shape).__name__}) must be a string like '2x4', "
+            "an int or a tuple of ints, e.g. shardkit.mesh((2, 4), 'x,y')"
         )
     if not dims or any(d < 1 for d in dims):
         raise ValueError(f"mesh: shape={shape!r}: every mesh axis needs a size of at least 1")
@@ -104,7 +106,8 @@ def _resolve_devices(devices: Sequence[Any], size: int) -> list[Any]:
     by_id = {d.id: d for d in jax.devices()}
     resolved: list[Any] = []
     for d in devices:
-        if isinstance(d, int):
+        if is_int(d):
+            d = operator.index(d)
             if d not in by_id:
                 raise ValueError(
                     f"mesh: devices=... names device id {d}, which does not exist; "

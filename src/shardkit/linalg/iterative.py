@@ -30,6 +30,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.sharding import PartitionSpec
 
+from shardkit.layout.internal import as_count, as_real, check_same_devices
 from shardkit.linalg._blockcyclic import (
     AnyMesh,
     axis_index,
@@ -244,6 +245,40 @@ def _matrix_program(
     )
 
 
+def _check_limits(where: str, tol: Any, atol: Any, maxiter: Any) -> tuple[float, float, int | None]:
+    """``tol``, ``atol`` finite and >= 0; ``maxiter`` None or an int >= 1 (NumPy ints too)."""
+    tol = as_real(where, "tol", tol, fix="pass a relative tolerance such as tol=1e-6")
+    atol = as_real(where, "atol", atol, fix="pass an absolute tolerance such as atol=0.0")
+    if maxiter is not None:
+        maxiter = as_count(
+            where,
+            "maxiter",
+            maxiter,
+            minimum=1,
+            fix="pass the iteration limit (e.g. maxiter=100), or None for the default",
+        )
+    return tol, atol, maxiter
+
+
+def _initial(where: str, x0: Any, b: jax.Array) -> jax.Array:
+    """The initial guess as an array shaped like ``b``, or an error naming ``x0``."""
+    try:
+        x = jnp.asarray(x0)
+    except TypeError as e:
+        raise TypeError(
+            f"{where}: x0 of type {type(x0).__name__} is not an array ({e}); pass an "
+            f"array of shape {tuple(b.shape)}, or None to start from zeros"
+        ) from None
+    if not (jnp.issubdtype(x.dtype, jnp.number) or x.dtype == bool):
+        raise TypeError(f"{where}: x0 has dtype {x.dtype}; pass a numeric initial guess")
+    if x.shape != b.shape:
+        raise ValueError(
+            f"{where}: x0.shape={tuple(x.shape)} does not match b.shape={tuple(b.shape)}; "
+            f"pass x0 of shape {tuple(b.shape)}, or None to start from zeros"
+        )
+    return x
+
+
 def _solve(
     alg: str,
     a: Any,
@@ -258,13 +293,15 @@ def _solve(
     spec: Any,
 ) -> tuple[jax.Array, IterativeInfo]:
     where = alg
+    tol, atol, maxiter = _check_limits(where, tol, atol, maxiter)
+    check_same_devices(where, {"a": a, "b": b, "x0": x0}, mesh=mesh)
     if M is not None and M != "jacobi" and not callable(M):
         raise ValueError(f"{where}: M={M!r} must be None, 'jacobi' or a callable")
     if callable(a):
         b = as_inexact(where, "b", b)
         b = jnp.asarray(b)
         n = b.shape[0]
-        x = jnp.zeros_like(b) if x0 is None else jnp.asarray(x0).astype(b.dtype)
+        x = jnp.zeros_like(b) if x0 is None else _initial(where, x0, b).astype(b.dtype)
         if M == "jacobi":
             raise ValueError(f"{where}: M='jacobi' needs a matrix a, not a callable")
         pre = M if callable(M) else (lambda v: v)
@@ -289,7 +326,7 @@ def _solve(
                 f"{where}: b.shape={tuple(b.shape)} does not fit a.shape={tuple(a.shape)}; "
                 f"pass b of shape ({n},)"
             )
-        x = jnp.zeros_like(b) if x0 is None else jnp.asarray(x0).astype(dt)
+        x = jnp.zeros_like(b) if x0 is None else _initial(where, x0, b).astype(dt)
         its = maxiter if maxiter is not None else 10 * n
         prog = _matrix_program(alg, m, p, rows, cols, int(its), int(restart), M == "jacobi")
         vec = PartitionSpec(rows or None)
@@ -409,7 +446,6 @@ def gmres(
       >>> int(info.status), bool(np.allclose(a_np @ np.asarray(x), 1))
       (0, True)
     """
-    if not isinstance(restart, int) or restart < 1:
-        raise ValueError(f"gmres: restart={restart!r} must be a positive int")
+    restart = as_count("gmres", "restart", restart, minimum=1, fix="e.g. restart=20")
     its = maxiter if maxiter is not None else 20
     return _solve("gmres", a, b, x0, tol, atol, its, M, restart, mesh, spec)

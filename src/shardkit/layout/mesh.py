@@ -6,7 +6,7 @@ import math
 import operator
 import re
 from collections.abc import Sequence
-from typing import Any, Literal, TypeAlias, cast
+from typing import Any, Literal, SupportsIndex, TypeAlias, cast
 
 import jax
 import numpy as np
@@ -16,14 +16,16 @@ from shardkit.layout._validate import is_int
 
 __all__ = ["AxisTypeLike", "mesh", "parse_mesh_shape"]
 
+MeshShapeLike: TypeAlias = str | SupportsIndex | Sequence[SupportsIndex] | np.ndarray
+"""``"2x4"``, ``8`` or ``(2, 4)``; NumPy integers and integer arrays too."""
 AxisTypeLike: TypeAlias = Literal["auto", "explicit", "manual"] | AxisType
 _AXIS_TYPES = {"auto": AxisType.Auto, "explicit": AxisType.Explicit, "manual": AxisType.Manual}
 _DEFAULT_NAMES = ("x", "y", "z", "w")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
-def parse_mesh_shape(shape: str | int | Sequence[int], /) -> tuple[int, ...]:
-    """``"2x4"`` -> ``(2, 4)``; ints and int sequences pass through, validated.
+def parse_mesh_shape(shape: MeshShapeLike, /) -> tuple[int, ...]:
+    """``"2x4"`` -> ``(2, 4)``; ints and int sequences (NumPy's too) pass through, validated.
 
     Raises:
       ValueError: the text is not sizes joined by ``x`` or a size is below 1.
@@ -127,7 +129,7 @@ def _resolve_devices(devices: Sequence[Any], size: int) -> list[Any]:
 
 
 def mesh(
-    shape: str | int | Sequence[int],
+    shape: MeshShapeLike,
     names: str | Sequence[str] | None = None,
     /,
     *,
@@ -143,7 +145,7 @@ def mesh(
     ``jax.make_mesh`` the axes default to ``Explicit``.
 
     Args:
-      shape: ``"2x4"``, ``8`` or ``(2, 4)``.
+      shape: ``"2x4"``, ``8`` or ``(2, 4)`` (NumPy integers accepted).
       names: ``"x,y"`` or ``("x", "y")``; defaults to ``x``, ``y``, ``z``, ``w``.
       axis_types: ``"auto"``, ``"explicit"``, ``"manual"`` or ``AxisType``, one for all
         axes or one per axis.

@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from jax.sharding import PartitionSpec
 
@@ -262,15 +263,21 @@ def _check_limits(where: str, tol: Any, atol: Any, maxiter: Any) -> tuple[float,
 
 def _initial(where: str, x0: Any, b: jax.Array) -> jax.Array:
     """The initial guess as an array shaped like ``b``, or an error naming ``x0``."""
-    try:
-        x = jnp.asarray(x0)
-    except TypeError as e:
-        raise TypeError(
-            f"{where}: x0 of type {type(x0).__name__} is not an array ({e}); pass an "
-            f"array of shape {tuple(b.shape)}, or None to start from zeros"
-        ) from None
-    if not (jnp.issubdtype(x.dtype, jnp.number) or x.dtype == bool):
-        raise TypeError(f"{where}: x0 has dtype {x.dtype}; pass a numeric initial guess")
+    shape = tuple(b.shape)
+    if isinstance(x0, jax.Array):  # tracers too
+        x = x0
+    else:
+        try:
+            host = np.asarray(x0)
+        except (TypeError, ValueError):
+            host = np.asarray(None)
+        if host.dtype.kind not in "biufc":
+            raise TypeError(
+                f"{where}: x0 of type {type(x0).__name__} (dtype {host.dtype}) is not a "
+                f"numeric array; pass a numeric array of shape {shape}, or None to start "
+                "from zeros"
+            )
+        x = jnp.asarray(host)
     if x.shape != b.shape:
         raise ValueError(
             f"{where}: x0.shape={tuple(x.shape)} does not match b.shape={tuple(b.shape)}; "

@@ -55,7 +55,7 @@ def _ratio_text(m: MemoryStats, num_devices: int) -> str:
     if ratio is None or m.ideal_bytes is None:
         return ""
     if m.output_bytes > m.ideal_bytes * max(num_devices, 1):
-        return " (no ratio to an ideal shard: the outputs outweigh the inputs)"
+        return " (no ideal shard: the outputs outweigh the inputs)"
     return f" ({ratio:.2f}x the ideal shard)"
 
 

@@ -26,6 +26,16 @@ def test_mesh_accepts_numpy_integers_and_arrays() -> None:
     assert ids == [3, 5]
 
 
+def test_mesh_devices_that_are_neither_devices_nor_ids() -> None:
+    with pytest.raises(TypeError, match=r"devices=\.\.\. holds 'a' \(str\).*jax\.devices\(\)"):
+        shardkit.mesh("2", devices=["a", "b"])
+
+
+def test_sharding_with_a_string_mesh() -> None:
+    with pytest.raises(TypeError, match=r"sharding: mesh='2x4' \(str\).*shardkit\.mesh"):
+        shardkit.sharding("2x4", "x")  # type: ignore[arg-type]
+
+
 def test_mesh_rejects_floats_and_bools_naming_the_fix() -> None:
     with pytest.raises(TypeError, match=r"shape=\(2\.0, 4\).*tuple of ints.*shardkit\.mesh"):
         shardkit.mesh((2.0, 4))  # type: ignore[arg-type]

@@ -93,3 +93,8 @@ def test_a_bad_memory_limit(mesh: Mesh, limit: float) -> None:
 def test_a_dtype_that_is_not_numeric(mesh: Mesh) -> None:
     with pytest.raises(TypeError, match=r"dtype='banana' is not a numeric dtype.*np\.float32"):
         plan.matmul_chain([(8, 16), (16, 8)], mesh, dtype="banana")  # type: ignore[arg-type]
+
+
+def test_candidate_specs_of_a_three_dimensional_shape(mesh: Mesh) -> None:
+    with pytest.raises(ValueError, match=r"candidate_specs: shape=\(8, 8, 8\) is not a matrix"):
+        plan.candidate_specs((8, 8, 8), mesh)

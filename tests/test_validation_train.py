@@ -83,6 +83,21 @@ def test_a_model_that_is_not_a_shardkit_model(setup: dict[str, Any]) -> None:
         )
 
 
+def test_strategy_layout_of_something_that_is_not_a_model(setup: dict[str, Any]) -> None:
+    with pytest.raises(TypeError, match=r"strategy_layout: model='mlp' \(str\) must be a"):
+        train.strategy_layout("mlp", strategy="dp", mesh=setup["mesh"])  # type: ignore[arg-type]
+
+
+def test_model_init_and_batch_check_key_and_size(setup: dict[str, Any]) -> None:
+    model = setup["model"]
+    with pytest.raises(TypeError, match=r"MLP\.init: key=0 is an integer seed"):
+        model.init(0)
+    with pytest.raises(TypeError, match=r"MLP\.batch: key=0 is an integer seed"):
+        model.batch(0, 8)
+    with pytest.raises(ValueError, match=r"MLP\.batch: batch_size=0 must be at least 1"):
+        model.batch(jax.random.key(0), 0)
+
+
 # ---- the batch a step receives -------------------------------------------------------
 
 

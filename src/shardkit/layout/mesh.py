@@ -116,8 +116,14 @@ def _resolve_devices(devices: Sequence[Any], size: int) -> list[Any]:
                     f"the ids are {sorted(by_id)}"
                 )
             resolved.append(by_id[d])
-        else:
+        elif isinstance(getattr(d, "id", None), int):
             resolved.append(d)
+        else:
+            raise TypeError(
+                f"mesh: devices=... holds {d!r} ({type(d).__name__}), which is neither a "
+                "jax.Device nor a device id; pass jax.devices() entries or ints such as "
+                f"{sorted(by_id)[:4]}"
+            )
     if len(resolved) != size:
         raise ValueError(
             f"mesh: {len(resolved)} device(s) given for a mesh of {size} devices; "

@@ -35,6 +35,7 @@ from shardkit.layout import format_bytes
 from shardkit.layout.internal import (
     as_count,
     canonical,
+    check_mesh_arg,
     check_placement,
     check_spec_axes,
     drop_unit_axes,
@@ -67,6 +68,12 @@ def candidate_specs(shape: Sequence[int], mesh: Mesh) -> tuple[PartitionSpec, ..
       >>> [str(s) for s in candidate_specs((16, 16), shardkit.mesh("8", "x"))]
       ['P()', "P('x',)", "P(None, 'x')"]
     """
+    if len(shape) != 2 or not all(is_int(n) and n >= 1 for n in shape):
+        raise ValueError(
+            f"candidate_specs: shape={tuple(shape)!r} is not a matrix shape; give "
+            "(rows, columns), two positive sizes"
+        )
+    mesh = check_mesh_arg("candidate_specs", mesh)
     axes = [str(a) for a, n in mesh.shape.items() if n > 1]
     sizes = dict(mesh.shape)
     found: list[PartitionSpec] = []

@@ -22,7 +22,7 @@ import numpy as np
 from jax.sharding import Sharding
 
 from shardkit import random as sk_random
-from shardkit.layout.internal import is_int
+from shardkit.layout.internal import as_count, check_key, is_int
 
 __all__ = ["MLP", "Hooks", "Logistic", "Model", "Params"]
 
@@ -95,6 +95,7 @@ class Model:
         The values do not depend on ``shardings`` (see :mod:`shardkit.random`), so
         every strategy starts from the same point.
         """
+        key = check_key(f"{type(self).__name__}.init", "key", key)
         if shardings is None:
             one = jax.sharding.SingleDeviceSharding(jax.devices()[0])
             shardings = tuple(dict.fromkeys(layer, one) for layer in self.param_shapes())
@@ -164,6 +165,9 @@ def _batch_program(model: Any, batch_size: int, s: Sharding) -> Any:
 def _draw_batch(
     model: Any, key: jax.Array, batch_size: int, sharding: Sharding | None
 ) -> tuple[jax.Array, jax.Array]:
+    where = f"{type(model).__name__}.batch"
+    key = check_key(where, "key", key)
+    batch_size = as_count(where, "batch_size", batch_size, minimum=1, fix="e.g. 64")
     s = sharding or jax.sharding.SingleDeviceSharding(jax.devices()[0])
     with jax.threefry_partitionable(True):
         return _batch_program(model, batch_size, s)(key)

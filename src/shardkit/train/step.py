@@ -11,7 +11,7 @@ from jax.sharding import Mesh
 
 from shardkit.layout.internal import check_key, check_same_devices, is_traced
 from shardkit.train.models import Model, Params
-from shardkit.train.strategies import StrategyLayout, strategy_layout
+from shardkit.train.strategies import StrategyLayout, check_model, strategy_layout
 
 __all__ = ["TrainState", "make_train_step"]
 
@@ -107,7 +107,7 @@ def make_train_step(
       (True, ShapedArray(float32[16,32@model]))
     """
     optax = _require_optax()
-    _check_model(model)
+    check_model("make_train_step", model)
     _check_optimizer(optimizer)
     key = check_key("make_train_step", "key", key)
     layout = strategy_layout(model, strategy=strategy, mesh=mesh)
@@ -136,14 +136,6 @@ def make_train_step(
         out_shardings=(state_shardings, layout.replicated),
     )
     return _CheckedStep(jitted, model, layout), TrainState(params, opt_state)
-
-
-def _check_model(model: Any) -> None:
-    if not isinstance(model, Model):
-        raise TypeError(
-            f"make_train_step: model={model!r} ({type(model).__name__}) must be a "
-            "shardkit.train.MLP or Logistic, e.g. shardkit.train.MLP((784, 1024, 10))"
-        )
 
 
 def _check_optimizer(optimizer: Any) -> None:

@@ -387,6 +387,13 @@ def cg(
     Returns:
       ``(x, info)`` with ``info`` an :class:`IterativeInfo`.
 
+    Raises:
+      TypeError: ``maxiter`` is not an integer (NumPy integers are), ``tol`` or
+        ``atol`` is not a real number, ``x0`` is not numeric.
+      ValueError: ``maxiter`` below 1, a negative or non-finite tolerance, ``x0`` not
+        shaped like ``b``, or operands on different devices (each message names the
+        argument and the fix).
+
     Example:
       >>> m = shardkit.mesh("8", "x")
       >>> a = shardkit.shard(np.diag(np.arange(1.0, 17)), m, "x,None")
@@ -413,7 +420,7 @@ def bicgstab(
     """BiCGSTAB for general ``a``, like ``jax.scipy.sparse.linalg.bicgstab``.
 
     Per iteration: two matrix-vector products and five scalar all-reduces.
-    Arguments and result as :func:`cg`.
+    Arguments, result and errors as :func:`cg`.
 
     Example:
       >>> m = shardkit.mesh("8", "x")
@@ -444,7 +451,8 @@ def gmres(
     Per Arnoldi step: one matrix-vector product and two ``restart + 1``-sized
     all-reduces (classical Gram-Schmidt, twice); the small least-squares problem is
     solved redundantly on every device. ``maxiter`` counts restart cycles (SciPy's
-    meaning); ``info.iterations`` counts Arnoldi steps.
+    meaning); ``info.iterations`` counts Arnoldi steps. Errors as :func:`cg`, and a
+    ``restart`` below 1 (``ValueError``) or not an integer (``TypeError``).
 
     Example:
       >>> m = shardkit.mesh("2x4", "x,y")

@@ -133,17 +133,21 @@ def check_mesh_arg(where: str, mesh: Any, /, *, name: str = "mesh") -> Mesh:
     )
 
 
-def _devices_of(value: Any) -> tuple[frozenset[int], str] | None:
-    """The device ids a committed concrete array lives on, and a description of them."""
+def _devices_of(value: Any) -> tuple[frozenset[int], Any] | None:
+    """The device ids a committed concrete array lives on, and its sharding."""
     if not isinstance(value, jax.Array) or isinstance(value, jax_core.Tracer):
         return None
     if not getattr(value, "committed", True):
         return None  # uncommitted arrays follow the others (jit moves them)
     sharding = value.sharding
-    ids = frozenset(d.id for d in sharding.device_set)
-    if isinstance(sharding, NamedSharding):
-        return ids, f"{mesh_summary(sharding.mesh)} on devices {sorted(ids)}"
-    return ids, f"devices {sorted(ids)}"
+    return frozenset(d.id for d in sharding.device_set), sharding
+
+
+def _where(ids: frozenset[int], place: Any) -> str:
+    """``mesh(x=4) on devices [0, 1, 2, 3]`` (built only for a message)."""
+    mesh = place.mesh if isinstance(place, NamedSharding) else place
+    on = f"devices {sorted(ids)}"
+    return f"{mesh_summary(mesh)} on {on}" if isinstance(mesh, Mesh) else on
 
 
 def check_same_devices(
@@ -176,15 +180,11 @@ def check_same_devices(
       ...
       ValueError: f: the operands live on different devices: ...
     """
-    found: list[tuple[str, frozenset[int], str]] = []
+    found: list[tuple[str, frozenset[int], Any]] = []
     if isinstance(mesh, Mesh):
-        ids = frozenset(d.id for d in mesh.devices.flat)
-        found.append(("mesh", ids, f"{mesh_summary(mesh)} on devices {sorted(ids)}"))
+        found.append(("mesh", frozenset(d.id for d in mesh.devices.flat), mesh))
     elif isinstance(mesh, Sharding):
-        ids = frozenset(d.id for d in mesh.device_set)
-        found.append(("the target", ids, f"devices {sorted(ids)}"))
-        if isinstance(mesh, NamedSharding):
-            found[-1] = ("the target", ids, f"{mesh_summary(mesh.mesh)} on devices {sorted(ids)}")
+        found.append(("the target", frozenset(d.id for d in mesh.device_set), mesh))
     for name, value in operands.items():
         for leaf in jax.tree.leaves(value):
             got = _devices_of(leaf)
@@ -192,7 +192,7 @@ def check_same_devices(
                 found.append((name, *got))
     if len({ids for _, ids, _ in found}) <= 1:
         return
-    lines = "; ".join(f"{name} is on {desc}" for name, _, desc in found)
+    lines = "; ".join(f"{name} is on {_where(ids, place)}" for name, ids, place in found)
     target = "the mesh" if mesh is not None else f"{found[0][0]}'s mesh"
     remedy = fix or (
         f"Put every operand on {target} first, e.g. shardkit.shard(x, mesh, spec) or "

@@ -79,7 +79,10 @@ def make_train_step(
     Returns:
       ``(step, state)``.
 
-    The step checks each batch before running: a pair ``(inputs, targets)`` with
+    The step checks its state (the parameters' shapes and shardings are this model's
+    and strategy's: a state from another strategy or mesh must first be read onto
+    this one with :func:`~shardkit.train.restore_state`) and each batch before
+    running: a pair ``(inputs, targets)`` with
     inputs ``(batch, layer_sizes[0])``, targets ``(batch, layer_sizes[-1])``, at least
     one example, a batch the data axes divide, on the step's devices and layout.
     Each failure raises ``ValueError`` (``TypeError`` for a batch that is not a pair)
@@ -158,7 +161,7 @@ def _shape(value: Any) -> tuple[int, ...]:
 
 
 class _CheckedStep:
-    """The jitted step, with its batch checked before each call (and each ``lower``).
+    """The jitted step, with its state and batch checked before each call (and ``lower``).
 
     The checks read shapes and shardings only, so they cost microseconds per step and
     nothing inside the compiled program. Every other attribute is the jitted function's.
@@ -172,13 +175,59 @@ class _CheckedStep:
         self.__wrapped__ = jitted
 
     def __call__(self, state: TrainState, batch: Batch, /) -> tuple[TrainState, jax.Array]:
+        self._check_state(state)
         self._check(batch)
         return self._jitted(state, batch)
 
     def lower(self, state: TrainState, batch: Batch, /) -> Any:
-        """``jax.jit``'s ``lower``, after the batch checks."""
+        """``jax.jit``'s ``lower``, after the state and batch checks."""
+        self._check_state(state)
         self._check(batch)
         return self._jitted.lower(state, batch)
+
+    def _check_state(self, state: Any) -> None:
+        """The parameters have the model's shapes and this strategy's shardings."""
+        where = f"{self.__name__}(state, batch)"
+        params = getattr(state, "params", None)
+        if not isinstance(state, TrainState) or not isinstance(params, tuple):
+            raise TypeError(
+                f"{where}: state is a {type(state).__name__}, not the TrainState of "
+                "make_train_step; pass the state it returned (or one restore_state read)"
+            )
+        fix = (
+            "pass the state make_train_step returned for this model and strategy, or read "
+            "a saved one onto it with restore_state(path, that_state)"
+        )
+        shapes = self._model.param_shapes()
+        if len(params) != len(shapes):
+            raise ValueError(
+                f"{where}: state has {len(params)} layers but the step's model has "
+                f"{len(shapes)} (layer_sizes={self._model.layer_sizes}); {fix}"
+            )
+        for i, (layer, layer_shapes, shardings) in enumerate(
+            zip(params, shapes, self._layout.params, strict=True)
+        ):
+            for name, want in layer_shapes.items():
+                value = layer.get(name) if isinstance(layer, dict) else None
+                got = tuple(getattr(value, "shape", ()))
+                if value is None or got != want:
+                    raise ValueError(
+                        f"{where}: state.params[{i}][{name!r}] has shape {got}, but the "
+                        f"step's model needs {want} (layer_sizes={self._model.layer_sizes}); "
+                        f"{fix}"
+                    )
+                target = shardings[name]
+                if (
+                    isinstance(value, jax.Array)
+                    and not is_traced(value)
+                    and value.committed
+                    and not value.sharding.is_equivalent_to(target, len(want))
+                ):
+                    raise ValueError(
+                        f"{where}: state.params[{i}][{name!r}] is placed as {value.sharding}, "
+                        f"but the {self._layout.strategy} step keeps it as {target}; the "
+                        f"state comes from another strategy or mesh: {fix}"
+                    )
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._jitted, name)

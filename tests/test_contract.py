@@ -350,15 +350,7 @@ OPS: tuple[Op, ...] = (
 # (operation, predicate on the cell, exception type, message pattern).
 # matmul and the chain plan take placed operands only, and JAX places an array only on
 # a mesh that divides it: shard() refuses with its padding advice.
-# The Krylov solvers have no custom_partitioning rule yet: under jit on Auto axes they
-# need mesh=/spec= (given here for host data, so only placed operands are refused).
-def _auto_jit_placed(c: Cell) -> bool:
-    return c.axes == "auto" and c.mode == "jit" and c.size == "div"
-
-
 UNSUPPORTED: tuple[tuple[str, Callable[[Cell], bool], type[Exception], str], ...] = (
-    ("cg", _auto_jit_placed, ValueError, r"cannot tell the layout.*pass mesh="),
-    ("gmres", _auto_jit_placed, ValueError, r"cannot tell the layout.*pass mesh="),
     ("matmul", lambda c: c.size == "indiv", ValueError, r"shard: .* is not divisible by .* Pad"),
     (
         "matmul_chain.apply",

@@ -189,3 +189,25 @@ def test_comms_accepts_typed_prng_keys() -> None:
     key = jax.random.key(0)
     report = comms(lambda k, x: jax.random.normal(k, x.shape) + x, key, jnp.zeros(8, jnp.float32))
     assert report.count() == 0
+
+
+def test_comms_lists_the_padding_of_a_size_the_mesh_does_not_divide() -> None:
+    from shardkit import linalg
+
+    m = shardkit.mesh("2x4", "x,y")
+    rng = np.random.default_rng(0)
+
+    def report(n: int) -> Any:
+        a = jnp.asarray(rng.standard_normal((n, n)) + n * np.eye(n))
+        b = jnp.asarray(rng.standard_normal((n, 2)))
+        return shardkit.comms(lambda a, b: linalg.solve(a, b, mesh=m, spec="x,y", nb=8), a, b)
+
+    padded = report(30)
+    assert {(p.what, p.shape, p.padded_shape, p.extra_bytes) for p in padded.padding} == {
+        ("matrix", (30, 30), (32, 32), (32 * 32 - 30 * 30) * 8),  # float64
+        ("rhs", (30, 2), (32, 2), 2 * 2 * 8),
+    }
+    assert "padding: matrix 30x30 -> 32x32 (+992 B in all)" in str(padded)
+    assert "padding +1.0 KiB in all" in padded.summary()
+    assert type(padded).from_json(padded.to_json()).padding == padded.padding
+    assert report(32).padding == ()

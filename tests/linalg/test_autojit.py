@@ -112,6 +112,24 @@ CASES: dict[str, Case] = {
         lambda a, b: linalg.matmul(a, b),
         lambda: MATS["general"] @ RHS,
     ),
+    "cg": (
+        "spd",
+        RHS[:, 0],
+        lambda a, b: linalg.cg(a, b, tol=1e-12)[0],
+        lambda: np.linalg.solve(MATS["spd"], RHS[:, 0]),
+    ),
+    "gmres": (
+        "general",
+        RHS[:, 0],
+        lambda a, b: linalg.gmres(a, b, tol=1e-12)[0],
+        lambda: np.linalg.solve(MATS["general"], RHS[:, 0]),
+    ),
+    "bicgstab": (
+        "general",
+        RHS[:, 0],
+        lambda a, b: linalg.bicgstab(a, b, tol=1e-12)[0],
+        lambda: np.linalg.solve(MATS["general"], RHS[:, 0]),
+    ),
 }
 
 
@@ -141,6 +159,10 @@ DECLARED: dict[str, frozenset[str]] = {
     "solve_triangular": frozenset({"all-reduce"}),
     "qr": frozenset({"all-gather", "all-reduce"}),
     "lstsq": frozenset({"all-gather", "all-reduce"}),
+    # Krylov: the matrix-vector product gathers the vector, the dot products all-reduce.
+    "cg": frozenset({"all-gather", "all-reduce"}),
+    "gmres": frozenset({"all-gather", "all-reduce"}),
+    "bicgstab": frozenset({"all-gather", "all-reduce"}),
 }
 """The collective kinds each case's eager (Explicit) program holds (matmul's depend on
 the layout: it is always compared with its Explicit program)."""

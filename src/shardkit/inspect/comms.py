@@ -17,7 +17,7 @@ from shardkit.inspect._traffic import message_bytes, traffic
 from shardkit.inspect.interconnect import Interconnect
 from shardkit.inspect.interconnect import interconnect as _interconnect
 from shardkit.inspect.report import Collective, CommReport, MemoryStats, UnknownOp
-from shardkit.layout.internal import check_same_devices
+from shardkit.layout.internal import check_same_devices, find_padding
 
 __all__ = ["comms"]
 
@@ -175,6 +175,7 @@ def report_from_text(
         memory=memory,
         flops=flops,
         interconnect=link,
+        padding=find_padding(text),
     )
 
 

@@ -24,6 +24,7 @@ from shardkit._display import rich_html
 from shardkit.inspect._program import KINDS
 from shardkit.inspect.interconnect import Interconnect
 from shardkit.layout import format_bytes
+from shardkit.layout.internal import PaddingMark
 
 __all__ = ["Collective", "CommReport", "MemoryStats", "UnknownOp"]
 
@@ -41,6 +42,10 @@ def _check_kinds(where: str, kinds: Iterable[str]) -> tuple[str, ...]:
 def _shapes(dtype: str, shapes: tuple[tuple[int, ...], ...]) -> str:
     text = ", ".join(f"{dtype}[{','.join(map(str, s))}]" for s in shapes)
     return f"({text})" if len(shapes) > 1 else text
+
+
+def _dims(shape: tuple[int, ...]) -> str:
+    return "x".join(map(str, shape))
 
 
 def _ratio_text(m: MemoryStats, num_devices: int) -> str:
@@ -184,6 +189,8 @@ class CommReport:
       memory: per-device memory, or None when the backend gives none.
       flops: per-device floating-point operations from ``cost_analysis()``, or None.
       interconnect: the model behind the predicted times.
+      padding: the copies shardkit pads to sizes the mesh divides, with their extra
+        bytes (global: per device it is that over the devices sharing the copy).
     """
 
     name: str
@@ -194,6 +201,7 @@ class CommReport:
     memory: MemoryStats | None
     flops: float | None
     interconnect: Interconnect
+    padding: tuple[PaddingMark, ...] = ()
 
     # ---- figures -----------------------------------------------------------------
 
@@ -344,13 +352,16 @@ class CommReport:
         def tup(x: Any) -> Any:
             return tuple(tup(v) for v in x) if isinstance(x, list) else x
 
-        fields = {f.name: tup(data[f.name]) for f in dataclasses.fields(cls)}
+        fields = {f.name: tup(data[f.name]) for f in dataclasses.fields(cls) if f.name in data}
         fields["collectives"] = tuple(
             Collective(**{k: tup(v) for k, v in c.items()}) for c in data["collectives"]
         )
         fields["unknown"] = tuple(UnknownOp(**u) for u in data["unknown"])
         fields["memory"] = MemoryStats(**data["memory"]) if data["memory"] else None
         fields["interconnect"] = Interconnect(**data["interconnect"])
+        fields["padding"] = tuple(
+            PaddingMark(**{k: tup(v) for k, v in p.items()}) for p in data.get("padding", ())
+        )
         return cls(**fields)
 
     @classmethod
@@ -365,6 +376,9 @@ class CommReport:
         kinds = ", ".join(f"{self.count(k)} {k}" for k in KINDS if k in self.kinds) or "none"
         mem = f", peak {format_bytes(self.memory.peak_bytes)}/device" if self.memory else ""
         unknown = f", {len(self.unknown)} UNRECOGNIZED" if self.unknown else ""
+        if self.padding:
+            pad = sum(p.extra_bytes for p in self.padding)
+            mem += f", padding +{format_bytes(pad)} in all"
         loop = " (per iteration of an unbounded loop)" if self.unbounded else ""
         compute = self.compute_time_s
         timing = f"comm {_seconds(self.comm_time_s)}"
@@ -426,6 +440,13 @@ class CommReport:
                     f"memory/device: args {format_bytes(m.argument_bytes)}, outputs "
                     f"{format_bytes(m.output_bytes)}, temps {format_bytes(m.temp_bytes)}, "
                     f"peak {format_bytes(m.peak_bytes)}{ratio}"
+                )
+            )
+        for p in self.padding:
+            parts.append(
+                Text(
+                    f"padding: {p.what} {_dims(p.shape)} -> {_dims(p.padded_shape)} "
+                    f"(+{format_bytes(p.extra_bytes)} in all), for a size the mesh does not divide"
                 )
             )
         parts.append(Text(self.summary()))

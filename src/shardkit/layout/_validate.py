@@ -68,14 +68,16 @@ def as_count(where: str, name: str, value: Any, /, *, minimum: int = 0, fix: str
 
 
 def as_real(where: str, name: str, value: Any, /, *, minimum: float = 0.0, fix: str = "") -> float:
-    """``value`` as a finite Python float of at least ``minimum``.
+    """``value`` as a finite Python float of at least ``minimum`` (a tracer passes as is).
 
     Example:
       >>> as_real("cg", "tol", np.float32(0.5))
       0.5
     """
     hint = f"; {fix}" if fix else ""
-    if isinstance(value, jax.Array) and not isinstance(value, jax_core.Tracer):
+    if isinstance(value, jax_core.Tracer):
+        return value  # type: ignore[return-value]  # traced under jit: checked by nobody
+    if isinstance(value, jax.Array):
         value = np.asarray(value)
     if isinstance(value, np.ndarray) and value.dtype.kind not in "iuf":
         raise TypeError(f"{where}: {name} must be a real number, got an array of {value.dtype}")

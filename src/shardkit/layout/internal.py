@@ -11,6 +11,7 @@ tolerances, PRNG keys, operands on one set of devices) and the error builders. L
 
 from shardkit.layout._checks import check_placement, check_spec_axes, entry_axes
 from shardkit.layout._errors import indivisible_error, mesh_summary, spec_summary
+from shardkit.layout._marks import PaddingMark, find_padding, padding_scope
 from shardkit.layout._resolve import (
     AnyMesh,
     How,
@@ -37,6 +38,7 @@ __all__ = [
     "AnyMesh",
     "How",
     "NormSpec",
+    "PaddingMark",
     "Placement",
     "as_count",
     "as_real",
@@ -48,11 +50,13 @@ __all__ = [
     "check_spec_axes",
     "drop_unit_axes",
     "entry_axes",
+    "find_padding",
     "indivisible_error",
     "is_int",
     "is_traced",
     "mesh_summary",
     "normalize",
+    "padding_scope",
     "parse_spec",
     "placement",
     "spec_summary",

@@ -23,7 +23,10 @@ shrink, down to 1 for a prime ``n / L``). The Krylov solvers (no blocks) pad to 
 next multiple of ``L``; the blocked factorizations to ``L * blocks * nb'`` with
 ``nb' <= nb`` the block that pads least, so ``size - n < L * blocks`` (``n = 999`` on
 2x4 with ``nb = 128``: 1000, blocks of 125; ``n = 13`` on 8 devices: 16). Cost: one
-more share of ``size^2 / P`` elements per device (the padded copy of ``a``).
+more share of ``size^2 / P`` elements per device (the padded copy of ``a``), of
+which ``(size^2 - n^2) * itemsize`` bytes in all are padding: ``shardkit.comms``
+lists each padded copy with those extra bytes (``CommReport.padding``), read from
+the marks :func:`~shardkit.layout.internal.padding_scope` leaves in the program.
 
 Tall matrices (QR, least squares) are bordered at the end instead, ``[[a, 0], [0, d I],
 [0, 0]]`` (:func:`pad_tall`; only host or replicated input needs it), and batches of
@@ -43,6 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec
 
+from shardkit.layout.internal import padding_scope
 from shardkit.linalg._blockcyclic import (
     AnyMesh,
     Plan,
@@ -212,9 +216,11 @@ def pad_matrix(
     """
     if padding.size == padding.n:
         return place(jnp.asarray(a) if is_host(a) else a, mesh, spec)
+    padded = (padding.size, padding.size)
     if padding.aligned and not is_host(a):
         d = place(jnp.asarray(diag, a.dtype), mesh, PartitionSpec())
-        return _pad_program(padding, plan, mesh, spec)(place(a, mesh, spec), d)
+        with padding_scope("matrix", tuple(a.shape), padded, a.dtype):
+            return _pad_program(padding, plan, mesh, spec)(place(a, mesh, spec), d)
     pos = padding.positions()
     free = np.flatnonzero(padding.index() < 0)
     if is_host(a) and is_host(diag):
@@ -227,7 +233,8 @@ def pad_matrix(
         z = jnp.zeros((padding.size, padding.size), x.dtype)
         return z.at[pos[:, None], pos[None, :]].set(x).at[free, free].set(d.astype(x.dtype))
 
-    return place(on_replicas(build, mesh, a, diag), mesh, spec)
+    with padding_scope("matrix", tuple(a.shape), padded, a.dtype):
+        return place(on_replicas(build, mesh, a, diag), mesh, spec)
 
 
 def pad_rows(b: Any, padding: Padding, mesh: AnyMesh) -> Any:
@@ -247,7 +254,8 @@ def pad_rows(b: Any, padding: Padding, mesh: AnyMesh) -> Any:
     def build(x: jax.Array) -> jax.Array:
         return jnp.zeros((padding.size, *x.shape[1:]), x.dtype).at[pos].set(x)
 
-    return on_replicas(build, mesh, b)
+    with padding_scope("rhs", tuple(b.shape), (padding.size, *b.shape[1:]), b.dtype):
+        return on_replicas(build, mesh, b)
 
 
 @functools.lru_cache(maxsize=64)
@@ -372,7 +380,8 @@ def pad_tall(a: Any, big_pad: int, n_pad: int, diag: Any, mesh: AnyMesh) -> Any:
         z = jnp.zeros((big_pad, n_pad), x.dtype).at[:big, :n].set(x)
         return z.at[big + np.arange(e), n + np.arange(e)].set(d.astype(x.dtype))
 
-    return on_replicas(build, mesh, a, diag)
+    with padding_scope("matrix", (big, n), (big_pad, n_pad), a.dtype):
+        return on_replicas(build, mesh, a, diag)
 
 
 @functools.lru_cache(maxsize=64)

@@ -6,7 +6,9 @@ vector over the row axes (plus an all-reduce over the column axes when the colum
 are split too), and each dot product is a scalar all-reduce (GMRES: one
 ``restart``-sized all-reduce per Arnoldi step). Per-iteration traffic is vector-sized.
 A callable ``a`` (a linear operator on sharded vectors) runs the same algorithm in
-the global view under ``jit``; XLA then places the reductions.
+the global view under ``jit``; XLA then places the reductions. Under ``jit`` on Auto
+mesh axes a placed matrix runs the same per-shard solver once XLA's partitioner has
+chosen its layout (:mod:`shardkit.linalg._partitioned`), with no ``mesh=`` needed.
 
 Complex systems use the conjugated inner product ``u^H v`` (cg then needs Hermitian
 positive definite ``a``). A matrix whose order the mesh does not divide is padded with
@@ -29,12 +31,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.sharding import PartitionSpec
+from jax.sharding import NamedSharding, PartitionSpec
 
 from shardkit.layout.internal import as_count, as_real, check_same_devices
 from shardkit.linalg._blockcyclic import (
     AnyMesh,
     axis_index,
+    check_matrix,
     dslice,
     make_plan,
     place,
@@ -43,6 +46,7 @@ from shardkit.linalg._blockcyclic import (
 )
 from shardkit.linalg._dtype import as_inexact, common, real_dtype
 from shardkit.linalg._pad import choose, pad_matrix, pad_rows, unpad_rows
+from shardkit.linalg._partitioned import partitioned, unknown
 
 __all__ = ["IterativeInfo", "bicgstab", "cg", "gmres"]
 
@@ -200,17 +204,20 @@ def _jacobi_local(a: jax.Array, rows: tuple[str, ...], cols: tuple[str, ...]) ->
     return psum(d, cols)
 
 
-@functools.lru_cache(maxsize=64)
-def _matrix_program(
+def _body(
     alg: str,
-    mesh: AnyMesh,
-    spec: PartitionSpec,
     rows: tuple[str, ...],
     cols: tuple[str, ...],
     maxiter: int,
     restart: int,
     jacobi: bool,
-) -> Any:
+) -> Callable[..., Any]:
+    """The per-shard solver: ``(a, b, x0, tol, atol) -> (x, status, iterations, residual)``.
+
+    Vectors are split like ``a``'s rows over ``rows``; with no axes it is the
+    single-device algorithm.
+    """
+
     def body(a: jax.Array, b: jax.Array, x0: jax.Array, tol: jax.Array, atol: jax.Array) -> Any:
         k = a.shape[1]
         c0 = axis_index(cols) * k
@@ -233,11 +240,25 @@ def _matrix_program(
         extra = (restart,) if alg == "gmres" else ()
         return _ALGS[alg]((mv, dot), pre, b, x0, thresh, maxiter, *extra)
 
+    return body
+
+
+@functools.lru_cache(maxsize=64)
+def _matrix_program(
+    alg: str,
+    mesh: AnyMesh,
+    spec: PartitionSpec,
+    rows: tuple[str, ...],
+    cols: tuple[str, ...],
+    maxiter: int,
+    restart: int,
+    jacobi: bool,
+) -> Any:
     vec = PartitionSpec(rows or None)
     rep = PartitionSpec()
     return jax.jit(
         jax.shard_map(
-            body,
+            _body(alg, rows, cols, maxiter, restart, jacobi),
             mesh=mesh,
             in_specs=(spec, vec, vec, rep, rep),
             out_specs=(vec, rep, rep, rep),
@@ -286,6 +307,41 @@ def _initial(where: str, x0: Any, b: jax.Array) -> jax.Array:
     return x
 
 
+def _on_auto_layout(
+    alg: str,
+    a: jax.Array,
+    b: jax.Array,
+    x0: jax.Array,
+    tol: float,
+    atol: float,
+    maxiter: int,
+    restart: int,
+    jacobi: bool,
+) -> tuple[Any, ...]:
+    """The solve under ``jit`` on Auto axes: the layout comes from the partitioner.
+
+    At partition time ``a``'s sharding gives the row and column axes as eagerly (a
+    replicated ``a`` is sliced to the default split); a split the order does not
+    divide (only possible for a replicated ``a``) runs unsplit on every device.
+    """
+    shape, dtype = tuple(a.shape), a.dtype
+    rd = real_dtype(dtype)
+
+    def per_shard(rows: tuple[str, ...], cols: tuple[str, ...]) -> Callable[..., Any]:
+        body = _body(alg, rows, cols, maxiter, restart, jacobi)
+        return lambda a, b, x: body(a, b, x, jnp.asarray(tol, rd), jnp.asarray(atol, rd))
+
+    def program(mesh: Any, specs: tuple[PartitionSpec, ...], wish: Any) -> Any:
+        struct = jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(mesh, specs[0]))
+        m, p, rows, cols = resolve(alg, struct, None, None, pad=True)
+        if any(shape[0] % math.prod(m.shape[ax] for ax in axes) for axes in (rows, cols)):
+            p, rows, cols = PartitionSpec(), (), ()
+        vec, rep = PartitionSpec(rows or None), PartitionSpec()
+        return per_shard(rows, cols), (p, vec, vec), (vec, rep, rep, rep)
+
+    return partitioned(per_shard((), ()), program, (a, b, x0), "i j, k, l -> m, , , ")
+
+
 def _solve(
     alg: str,
     a: Any,
@@ -324,8 +380,7 @@ def _solve(
                 "use M=None or M='jacobi'"
             )
         a = as_inexact(where, "a", a)
-        m, p, rows, cols = resolve(where, a, mesh, spec, pad=True)
-        n = int(a.shape[0])
+        n = check_matrix(where, a)[0]
         dt = common(where, a.dtype, b)
         b = jnp.asarray(b).astype(dt)
         if b.shape != (n,):
@@ -335,6 +390,12 @@ def _solve(
             )
         x = jnp.zeros_like(b) if x0 is None else _initial(where, x0, b).astype(dt)
         its = maxiter if maxiter is not None else 10 * n
+        if unknown(a, mesh, spec):
+            x, status, k, res = _on_auto_layout(
+                alg, a.astype(dt), b, x, tol, atol, int(its), int(restart), M == "jacobi"
+            )
+            return x, IterativeInfo(status, k, res)
+        m, p, rows, cols = resolve(where, a, mesh, spec, pad=True)
         prog = _matrix_program(alg, m, p, rows, cols, int(its), int(restart), M == "jacobi")
         vec = PartitionSpec(rows or None)
         nr = math.prod(m.shape[ax] for ax in rows)

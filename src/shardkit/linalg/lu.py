@@ -44,7 +44,9 @@ so the factorization itself never produces inf.
 Complex matrices are factored the same way (pivots by magnitude). An order ``n`` the
 mesh (or the block size) does not divide is padded (see :mod:`shardkit.linalg._pad`)
 to ``a_pad``, ``a`` bordered by ``max|a| I``, a symmetric permutation away; results
-are the unpadded ones.
+are the unpadded ones. The padded copy costs ``(size^2 - n^2) * itemsize`` bytes more
+than ``a`` (``n = 999`` on 2x4: 1000, +16 KB in float64), listed by
+``shardkit.comms(...).padding``.
 """
 
 from __future__ import annotations

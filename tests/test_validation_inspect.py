@@ -72,3 +72,10 @@ def test_comms_on_operands_of_different_devices() -> None:
         comms(lambda p, q: p @ q, a, b)
     with pytest.raises(ValueError, match=r"args\[0\] is on .*; q is on"):
         comms(lambda p, q: p @ q, a, q=b)
+
+
+def test_comms_on_operands_of_two_explicit_meshes() -> None:
+    a = shardkit.shard(np.ones((8, 8)), shardkit.mesh("2x4", "x,y"), "x,y")
+    b = shardkit.shard(np.ones((8, 8)), shardkit.mesh("8", "z"), "z")
+    with pytest.raises(ValueError, match=r"comms: the operands are on different meshes"):
+        comms(lambda p, q: p @ q, a, b)

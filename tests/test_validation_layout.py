@@ -6,6 +6,8 @@ error is shardkit's own (never one raised from inside JAX).
 
 from __future__ import annotations
 
+from typing import Literal
+
 import jax
 import numpy as np
 import pytest
@@ -134,6 +136,25 @@ def test_check_same_devices_names_each_operand_and_the_fix() -> None:
     internal.check_same_devices("f", {"a": a, "h": np.ones(3), "u": jax.numpy.ones(3)})
     same = jax.device_put(np.ones(8), NamedSharding(left, PartitionSpec()))
     internal.check_same_devices("f", {"a": a, "s": same}, mesh=left)
+
+
+def test_check_same_devices_refuses_two_explicit_meshes_over_the_same_devices() -> None:
+    cases: tuple[tuple[Literal["explicit", "auto"], bool], ...] = (
+        ("explicit", True),
+        ("auto", False),
+    )
+    for axis_types, refused in cases:
+        a = shardkit.shard(np.ones(8), shardkit.mesh("2x4", "x,y", axis_types=axis_types), "y")
+        b = shardkit.shard(np.ones(8), shardkit.mesh("8", "z", axis_types=axis_types), "z")
+        if not refused:
+            internal.check_same_devices("f", {"a": a, "b": b})  # jit reconciles Auto meshes
+            continue
+        pattern = (
+            r"f: the operands are on different meshes over the same devices: a is on "
+            r"mesh\(x=2,y=4; Explicit\); b is on mesh\(z=8; Explicit\).*Put every operand on one"
+        )
+        with pytest.raises(ValueError, match=pattern):
+            internal.check_same_devices("f", {"a": a, "b": b})
 
 
 # ---- fft.plan with a mesh of the wrong type (the one fft boundary check here) ---------

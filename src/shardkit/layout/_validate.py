@@ -18,7 +18,7 @@ import jax
 import jax.core as jax_core
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import AbstractMesh, Mesh, NamedSharding, Sharding
+from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding, Sharding
 
 from shardkit.layout._errors import mesh_summary
 
@@ -164,7 +164,9 @@ def check_same_devices(
 
     ``mesh`` may also be a ``Sharding`` (a single-device target, say); an
     ``AbstractMesh`` has no devices and is not compared. Operands are
-    pytrees; every array leaf is checked.
+    pytrees; every array leaf is checked. Over the same devices, operands on
+    different meshes are refused only when a mesh has Explicit axes (their type
+    carries the mesh); on Auto axes the partitioner reconciles them.
 
     A ``jax.Array`` counts when it is committed (placed with ``shard``/``device_put``
     or computed from placed arrays); host data and tracers are not checked, since
@@ -193,6 +195,7 @@ def check_same_devices(
             if got is not None:
                 found.append((name, *got))
     if len({ids for _, ids, _ in found}) <= 1:
+        _check_explicit_meshes(where, found, fix)
         return
     lines = "; ".join(f"{name} is on {_where(ids, place)}" for name, ids, place in found)
     target = "the mesh" if mesh is not None else f"{found[0][0]}'s mesh"
@@ -201,3 +204,24 @@ def check_same_devices(
         "jax.device_put(x, NamedSharding(mesh, spec))"
     )
     raise ValueError(f"{where}: the operands live on different devices: {lines}. {remedy}")
+
+
+def _check_explicit_meshes(
+    where: str, found: list[tuple[str, frozenset[int], Any]], fix: str | None
+) -> None:
+    """Operands on Explicit axes carry their mesh in their type: it must be one mesh."""
+    meshes = [(name, place.mesh) for name, _, place in found if isinstance(place, NamedSharding)]
+    kinds = {(m.shape_tuple, m.axis_types) for _, m in meshes}
+    explicit = any(t == AxisType.Explicit for _, m in meshes for t in m.axis_types)
+    if len(kinds) <= 1 or not explicit:
+        return  # on Auto axes the partitioner reconciles meshes over the same devices
+    lines = "; ".join(f"{name} is on {mesh_summary(m)}" for name, m in meshes)
+    remedy = fix or (
+        "Put every operand on one mesh first, e.g. shardkit.shard(x, mesh, spec) or "
+        "jax.device_put(x, NamedSharding(mesh, spec))"
+    )
+    raise ValueError(
+        f"{where}: the operands are on different meshes over the same devices: {lines}. "
+        f"Arrays on Explicit axes carry their mesh in their type, so all must share one. "
+        f"{remedy}"
+    )

@@ -230,6 +230,8 @@ class _CheckedStep:
                     )
 
     def __getattr__(self, name: str) -> Any:
+        if name in ("_jitted", "_model", "_layout"):  # not set yet (copy, pickle)
+            raise AttributeError(name)
         return getattr(self._jitted, name)
 
     def _check(self, batch: Any) -> None:

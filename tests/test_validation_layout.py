@@ -33,6 +33,13 @@ def test_mesh_devices_that_are_neither_devices_nor_ids() -> None:
         shardkit.mesh("2", devices=["a", "b"])
 
 
+def test_mesh_devices_as_an_array_or_of_the_wrong_type() -> None:
+    grid = shardkit.mesh("2x2", devices=[0, 2, 4, 6]).devices  # a 2-D array of devices
+    assert [d.id for d in shardkit.mesh("4", devices=grid).devices.flat] == [0, 2, 4, 6]
+    with pytest.raises(TypeError, match=r"mesh: devices=4 \(int\) must be a list of"):
+        shardkit.mesh("4", devices=4)  # type: ignore[arg-type]
+
+
 def test_sharding_with_a_string_mesh() -> None:
     with pytest.raises(TypeError, match=r"sharding: mesh='2x4' \(str\).*shardkit\.mesh"):
         shardkit.sharding("2x4", "x")  # type: ignore[arg-type]

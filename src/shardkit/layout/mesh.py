@@ -140,7 +140,7 @@ def mesh(
     /,
     *,
     axis_types: AxisTypeLike | Sequence[AxisTypeLike] = "explicit",
-    devices: Sequence[Any] | None = None,
+    devices: Sequence[Any] | np.ndarray | None = None,
 ) -> Mesh:
     """Build a device mesh from a short description.
 
@@ -155,7 +155,8 @@ def mesh(
       names: ``"x,y"`` or ``("x", "y")``; defaults to ``x``, ``y``, ``z``, ``w``.
       axis_types: ``"auto"``, ``"explicit"``, ``"manual"`` or ``AxisType``, one for all
         axes or one per axis.
-      devices: the devices to lay out, one per mesh position.
+      devices: the devices to lay out, one per mesh position (a list, or an array
+        such as another mesh's ``.devices``, read in row-major order).
 
     Returns:
       A ``jax.sharding.Mesh``.
@@ -185,6 +186,13 @@ def mesh(
                 f"(CLI: --devices {size})."
             )
         return jax.make_mesh(dims, axis_names, axis_types=types, devices=available[:size])
+    if isinstance(devices, np.ndarray):
+        devices = list(devices.flat)  # e.g. another mesh's .devices, row-major
+    elif isinstance(devices, str) or not isinstance(devices, Sequence):
+        raise TypeError(
+            f"mesh: devices={devices!r} ({type(devices).__name__}) must be a list of "
+            "jax.Device objects or device ids, e.g. devices=[0, 2, 4, 6]"
+        )
     grid = np.empty(len(devices), dtype=object)
     grid[:] = _resolve_devices(devices, size)
     return Mesh(grid.reshape(dims), axis_names, axis_types=types)

@@ -89,3 +89,12 @@ def test_matmul_operands_on_different_devices() -> None:
     )
     with pytest.raises(ValueError, match=pattern):
         linalg.matmul(x, y)
+
+
+def test_matmul_operands_on_an_explicit_and_an_auto_mesh() -> None:
+    # Both used to fail inside shard_map ("in_specs ... does not match the specs").
+    a = shardkit.shard(np.ones((8, 8)), shardkit.mesh("2x4", "x,y"), "x,y")
+    b = shardkit.shard(np.ones((8, 8)), shardkit.mesh("2x4", "x,y", axis_types="auto"), "x,y")
+    pattern = r"matmul: the operands are on different meshes.*a is on mesh\(x=2,y=4; Explicit\)"
+    with pytest.raises(ValueError, match=pattern):
+        linalg.matmul(a, b)

@@ -28,6 +28,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from shardkit.fft._partition import partitioned
 from shardkit.fft._plan import FFTPlan, Kind, Layout, make_plan
 from shardkit.layout.internal import (
+    check_mesh_arg,
     check_placement,
     is_traced,
     mesh_summary,
@@ -232,6 +233,7 @@ def plan(
     """
     if name not in _KINDS:
         raise ValueError(f"plan: name={name!r}; legal values are {sorted(_KINDS)}")
+    check_mesh_arg("plan", mesh)
     _check_options("plan", norm, out_layout)
     kind = _KINDS[name][0]
     shape_t = tuple(int(n) for n in shape)

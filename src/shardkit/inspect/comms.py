@@ -17,7 +17,7 @@ from shardkit.inspect._traffic import message_bytes, traffic
 from shardkit.inspect.interconnect import Interconnect
 from shardkit.inspect.interconnect import interconnect as _interconnect
 from shardkit.inspect.report import Collective, CommReport, MemoryStats, UnknownOp
-from shardkit.layout.internal import find_padding
+from shardkit.layout.internal import check_same_devices, find_padding
 
 __all__ = ["comms"]
 
@@ -210,7 +210,7 @@ def comms(
 
     Raises:
       TypeError: ``f`` is not callable, ``Lowered`` or ``Compiled``.
-      ValueError: an unknown interconnect name.
+      ValueError: an unknown interconnect name; arguments on different devices.
 
     Example:
       >>> m = shardkit.mesh("8", "x", axis_types="auto")
@@ -223,6 +223,7 @@ def comms(
     link = _interconnect(interconnect)
     if peak_flops is not None:
         link = dataclasses.replace(link, peak_flops=peak_flops)
+    check_same_devices("comms", {**{f"args[{i}]": a for i, a in enumerate(args)}, **kwargs})
     compiled = _compile(f, args, kwargs)
     if mesh is None:
         mesh = _find_mesh(compiled, (args, kwargs))

@@ -48,6 +48,22 @@ def _dims(shape: tuple[int, ...]) -> str:
     return "x".join(map(str, shape))
 
 
+def _ratio_text(m: MemoryStats, num_devices: int) -> str:
+    """`` (2.00x the ideal shard)``, only where the ideal is meaningful.
+
+    The ideal is the inputs split evenly over the devices: a lower bound for a program
+    that works on its inputs. A program whose outputs on one device outweigh all of
+    its inputs together (a generator: random draws from a key, ``zeros(shape)``) has
+    no such bound, and a ratio to it would be a number without meaning.
+    """
+    ratio = m.ratio_to_ideal
+    if ratio is None or m.ideal_bytes is None:
+        return ""
+    if m.output_bytes > m.ideal_bytes * max(num_devices, 1):
+        return " (no ideal shard: the outputs outweigh the inputs)"
+    return f" ({ratio:.2f}x the ideal shard)"
+
+
 def _seconds(t: float) -> str:
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
         if t >= scale:
@@ -418,7 +434,7 @@ class CommReport:
         parts: list[Any] = [table]
         if self.memory is not None:
             m = self.memory
-            ratio = f" ({m.ratio_to_ideal:.2f}x the ideal shard)" if m.ratio_to_ideal else ""
+            ratio = _ratio_text(m, self.num_devices)
             parts.append(
                 Text(
                     f"memory/device: args {format_bytes(m.argument_bytes)}, outputs "

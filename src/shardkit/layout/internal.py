@@ -3,8 +3,10 @@
 fft, linalg, plan, random and train ask these, and never re-derive them: where an
 operand lives (:func:`placement`), the one normalized spec (:data:`NormSpec`), the
 spec parser under a name that leaves ``spec`` free for parameters
-(:func:`parse_spec`), the traced-value test (:func:`is_traced`), the placement checks
-and the error builders. Like ``equinox.internal``, it may change without notice.
+(:func:`parse_spec`), the traced-value test (:func:`is_traced`), the placement checks,
+the argument checks at the public boundary (:mod:`shardkit.layout._validate`: counts,
+tolerances, PRNG keys, operands on one set of devices) and the error builders. Like
+``equinox.internal``, it may change without notice.
 """
 
 from shardkit.layout._checks import check_placement, check_spec_axes, entry_axes
@@ -23,6 +25,14 @@ from shardkit.layout._resolve import (
     placement,
     to_pspec,
 )
+from shardkit.layout._validate import (
+    as_count,
+    as_real,
+    check_key,
+    check_mesh_arg,
+    check_same_devices,
+    is_int,
+)
 
 __all__ = [
     "AnyMesh",
@@ -30,13 +40,19 @@ __all__ = [
     "NormSpec",
     "PaddingMark",
     "Placement",
+    "as_count",
+    "as_real",
     "canonical",
+    "check_key",
+    "check_mesh_arg",
     "check_placement",
+    "check_same_devices",
     "check_spec_axes",
     "drop_unit_axes",
     "entry_axes",
     "find_padding",
     "indivisible_error",
+    "is_int",
     "is_traced",
     "mesh_summary",
     "normalize",

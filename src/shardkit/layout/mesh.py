@@ -3,24 +3,29 @@
 from __future__ import annotations
 
 import math
+import operator
 import re
 from collections.abc import Sequence
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, SupportsIndex, TypeAlias, cast
 
 import jax
 import numpy as np
 from jax.sharding import AxisType, Mesh
 
+from shardkit.layout._validate import is_int
+
 __all__ = ["AxisTypeLike", "mesh", "parse_mesh_shape"]
 
+MeshShapeLike: TypeAlias = str | SupportsIndex | Sequence[SupportsIndex] | np.ndarray
+"""``"2x4"``, ``8`` or ``(2, 4)``; NumPy integers and integer arrays too."""
 AxisTypeLike: TypeAlias = Literal["auto", "explicit", "manual"] | AxisType
 _AXIS_TYPES = {"auto": AxisType.Auto, "explicit": AxisType.Explicit, "manual": AxisType.Manual}
 _DEFAULT_NAMES = ("x", "y", "z", "w")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
-def parse_mesh_shape(shape: str | int | Sequence[int], /) -> tuple[int, ...]:
-    """``"2x4"`` -> ``(2, 4)``; ints and int sequences pass through, validated.
+def parse_mesh_shape(shape: MeshShapeLike, /) -> tuple[int, ...]:
+    """``"2x4"`` -> ``(2, 4)``; ints and int sequences (NumPy's too) pass through, validated.
 
     Raises:
       ValueError: the text is not sizes joined by ``x`` or a size is below 1.
@@ -34,15 +39,14 @@ def parse_mesh_shape(shape: str | int | Sequence[int], /) -> tuple[int, ...]:
                 "e.g. '8', '2x4' or '2x2x2'"
             )
         dims = tuple(int(p) for p in parts)
-    elif isinstance(shape, int) and not isinstance(shape, bool):
-        dims = (shape,)
-    elif isinstance(shape, Sequence) and all(
-        isinstance(d, int) and not isinstance(d, bool) for d in shape
-    ):
-        dims = tuple(shape)
+    elif is_int(shape):
+        dims = (operator.index(cast(Any, shape)),)
+    elif isinstance(shape, Sequence | np.ndarray) and all(is_int(d) for d in shape):
+        dims = tuple(operator.index(d) for d in shape)  # NumPy integers too
     else:
         raise TypeError(
-            f"mesh: shape={shape!r} must be a string like '2x4', an int or a tuple of ints"
+            f"mesh: shape={shape!r} ({type(shape).__name__}) must be a string like '2x4', "
+            "an int or a tuple of ints, e.g. shardkit.mesh((2, 4), 'x,y')"
         )
     if not dims or any(d < 1 for d in dims):
         raise ValueError(f"mesh: shape={shape!r}: every mesh axis needs a size of at least 1")
@@ -104,15 +108,22 @@ def _resolve_devices(devices: Sequence[Any], size: int) -> list[Any]:
     by_id = {d.id: d for d in jax.devices()}
     resolved: list[Any] = []
     for d in devices:
-        if isinstance(d, int):
+        if is_int(d):
+            d = operator.index(d)
             if d not in by_id:
                 raise ValueError(
                     f"mesh: devices=... names device id {d}, which does not exist; "
                     f"the ids are {sorted(by_id)}"
                 )
             resolved.append(by_id[d])
-        else:
+        elif isinstance(getattr(d, "id", None), int):
             resolved.append(d)
+        else:
+            raise TypeError(
+                f"mesh: devices=... holds {d!r} ({type(d).__name__}), which is neither a "
+                "jax.Device nor a device id; pass jax.devices() entries or ints such as "
+                f"{sorted(by_id)[:4]}"
+            )
     if len(resolved) != size:
         raise ValueError(
             f"mesh: {len(resolved)} device(s) given for a mesh of {size} devices; "
@@ -124,12 +135,12 @@ def _resolve_devices(devices: Sequence[Any], size: int) -> list[Any]:
 
 
 def mesh(
-    shape: str | int | Sequence[int],
+    shape: MeshShapeLike,
     names: str | Sequence[str] | None = None,
     /,
     *,
     axis_types: AxisTypeLike | Sequence[AxisTypeLike] = "explicit",
-    devices: Sequence[Any] | None = None,
+    devices: Sequence[Any] | np.ndarray | None = None,
 ) -> Mesh:
     """Build a device mesh from a short description.
 
@@ -140,11 +151,12 @@ def mesh(
     ``jax.make_mesh`` the axes default to ``Explicit``.
 
     Args:
-      shape: ``"2x4"``, ``8`` or ``(2, 4)``.
+      shape: ``"2x4"``, ``8`` or ``(2, 4)`` (NumPy integers accepted).
       names: ``"x,y"`` or ``("x", "y")``; defaults to ``x``, ``y``, ``z``, ``w``.
       axis_types: ``"auto"``, ``"explicit"``, ``"manual"`` or ``AxisType``, one for all
         axes or one per axis.
-      devices: the devices to lay out, one per mesh position.
+      devices: the devices to lay out, one per mesh position (a list, or an array
+        such as another mesh's ``.devices``, read in row-major order).
 
     Returns:
       A ``jax.sharding.Mesh``.
@@ -174,6 +186,13 @@ def mesh(
                 f"(CLI: --devices {size})."
             )
         return jax.make_mesh(dims, axis_names, axis_types=types, devices=available[:size])
+    if isinstance(devices, np.ndarray):
+        devices = list(devices.flat)  # e.g. another mesh's .devices, row-major
+    elif isinstance(devices, str) or not isinstance(devices, Sequence):
+        raise TypeError(
+            f"mesh: devices={devices!r} ({type(devices).__name__}) must be a list of "
+            "jax.Device objects or device ids, e.g. devices=[0, 2, 4, 6]"
+        )
     grid = np.empty(len(devices), dtype=object)
     grid[:] = _resolve_devices(devices, size)
     return Mesh(grid.reshape(dims), axis_names, axis_types=types)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
@@ -13,6 +13,40 @@ from shardkit.layout._checks import check_placement
 from shardkit.layout.spec import SpecLike, spec
 
 __all__ = ["shard"]
+
+
+def _as_array(x: Any) -> Any:
+    """``x`` as one numeric array, or a TypeError naming what it is and the fix."""
+    if isinstance(x, Mapping) or (
+        isinstance(x, tuple | list) and any(isinstance(e, Mapping) for e in x)
+    ):
+        raise TypeError(
+            f"shard: x is a pytree ({type(x).__name__}), but shard places one array; place "
+            "each leaf with jax.tree.map(lambda a: shardkit.shard(a, mesh, spec), x), or "
+            "use jax.device_put(x, sharding) for a whole tree with one sharding"
+        )
+    if not isinstance(x, jax.Array):
+        given = x
+        try:
+            # device_put would treat a list as a pytree of scalars
+            x = x if isinstance(x, np.ndarray) else np.asarray(x)
+        except ValueError as e:  # ragged nested lists
+            raise TypeError(
+                f"shard: x={_short(x)} is not an array: {e}. Pass a rectangular array-like "
+                "of numbers"
+            ) from None
+        if x.dtype.kind not in "biufc":
+            raise TypeError(
+                f"shard: x={_short(given)} has dtype {x.dtype}, which is not numeric; shard "
+                "places arrays of numbers (bool, int, float, complex). Convert it first, "
+                "e.g. np.asarray(x, dtype=np.float32)"
+            )
+    return x
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def shard(
@@ -33,7 +67,8 @@ def shard(
       A ``jax.Array`` with ``NamedSharding(mesh, spec)``.
 
     Raises:
-      TypeError: ``mesh`` is neither a ``Mesh`` nor a ``NamedSharding``.
+      TypeError: ``mesh`` is neither a ``Mesh`` nor a ``NamedSharding``; ``x`` is not
+        numeric (strings, objects) or is a pytree (shard one array at a time).
       ValueError: the spec has more entries than ``x`` has dimensions, names an axis
         the mesh lacks or an axis twice, or splits a dimension into parts that do not
         divide it. The message names the shape, the spec, the mesh and the remedy.
@@ -58,7 +93,6 @@ def shard(
             f"shard: mesh={mesh!r} ({type(mesh).__name__}) must be a jax.sharding.Mesh "
             "(e.g. shardkit.mesh('2x4', 'x,y')) or a NamedSharding"
         )
-    if not isinstance(x, jax.Array | np.ndarray):
-        x = np.asarray(x)  # device_put would treat a list as a pytree of scalars
+    x = _as_array(x)
     check_placement("shard", np.shape(x), target_spec, target_mesh)
     return jax.device_put(x, NamedSharding(target_mesh, target_spec))

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from shardkit.layout._checks import check_spec_axes
+from shardkit.layout._validate import check_mesh_arg
 
 __all__ = ["SpecLike", "sharding", "spec"]
 
@@ -119,6 +120,7 @@ def sharding(mesh: Mesh, spec_: SpecLike = None, /) -> NamedSharding:
       The ``NamedSharding``.
 
     Raises:
+      TypeError: ``mesh`` is not a ``jax.sharding.Mesh`` (a string such as ``"2x4"``).
       ValueError: the spec names an axis the mesh lacks, or uses an axis twice.
 
     Example:
@@ -126,6 +128,7 @@ def sharding(mesh: Mesh, spec_: SpecLike = None, /) -> NamedSharding:
       >>> sharding(mesh("2x4", "x,y"), "y,x").spec
       P('y', 'x')
     """
+    check_mesh_arg("sharding", mesh)
     p = spec(spec_)
     check_spec_axes("sharding", None, p, mesh)
     return NamedSharding(mesh, p)

@@ -29,9 +29,11 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from jax.sharding import NamedSharding, PartitionSpec
 
+from shardkit.layout.internal import as_count, as_real, check_same_devices
 from shardkit.linalg._blockcyclic import (
     AnyMesh,
     axis_index,
@@ -265,6 +267,46 @@ def _matrix_program(
     )
 
 
+def _check_limits(where: str, tol: Any, atol: Any, maxiter: Any) -> tuple[float, float, int | None]:
+    """``tol``, ``atol`` finite and >= 0; ``maxiter`` None or an int >= 1 (NumPy ints too)."""
+    tol = as_real(where, "tol", tol, fix="pass a relative tolerance such as tol=1e-6")
+    atol = as_real(where, "atol", atol, fix="pass an absolute tolerance such as atol=0.0")
+    if maxiter is not None:
+        maxiter = as_count(
+            where,
+            "maxiter",
+            maxiter,
+            minimum=1,
+            fix="pass the iteration limit (e.g. maxiter=100), or None for the default",
+        )
+    return tol, atol, maxiter
+
+
+def _initial(where: str, x0: Any, b: jax.Array) -> jax.Array:
+    """The initial guess as an array shaped like ``b``, or an error naming ``x0``."""
+    shape = tuple(b.shape)
+    if isinstance(x0, jax.Array):  # tracers too
+        x = x0
+    else:
+        try:
+            host = np.asarray(x0)
+        except (TypeError, ValueError):
+            host = np.asarray(None)
+        if host.dtype.kind not in "biufc":
+            raise TypeError(
+                f"{where}: x0 of type {type(x0).__name__} (dtype {host.dtype}) is not a "
+                f"numeric array; pass a numeric array of shape {shape}, or None to start "
+                "from zeros"
+            )
+        x = jnp.asarray(host)
+    if x.shape != b.shape:
+        raise ValueError(
+            f"{where}: x0.shape={tuple(x.shape)} does not match b.shape={tuple(b.shape)}; "
+            f"pass x0 of shape {tuple(b.shape)}, or None to start from zeros"
+        )
+    return x
+
+
 def _on_auto_layout(
     alg: str,
     a: jax.Array,
@@ -314,13 +356,15 @@ def _solve(
     spec: Any,
 ) -> tuple[jax.Array, IterativeInfo]:
     where = alg
+    tol, atol, maxiter = _check_limits(where, tol, atol, maxiter)
+    check_same_devices(where, {"a": a, "b": b, "x0": x0}, mesh=mesh)
     if M is not None and M != "jacobi" and not callable(M):
         raise ValueError(f"{where}: M={M!r} must be None, 'jacobi' or a callable")
     if callable(a):
         b = as_inexact(where, "b", b)
         b = jnp.asarray(b)
         n = b.shape[0]
-        x = jnp.zeros_like(b) if x0 is None else jnp.asarray(x0).astype(b.dtype)
+        x = jnp.zeros_like(b) if x0 is None else _initial(where, x0, b).astype(b.dtype)
         if M == "jacobi":
             raise ValueError(f"{where}: M='jacobi' needs a matrix a, not a callable")
         pre = M if callable(M) else (lambda v: v)
@@ -344,7 +388,7 @@ def _solve(
                 f"{where}: b.shape={tuple(b.shape)} does not fit a.shape={tuple(a.shape)}; "
                 f"pass b of shape ({n},)"
             )
-        x = jnp.zeros_like(b) if x0 is None else jnp.asarray(x0).astype(dt)
+        x = jnp.zeros_like(b) if x0 is None else _initial(where, x0, b).astype(dt)
         its = maxiter if maxiter is not None else 10 * n
         if unknown(a, mesh, spec):
             x, status, k, res = _on_auto_layout(
@@ -404,6 +448,13 @@ def cg(
     Returns:
       ``(x, info)`` with ``info`` an :class:`IterativeInfo`.
 
+    Raises:
+      TypeError: ``maxiter`` is not an integer (NumPy integers are), ``tol`` or
+        ``atol`` is not a real number, ``x0`` is not numeric.
+      ValueError: ``maxiter`` below 1, a negative or non-finite tolerance, ``x0`` not
+        shaped like ``b``, or operands on different devices (each message names the
+        argument and the fix).
+
     Example:
       >>> m = shardkit.mesh("8", "x")
       >>> a = shardkit.shard(np.diag(np.arange(1.0, 17)), m, "x,None")
@@ -430,7 +481,7 @@ def bicgstab(
     """BiCGSTAB for general ``a``, like ``jax.scipy.sparse.linalg.bicgstab``.
 
     Per iteration: two matrix-vector products and five scalar all-reduces.
-    Arguments and result as :func:`cg`.
+    Arguments, result and errors as :func:`cg`.
 
     Example:
       >>> m = shardkit.mesh("8", "x")
@@ -461,7 +512,8 @@ def gmres(
     Per Arnoldi step: one matrix-vector product and two ``restart + 1``-sized
     all-reduces (classical Gram-Schmidt, twice); the small least-squares problem is
     solved redundantly on every device. ``maxiter`` counts restart cycles (SciPy's
-    meaning); ``info.iterations`` counts Arnoldi steps.
+    meaning); ``info.iterations`` counts Arnoldi steps. Errors as :func:`cg`, and a
+    ``restart`` below 1 (``ValueError``) or not an integer (``TypeError``).
 
     Example:
       >>> m = shardkit.mesh("2x4", "x,y")
@@ -470,7 +522,6 @@ def gmres(
       >>> int(info.status), bool(np.allclose(a_np @ np.asarray(x), 1))
       (0, True)
     """
-    if not isinstance(restart, int) or restart < 1:
-        raise ValueError(f"gmres: restart={restart!r} must be a positive int")
+    restart = as_count("gmres", "restart", restart, minimum=1, fix="e.g. restart=20")
     its = maxiter if maxiter is not None else 20
     return _solve("gmres", a, b, x0, tol, atol, its, M, restart, mesh, spec)

@@ -35,6 +35,7 @@ from shardkit.inspect.interconnect import Interconnect
 from shardkit.inspect.interconnect import interconnect as _interconnect
 from shardkit.layout.internal import (
     check_placement,
+    check_same_devices,
     drop_unit_axes,
     is_traced,
     mesh_summary,
@@ -238,6 +239,7 @@ def matmul(
             f"{list(ALGORITHM_NAMES)}"
         )
     a, b = _as_operand(a), _as_operand(b)
+    check_same_devices("matmul", {"a": a, "b": b}, mesh=mesh)
     a_shape, b_shape = tuple(a.shape), tuple(b.shape)
     if len(a_shape) < 2 or len(b_shape) < 2:
         raise _shapes_error(a_shape, b_shape, "both operands need at least 2 dimensions")

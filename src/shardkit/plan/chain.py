@@ -33,12 +33,18 @@ from shardkit.inspect.interconnect import Interconnect
 from shardkit.inspect.interconnect import interconnect as _interconnect
 from shardkit.layout import format_bytes
 from shardkit.layout.internal import (
+    as_count,
     canonical,
+    check_mesh_arg,
+    check_placement,
+    check_spec_axes,
     drop_unit_axes,
+    is_int,
     is_traced,
     mesh_summary,
     normalize,
     parse_spec,
+    spec_summary,
     to_pspec,
 )
 from shardkit.linalg._matmul_algos import ALGORITHMS, Problem
@@ -62,6 +68,12 @@ def candidate_specs(shape: Sequence[int], mesh: Mesh) -> tuple[PartitionSpec, ..
       >>> [str(s) for s in candidate_specs((16, 16), shardkit.mesh("8", "x"))]
       ['P()', "P('x',)", "P(None, 'x')"]
     """
+    if len(shape) != 2 or not all(is_int(n) and n >= 1 for n in shape):
+        raise ValueError(
+            f"candidate_specs: shape={tuple(shape)!r} is not a matrix shape; give "
+            "(rows, columns), two positive sizes"
+        )
+    mesh = check_mesh_arg("candidate_specs", mesh)
     axes = [str(a) for a, n in mesh.shape.items() if n > 1]
     sizes = dict(mesh.shape)
     found: list[PartitionSpec] = []
@@ -375,8 +387,12 @@ def matmul_chain(
       A :class:`ChainPlan`; ``plan.apply(*arrays)`` runs it.
 
     Raises:
-      ValueError: fewer than one matrix, shapes that do not chain, or no plan within
-        ``memory_limit`` (the message gives the least memory any plan needs).
+      TypeError: ``mesh`` is not a ``Mesh``; ``shapes``, ``in_specs`` or ``dtype`` of
+        the wrong kind.
+      ValueError: fewer than one matrix, a shape that is not a pair of positive sizes,
+        shapes that do not chain, an ``in_specs`` without one entry per matrix, a spec
+        naming an axis the mesh lacks or not dividing its matrix, a ``memory_limit``
+        below 1, or no plan within ``memory_limit``.
 
     Example:
       >>> m = shardkit.mesh("2x4", "x,y")
@@ -386,35 +402,49 @@ def matmul_chain(
       >>> matmul_chain([(16, 16)] * 4, m, memory_limit=1024).bytes_sent > 0
       True
     """
-    shp = tuple((int(s[0]), int(s[1])) for s in shapes)
-    if not shp:
-        raise ValueError("matmul_chain: shapes=[] is empty; give at least one matrix")
+    shp = _check_shapes(shapes)
+    if not isinstance(mesh, Mesh):
+        raise TypeError(
+            f"matmul_chain: mesh={mesh!r} ({type(mesh).__name__}) must be a "
+            "jax.sharding.Mesh, e.g. shardkit.mesh('2x4', 'x,y')"
+        )
+    if memory_limit is not None:
+        memory_limit = as_count(
+            "matmul_chain", "memory_limit", memory_limit, minimum=1, fix="bytes per device, or None"
+        )
     for i in range(len(shp) - 1):
         if shp[i][1] != shp[i + 1][0]:
             raise ValueError(
                 f"matmul_chain: shapes[{i}]={shp[i]} and shapes[{i + 1}]={shp[i + 1]} do not "
                 "chain; each matrix's columns must equal the next one's rows"
             )
+    dtype = _check_dtype(dtype)
     link = _interconnect(interconnect)
     ctx = _Ctx(
         tuple((str(k), int(v)) for k, v in mesh.shape.items() if v > 1),
-        np.dtype(dtype).itemsize,
+        dtype.itemsize,
         link,
     )
-    pool = None if specs is None else tuple(canonical(parse_spec(s)) for s in specs)
+    pool = (
+        None
+        if specs is None
+        else tuple(_spec_arg("specs", i, s, None, mesh) for i, s in enumerate(specs))
+    )
 
     def cands(shape: Shape) -> tuple[PartitionSpec, ...]:
         base = candidate_specs(shape, mesh)
         return base if pool is None else tuple(p for p in pool if p in base)
 
     n = len(shp)
-    fixed = list(in_specs) if in_specs is not None else [None] * n
-    target_out = None if out_spec is None else canonical(parse_spec(out_spec))
+    fixed = _check_in_specs(in_specs, shp, mesh)
+    result = (shp[0][0], shp[-1][1])
+    target_out = None if out_spec is None else _spec_arg("out_spec", None, out_spec, result, mesh)
     limit = math.inf if memory_limit is None else memory_limit
     # best[(i, j)][spec] -> Pareto options for the product A_i..A_j with that spec.
     best: dict[tuple[int, int], dict[PartitionSpec, list[_Option]]] = {}
     for i in range(n):
-        allowed = cands(shp[i]) if fixed[i] is None else (canonical(parse_spec(fixed[i])),)
+        given = fixed[i]
+        allowed = cands(shp[i]) if given is None else (given,)
         best[i, i] = {}
         for p in allowed:
             b = ctx.block(shp[i], p)
@@ -457,7 +487,90 @@ def matmul_chain(
             "mesh, or allow more specs"
         )
     top = min(finals, key=lambda o: (o.cost, o.peak))
-    return _to_plan(top, mesh, shp, memory_limit, np.dtype(dtype).name)
+    return _to_plan(top, mesh, shp, memory_limit, dtype.name)
+
+
+# ---- argument checks ------------------------------------------------------------------
+
+
+def _check_shapes(shapes: Any) -> tuple[Shape, ...]:
+    """Each shape a pair of positive ints (NumPy integers too), named on failure."""
+    if isinstance(shapes, str) or not isinstance(shapes, Sequence | np.ndarray):
+        raise TypeError(
+            f"matmul_chain: shapes={shapes!r} must be a list of matrix shapes, "
+            "e.g. [(16, 8), (8, 32)]"
+        )
+    if len(shapes) == 0:
+        raise ValueError("matmul_chain: shapes=[] is empty; give at least one matrix")
+    out: list[Shape] = []
+    for i, s in enumerate(shapes):
+        if isinstance(s, str) or not isinstance(s, Sequence | np.ndarray) or len(s) != 2:
+            raise ValueError(
+                f"matmul_chain: shapes[{i}]={s!r} is not a matrix shape; each operand is a "
+                "2-D matrix given as (rows, columns). Reshape higher-rank operands to 2-D "
+                "(or use shardkit.linalg.matmul, which takes batch dimensions)"
+            )
+        if not all(is_int(d) and d >= 1 for d in s):
+            raise ValueError(
+                f"matmul_chain: shapes[{i}]={tuple(s)!r}: sizes must be positive integers; "
+                "give every dimension a size of at least 1"
+            )
+        out.append((int(s[0]), int(s[1])))
+    return tuple(out)
+
+
+def _check_dtype(dtype: Any) -> np.dtype[Any]:
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        dt = None
+    if dt is None or dt.kind not in "biufc":
+        raise TypeError(
+            f"matmul_chain: dtype={dtype!r} is not a numeric dtype; pass e.g. "
+            "dtype=np.float32 or 'float64'"
+        )
+    return dt
+
+
+def _spec_arg(
+    name: str, index: int | None, value: Any, shape: Shape | None, mesh: Mesh
+) -> PartitionSpec:
+    """A spec argument parsed, its axes checked against ``mesh`` (and ``shape`` if given)."""
+    label = name if index is None else f"{name}[{index}]"
+    p = parse_spec(value)
+    if len(p) > 2:
+        raise ValueError(
+            f"matmul_chain: {label}={spec_summary(p)} has {len(p)} entries, but the chain's "
+            "matrices are 2-D; give at most two entries (rows, columns)"
+        )
+    where = f"matmul_chain({label})"
+    if shape is None:
+        check_spec_axes(where, None, p, mesh)
+    else:
+        check_placement(where, shape, p, mesh)
+    return canonical(p)
+
+
+def _check_in_specs(
+    in_specs: Sequence[Any] | None, shp: tuple[Shape, ...], mesh: Mesh
+) -> list[PartitionSpec | None]:
+    n = len(shp)
+    if in_specs is None:
+        return [None] * n
+    if isinstance(in_specs, str | PartitionSpec) or not isinstance(in_specs, Sequence):
+        raise TypeError(
+            f"matmul_chain: in_specs={in_specs!r} must be a list with one spec (or None) per "
+            f"matrix, e.g. in_specs=['x', None] for {n} matrices"
+        )
+    if len(in_specs) != n:
+        raise ValueError(
+            f"matmul_chain: in_specs has {len(in_specs)} entries for a chain of {n} matrices; "
+            "give one spec per matrix, None where the planner may choose"
+        )
+    return [
+        None if p is None else _spec_arg("in_specs", i, p, shp[i], mesh)
+        for i, p in enumerate(in_specs)
+    ]
 
 
 def _to_plan(

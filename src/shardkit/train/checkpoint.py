@@ -8,11 +8,14 @@ through one device. Needs ``orbax-checkpoint`` (the ``train`` extra).
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 import jax
+import numpy as np
 
 from shardkit.train.step import TrainState
 
@@ -102,14 +105,140 @@ def restore_state(directory: str | os.PathLike[str], target: TrainState, /) -> T
 
     Raises:
       ImportError: orbax-checkpoint is not installed.
-      FileNotFoundError: no checkpoint at ``directory``.
+      FileNotFoundError: no checkpoint at ``directory`` (missing, empty, or without
+        the metadata ``save_state`` writes).
       TypeError: a ``target`` leaf has no sharding.
+      ValueError: the checkpoint's structure, a shape or a dtype differs from
+        ``target``'s (checked before anything is read; dtypes are never cast), or a
+        file of the checkpoint is corrupt or truncated (the message names it).
     """
     ocp = _ocp()
     path = Path(directory).absolute()
-    if not path.exists():
-        raise FileNotFoundError(f"restore_state: no checkpoint at directory={str(path)!r}")
+    if not path.is_dir():
+        raise FileNotFoundError(
+            f"restore_state: no checkpoint at directory={str(path)!r}"
+            + (" (it is a file)" if path.exists() else "")
+            + "; pass the directory save_state wrote (it returns the path)"
+        )
+    if not (path / _METADATA).is_file():
+        contents = "is empty" if not any(path.iterdir()) else f"has no {_METADATA} file"
+        raise FileNotFoundError(
+            f"restore_state: directory={str(path)!r} {contents}, so it holds no checkpoint "
+            "written by save_state; pass the directory save_state returned"
+        )
     abstract = _abstract(target)
     with ocp.StandardCheckpointer() as checkpointer:
-        restored = checkpointer.restore(path, abstract)
+        try:
+            saved = _saved_leaves(checkpointer.metadata(path))
+        except Exception as e:  # orbax raises bare JSON/tensorstore errors
+            raise _corrupt(path, e) from None
+        # Unreadable metadata comes back as None (orbax logs it): the restore below then
+        # fails on the damaged file, and that failure is the one reported.
+        if saved is not None:
+            _check_against(path, saved, abstract)
+        try:
+            restored = checkpointer.restore(path, abstract)
+        except Exception as e:
+            raise _corrupt(path, e) from None
     return jax.tree.unflatten(jax.tree.structure(abstract), jax.tree.leaves(restored))
+
+
+# ---- checks against the saved metadata --------------------------------------------------
+
+_METADATA = "_METADATA"
+
+
+def _key_name(entry: Any) -> str:
+    for attr in ("key", "name", "idx"):
+        if hasattr(entry, attr):
+            return str(getattr(entry, attr))
+    return str(entry)
+
+
+def _leaves_by_name(tree: Any) -> dict[str, Any]:
+    """``{"params.0.w": leaf}``: orbax's names for the leaves of a state."""
+    flat = jax.tree_util.tree_flatten_with_path(tree)[0]
+    return {".".join(_key_name(k) for k in path): leaf for path, leaf in flat}
+
+
+def _saved_leaves(metadata: Any) -> dict[str, tuple[tuple[int, ...], str]] | None:
+    """``{name: (shape, dtype)}`` of the saved arrays, or None when orbax could not tell."""
+    tree = getattr(metadata, "item_metadata", metadata)
+    if tree is None:
+        return None
+    out = {}
+    for name, leaf in _leaves_by_name(tree).items():
+        shape, dtype = getattr(leaf, "shape", None), getattr(leaf, "dtype", None)
+        if shape is not None and dtype is not None:
+            out[name] = (tuple(shape), np.dtype(dtype).name)
+    return out
+
+
+def _listed(names: list[str]) -> str:
+    shown = ", ".join(names[:4])
+    return shown + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+
+
+def _check_against(
+    path: Path, saved: dict[str, tuple[tuple[int, ...], str]], abstract: Any
+) -> None:
+    """Structure, shapes and dtypes of ``abstract`` equal the checkpoint's."""
+    wanted = {
+        n: (tuple(x.shape), np.dtype(x.dtype).name) for n, x in _leaves_by_name(abstract).items()
+    }
+    where = f"restore_state: directory={str(path)!r}"
+    fix = (
+        "Build the target with make_train_step from the same model (layer_sizes, dtype) "
+        "and optimizer as the saved state; only the strategy and the mesh may differ"
+    )
+    missing = [n for n in wanted if n not in saved]
+    extra = [n for n in saved if n not in wanted]
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"the target has {_listed(missing)}, which the checkpoint lacks")
+        if extra:
+            parts.append(f"the checkpoint has {_listed(extra)}, which the target lacks")
+        raise ValueError(
+            f"{where}: the checkpoint's structure differs from target's: {'; '.join(parts)}. {fix}."
+        )
+    for name, (shape, dtype) in wanted.items():
+        s_shape, s_dtype = saved[name]
+        if s_shape != shape:
+            raise ValueError(
+                f"{where}: {name} has shape {s_shape} in the checkpoint but {shape} in "
+                f"target. {fix}."
+            )
+        if s_dtype != dtype:
+            raise ValueError(
+                f"{where}: {name} is {s_dtype} in the checkpoint but {dtype} in target; "
+                "restore_state never casts. Restore into a target of the saved dtype (e.g. "
+                f"MLP(..., dtype=jnp.{s_dtype})), then cast the result if needed"
+            )
+
+
+_FILE = re.compile(r'local file "([^"]+)"')
+
+
+def _corrupt(path: Path, error: Exception) -> ValueError:
+    """A corrupt or truncated checkpoint: its path, the bad file and the reason, briefly.
+
+    tensorstore names the file it failed on (the last ``local file "..."`` of its
+    message); a bare ``JSONDecodeError`` comes from the tree metadata, ``_METADATA``.
+    """
+    text = str(error)
+    files = _FILE.findall(text)
+    if files:
+        bad: str | None = files[-1]
+    elif isinstance(error, json.JSONDecodeError):
+        bad = str(path / _METADATA)
+    else:
+        bad = None
+    reason = text.split(" [tensorstore_spec", 1)[0].rsplit(": ", 1)[-1].strip()
+    reason = f"{type(error).__name__}: {reason[:200]}"
+    named = f"file {bad!r}" if bad else "a file in it"
+    return ValueError(
+        f"restore_state: the checkpoint at directory={str(path)!r} is corrupt or "
+        f"truncated: {named} cannot be read ({reason}). Restore from another "
+        "checkpoint, or save the state again with save_state"
+    )

@@ -11,15 +11,18 @@ training strategy can give every layer its own sharding (see
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.sharding import Sharding
 
 from shardkit import random as sk_random
+from shardkit.layout.internal import as_count, check_key, is_int
 
 __all__ = ["MLP", "Hooks", "Logistic", "Model", "Params"]
 
@@ -50,13 +53,18 @@ class _NoHooks:
 
 
 def _check_sizes(where: str, sizes: Sequence[int]) -> tuple[int, ...]:
-    sizes = tuple(sizes)
-    if len(sizes) < 2 or not all(isinstance(n, int) and n > 0 for n in sizes):
+    if isinstance(sizes, str) or not isinstance(sizes, Sequence | np.ndarray):
+        raise TypeError(
+            f"{where}: layer_sizes={sizes!r} ({type(sizes).__name__}) must be a sequence of "
+            "layer widths (inputs, ..., outputs), e.g. (784, 1024, 1024, 10)"
+        )
+    given = tuple(sizes)
+    if len(given) < 2 or not all(is_int(n) and n > 0 for n in given):
         raise ValueError(
-            f"{where}: layer_sizes={sizes!r} must hold at least two positive integers "
+            f"{where}: layer_sizes={given!r} must hold at least two positive integers "
             "(inputs, ..., outputs), e.g. (784, 1024, 1024, 10)"
         )
-    return sizes
+    return tuple(operator.index(n) for n in given)  # NumPy integers become ints
 
 
 @dataclass(frozen=True)
@@ -87,6 +95,7 @@ class Model:
         The values do not depend on ``shardings`` (see :mod:`shardkit.random`), so
         every strategy starts from the same point.
         """
+        key = check_key(f"{type(self).__name__}.init", "key", key)
         if shardings is None:
             one = jax.sharding.SingleDeviceSharding(jax.devices()[0])
             shardings = tuple(dict.fromkeys(layer, one) for layer in self.param_shapes())
@@ -156,6 +165,9 @@ def _batch_program(model: Any, batch_size: int, s: Sharding) -> Any:
 def _draw_batch(
     model: Any, key: jax.Array, batch_size: int, sharding: Sharding | None
 ) -> tuple[jax.Array, jax.Array]:
+    where = f"{type(model).__name__}.batch"
+    key = check_key(where, "key", key)
+    batch_size = as_count(where, "batch_size", batch_size, minimum=1, fix="e.g. 64")
     s = sharding or jax.sharding.SingleDeviceSharding(jax.devices()[0])
     with jax.threefry_partitionable(True):
         return _batch_program(model, batch_size, s)(key)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from shardkit._progress import busy
 from shardkit.inspect import CommReport, comms
 from shardkit.layout import format_bytes, parse_mesh_shape
 from shardkit.layout import mesh as make_mesh
+from shardkit.layout.internal import is_int
 from shardkit.train.models import MLP
 from shardkit.train.step import make_train_step
 from shardkit.train.strategies import STRATEGIES, Strategy, strategy_layout
@@ -104,19 +106,20 @@ def _check_options(
 ) -> None:
     if strategy not in STRATEGIES:
         raise ValueError(f"shardkit train: strategy={strategy!r}; choose one of {list(STRATEGIES)}")
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+    if not is_int(steps) or steps < 1:
         raise ValueError(f"shardkit train: steps={steps!r} must be at least 1 (--steps)")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+    if not is_int(batch_size) or batch_size < 1:
         raise ValueError(
             f"shardkit train: batch_size={batch_size!r} must be a positive integer "
             "(--batch-size), e.g. 256"
         )
-    if len(sizes) < 2 or any(s < 1 for s in sizes):
+    if len(sizes) < 2 or not all(is_int(s) and s >= 1 for s in sizes):
         raise ValueError(
             f"shardkit train: sizes={sizes!r} must be at least two positive layer widths "
             "(--sizes), e.g. 784,1024,10"
         )
-    if not (math.isfinite(learning_rate) and learning_rate > 0):
+    real = isinstance(learning_rate, numbers.Real) and not isinstance(learning_rate, bool)
+    if not (real and math.isfinite(learning_rate) and learning_rate > 0):
         raise ValueError(
             f"shardkit train: learning_rate={learning_rate!r} must be a finite positive "
             "number (--learning-rate), e.g. 1e-3"
@@ -181,6 +184,7 @@ def run_training(
     """
     sizes = tuple(sizes)
     _check_options(strategy, steps, sizes, batch_size, learning_rate)
+    steps, batch_size = int(steps), int(batch_size)  # NumPy integers too
     if plot is not None:
         check_output_file(plot, what="shardkit train --plot")
         require("matplotlib", extra="bench", what="shardkit train --plot")

@@ -6,10 +6,12 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
+import numpy as np
 from jax.sharding import Mesh
 
+from shardkit.layout.internal import check_key, check_same_devices, is_traced
 from shardkit.train.models import Model, Params
-from shardkit.train.strategies import strategy_layout
+from shardkit.train.strategies import StrategyLayout, check_model, strategy_layout
 
 __all__ = ["TrainState", "make_train_step"]
 
@@ -77,7 +79,18 @@ def make_train_step(
     Returns:
       ``(step, state)``.
 
+    The step checks its state (the parameters' shapes and shardings are this model's
+    and strategy's: a state from another strategy or mesh must first be read onto
+    this one with :func:`~shardkit.train.restore_state`) and each batch before
+    running: a pair ``(inputs, targets)`` with
+    inputs ``(batch, layer_sizes[0])``, targets ``(batch, layer_sizes[-1])``, at least
+    one example, a batch the data axes divide, on the step's devices and layout.
+    Each failure raises ``ValueError`` (``TypeError`` for a batch that is not a pair)
+    naming what was wrong and the fix, before anything is compiled.
+
     Raises:
+      TypeError: ``model`` is not a shardkit model, ``optimizer`` is not an optax
+        optimizer (a string such as ``"sgd"`` included), ``key`` is not a PRNG key.
       ValueError: unknown strategy, or a mesh that does not fit (see
         :func:`~shardkit.train.strategy_layout`).
       NotImplementedError: a mesh with Manual axes.
@@ -97,6 +110,9 @@ def make_train_step(
       (True, ShapedArray(float32[16,32@model]))
     """
     optax = _require_optax()
+    check_model("make_train_step", model)
+    _check_optimizer(optimizer)
+    key = check_key("make_train_step", "key", key)
     layout = strategy_layout(model, strategy=strategy, mesh=mesh)
     params = model.init(key, layout.params)
     opt_shardings = layout.opt_state(optimizer, params)
@@ -122,4 +138,152 @@ def make_train_step(
         in_shardings=(state_shardings, (layout.batch, layout.batch)),
         out_shardings=(state_shardings, layout.replicated),
     )
-    return jitted, TrainState(params, opt_state)
+    return _CheckedStep(jitted, model, layout), TrainState(params, opt_state)
+
+
+def _check_optimizer(optimizer: Any) -> None:
+    if callable(getattr(optimizer, "init", None)) and callable(getattr(optimizer, "update", None)):
+        return
+    hint = (
+        f"optax.{optimizer}(learning_rate), e.g. optax.{optimizer}(1e-3)"
+        if isinstance(optimizer, str) and optimizer in ("sgd", "adam", "adamw")
+        else "an optax GradientTransformation, e.g. optax.sgd(0.05) or optax.adam(1e-3)"
+    )
+    raise TypeError(
+        f"make_train_step: optimizer={optimizer!r} ({type(optimizer).__name__}) is not an "
+        f"optax optimizer (it needs init and update); pass {hint}"
+    )
+
+
+def _shape(value: Any) -> tuple[int, ...]:
+    shape = getattr(value, "shape", None)
+    return tuple(shape) if shape is not None else tuple(np.shape(value))
+
+
+class _CheckedStep:
+    """The jitted step, with its state and batch checked before each call (and ``lower``).
+
+    The checks read shapes and shardings only, so they cost microseconds per step and
+    nothing inside the compiled program. Every other attribute is the jitted function's.
+    """
+
+    def __init__(self, jitted: Any, model: Model, layout: StrategyLayout) -> None:
+        self._jitted = jitted
+        self._model = model
+        self._layout = layout
+        self.__name__ = jitted.__name__
+        self.__wrapped__ = jitted
+
+    def __call__(self, state: TrainState, batch: Batch, /) -> tuple[TrainState, jax.Array]:
+        self._check_state(state)
+        self._check(batch)
+        return self._jitted(state, batch)
+
+    def lower(self, state: TrainState, batch: Batch, /) -> Any:
+        """``jax.jit``'s ``lower``, after the state and batch checks."""
+        self._check_state(state)
+        self._check(batch)
+        return self._jitted.lower(state, batch)
+
+    def _check_state(self, state: Any) -> None:
+        """The parameters have the model's shapes and this strategy's shardings."""
+        where = f"{self.__name__}(state, batch)"
+        params = getattr(state, "params", None)
+        if not isinstance(state, TrainState) or not isinstance(params, tuple):
+            raise TypeError(
+                f"{where}: state is a {type(state).__name__}, not the TrainState of "
+                "make_train_step; pass the state it returned (or one restore_state read)"
+            )
+        fix = (
+            "pass the state make_train_step returned for this model and strategy, or read "
+            "a saved one onto it with restore_state(path, that_state)"
+        )
+        shapes = self._model.param_shapes()
+        if len(params) != len(shapes):
+            raise ValueError(
+                f"{where}: state has {len(params)} layers but the step's model has "
+                f"{len(shapes)} (layer_sizes={self._model.layer_sizes}); {fix}"
+            )
+        for i, (layer, layer_shapes, shardings) in enumerate(
+            zip(params, shapes, self._layout.params, strict=True)
+        ):
+            for name, want in layer_shapes.items():
+                value = layer.get(name) if isinstance(layer, dict) else None
+                got = tuple(getattr(value, "shape", ()))
+                if value is None or got != want:
+                    raise ValueError(
+                        f"{where}: state.params[{i}][{name!r}] has shape {got}, but the "
+                        f"step's model needs {want} (layer_sizes={self._model.layer_sizes}); "
+                        f"{fix}"
+                    )
+                target = shardings[name]
+                if (
+                    isinstance(value, jax.Array)
+                    and not is_traced(value)
+                    and value.committed
+                    and not value.sharding.is_equivalent_to(target, len(want))
+                ):
+                    raise ValueError(
+                        f"{where}: state.params[{i}][{name!r}] is placed as {value.sharding}, "
+                        f"but the {self._layout.strategy} step keeps it as {target}; the "
+                        f"state comes from another strategy or mesh: {fix}"
+                    )
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("_jitted", "_model", "_layout"):  # not set yet (copy, pickle)
+            raise AttributeError(name)
+        return getattr(self._jitted, name)
+
+    def _check(self, batch: Any) -> None:
+        where = f"{self.__name__}(state, batch)"
+        if not isinstance(batch, tuple | list) or len(batch) != 2:
+            raise TypeError(
+                f"{where}: batch must be a pair (inputs, targets), got "
+                f"{type(batch).__name__}"
+                + (f" of length {len(batch)}" if isinstance(batch, tuple | list) else "")
+                + "; pass step(state, (x, y)), e.g. batch = model.batch(key, 64, layout.batch)"
+            )
+        x, y = batch
+        sizes = self._model.layer_sizes
+        xs, ys = _shape(x), _shape(y)
+        if len(xs) != 2 or xs[1] != sizes[0]:
+            raise ValueError(
+                f"{where}: inputs shape={xs} does not fit the model, whose first layer takes "
+                f"{sizes[0]} features (layer_sizes={sizes}); pass inputs of shape "
+                f"(batch, {sizes[0]}), or build the model with layer_sizes[0]="
+                f"{xs[-1] if xs else 1}"
+            )
+        if xs[0] == 0:
+            raise ValueError(
+                f"{where}: the batch is empty (inputs shape={xs}); the mean loss of no "
+                "examples is undefined (NaN). Pass at least one example per data shard"
+            )
+        if ys != (xs[0], sizes[-1]):
+            raise ValueError(
+                f"{where}: targets shape={ys} must be (batch, outputs) = "
+                f"{(xs[0], sizes[-1])} for inputs of shape {xs} and a model with "
+                f"{sizes[-1]} outputs; reshape the targets (they would broadcast silently)"
+            )
+        self._layout.check_batch(xs, where=f"{where}: batch inputs")
+        target = self._layout.batch
+        move = (
+            "Move the batch first with jax.device_put(batch, layout.batch) "
+            "(layout = shardkit.train.strategy_layout(model, strategy=..., mesh=...)), or "
+            "draw it there with model.batch(key, size, layout.batch)"
+        )
+        check_same_devices(where, {"inputs": x, "targets": y}, mesh=target, fix=move)
+        for name, value in (("inputs", x), ("targets", y)):
+            sharding = getattr(value, "sharding", None)
+            if (
+                isinstance(value, jax.Array)
+                and not is_traced(value)
+                and value.committed
+                and sharding is not None
+                and not sharding.is_equivalent_to(target, 2)
+            ):
+                raise ValueError(
+                    f"{where}: {name} are placed as {sharding}, but the "
+                    f"{self._layout.strategy} step takes its batch as {target}; move it "
+                    f"first with jax.device_put({name}, layout.batch) "
+                    "(layout = shardkit.train.strategy_layout(model, strategy=..., mesh=...))"
+                )

@@ -180,6 +180,15 @@ class StrategyLayout:
             check_placement(where, tuple(shape), self.batch.spec, self.batch.mesh)
 
 
+def check_model(where: str, model: Any) -> None:
+    """``model`` is a shardkit model (:class:`~shardkit.train.MLP`, ``Logistic``)."""
+    if not isinstance(model, Model):
+        raise TypeError(
+            f"{where}: model={model!r} ({type(model).__name__}) must be a "
+            "shardkit.train.MLP or Logistic, e.g. shardkit.train.MLP((784, 1024, 10))"
+        )
+
+
 def _auto_view(mesh: Mesh) -> Mesh:
     """The same devices and axis names with every axis Auto (``mesh`` itself if it is)."""
     if all(t == AxisType.Auto for t in mesh.axis_types):
@@ -240,6 +249,7 @@ def strategy_layout(model: Model, /, *, strategy: str, mesh: Mesh | None) -> Str
       A :class:`StrategyLayout`.
 
     Raises:
+      TypeError: ``model`` is not a shardkit model; ``mesh`` is not a ``Mesh``.
       ValueError: unknown strategy, a missing or 1-D mesh for ``dp_tp``, or a layer
         that the model axes do not divide (the message names layer, spec and mesh).
       NotImplementedError: a mesh with Manual axes.
@@ -251,6 +261,7 @@ def strategy_layout(model: Model, /, *, strategy: str, mesh: Mesh | None) -> Str
       >>> [layer["w"].spec for layer in lay.params], lay.batch.spec
       ([P(None, 'model'), P('model', None), P()], P('data',))
     """
+    check_model("strategy_layout", model)
     if strategy not in STRATEGIES:
         raise ValueError(
             f"make_train_step: strategy={strategy!r}; choose one of {list(STRATEGIES)}"

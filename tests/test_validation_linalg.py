@@ -1,0 +1,100 @@
+"""Bad input to the iterative solvers and to matmul's operands (issue 18).
+
+``cg(..., maxiter=-5)`` used to report "converged" after 0 iterations; operands on
+different devices used to fail inside jit with "incompatible devices".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import shardkit
+from shardkit import linalg
+
+
+@pytest.fixture(scope="module")
+def a() -> object:
+    return shardkit.shard(np.diag(np.arange(1.0, 9.0)), shardkit.mesh("8", "x"), "x,None")
+
+
+@pytest.mark.parametrize("solver", [linalg.cg, linalg.bicgstab, linalg.gmres])
+@pytest.mark.parametrize("maxiter", [-5, 0])
+def test_maxiter_below_one_is_refused(a: object, solver: object, maxiter: int) -> None:
+    pattern = rf"maxiter={maxiter} must be at least 1; pass the iteration limit.*or None"
+    with pytest.raises(ValueError, match=pattern):
+        solver(a, np.ones(8), maxiter=maxiter)  # type: ignore[operator]
+
+
+def test_maxiter_of_the_wrong_type(a: object) -> None:
+    with pytest.raises(TypeError, match=r"cg: maxiter=2\.5 \(float\) must be an integer"):
+        linalg.cg(a, np.ones(8), maxiter=2.5)  # type: ignore[arg-type]
+
+
+def test_numpy_integer_maxiter_tol_and_restart_are_accepted(a: object) -> None:
+    # They pass the boundary (as Python numbers): the first complaint is about x0.
+    with pytest.raises(ValueError, match=r"cg: x0\.shape"):
+        linalg.cg(a, np.ones(8), np.ones(3), maxiter=np.int64(5), tol=np.float32(1e-6))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"gmres: x0\.shape"):
+        linalg.gmres(a, np.ones(8), np.ones(3), restart=np.int32(8), maxiter=np.int64(3))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "pattern"),
+    [
+        ({"tol": -1e-6}, r"cg: tol=-1e-06 must be a finite number >= 0; pass a relative tol"),
+        ({"tol": float("nan")}, r"cg: tol=nan must be a finite number"),
+        ({"atol": float("inf")}, r"cg: atol=inf must be a finite number >= 0; pass an absolute"),
+        ({"tol": "small"}, r"cg: tol='small' \(str\) must be a real number"),
+    ],
+)
+def test_bad_tolerances(a: object, kwargs: dict[str, object], pattern: str) -> None:
+    with pytest.raises((TypeError, ValueError), match=pattern):
+        linalg.cg(a, np.ones(8), **kwargs)  # type: ignore[arg-type]
+
+
+def test_an_initial_guess_of_the_wrong_shape(a: object) -> None:
+    pattern = r"cg: x0\.shape=\(4,\) does not match b\.shape=\(8,\); pass x0 of shape \(8,\)"
+    with pytest.raises(ValueError, match=pattern):
+        linalg.cg(a, np.ones(8), np.ones(4))
+    with pytest.raises(ValueError, match=r"cg: x0\.shape=\(4,\).*or None to start from zeros"):
+        linalg.cg(lambda v: 2.0 * v, np.ones(8), np.ones(4))
+
+
+def test_an_initial_guess_that_is_not_numeric(a: object) -> None:
+    with pytest.raises(TypeError, match=r"cg: x0 of type ndarray \(dtype <U1\) is not a numeric"):
+        linalg.cg(a, np.ones(8), np.array(["a"] * 8))
+
+
+def test_a_restart_below_one(a: object) -> None:
+    with pytest.raises(ValueError, match=r"gmres: restart=0 must be at least 1; e\.g\. restart=20"):
+        linalg.gmres(a, np.ones(8), restart=0)
+
+
+def test_solver_operands_on_other_devices(a: object) -> None:
+    other = shardkit.shard(np.ones(8), shardkit.mesh("4", "x", devices=[4, 5, 6, 7]), "x")
+    small = shardkit.shard(np.eye(8), shardkit.mesh("4", "x", devices=[0, 1, 2, 3]), "x,None")
+    with pytest.raises(ValueError, match=r"cg: the operands live on different devices: a is on"):
+        linalg.cg(small, other)
+
+
+def test_matmul_operands_on_different_devices() -> None:
+    left = shardkit.mesh("4", "x", devices=[0, 1, 2, 3])
+    right = shardkit.mesh("4", "x", devices=[4, 5, 6, 7])
+    x = shardkit.shard(np.ones((8, 8)), left, "x")
+    y = shardkit.shard(np.ones((8, 8)), right, "x")
+    pattern = (
+        r"matmul: the operands live on different devices: a is on .*\[0, 1, 2, 3\]; b is on "
+        r".*\[4, 5, 6, 7\]\. Put every operand on a's mesh first, e\.g\. shardkit\.shard"
+    )
+    with pytest.raises(ValueError, match=pattern):
+        linalg.matmul(x, y)
+
+
+def test_matmul_operands_on_an_explicit_and_an_auto_mesh() -> None:
+    # Both used to fail inside shard_map ("in_specs ... does not match the specs").
+    a = shardkit.shard(np.ones((8, 8)), shardkit.mesh("2x4", "x,y"), "x,y")
+    b = shardkit.shard(np.ones((8, 8)), shardkit.mesh("2x4", "x,y", axis_types="auto"), "x,y")
+    pattern = r"matmul: the operands are on different meshes.*a is on mesh\(x=2,y=4; Explicit\)"
+    with pytest.raises(ValueError, match=pattern):
+        linalg.matmul(a, b)

@@ -186,7 +186,9 @@ def uniform(
       sharding: where the result lives.
       dtype: a floating dtype; JAX's default float when None.
       minval: lower bound (inclusive), a scalar.
-      maxval: upper bound (exclusive), a scalar.
+      maxval: upper bound (exclusive), a scalar. ``maxval <= minval`` is not an
+        error: like ``jax.random.uniform`` (whose values these are), every value is
+        then ``minval``.
 
     Returns:
       A ``jax.Array`` of ``shape`` with ``sharding``.
@@ -260,7 +262,8 @@ def randint(
       shape: the global shape.
       sharding: where the result lives.
       minval: lower bound (inclusive), a scalar.
-      maxval: upper bound (exclusive), a scalar.
+      maxval: upper bound (exclusive), a scalar. ``maxval <= minval`` is not an
+        error: like ``jax.random.randint``, every value is then ``minval``.
       dtype: an integer dtype (int32 by default).
 
     Returns:

@@ -4,7 +4,8 @@
 transform shard by shard: local FFTs along unsplit axes and ``all_to_all`` moves of
 the split ones (one for a slab, two for a pencil). They work eagerly, inside ``jit``
 (Explicit axes through ``shard_map``, Auto axes through a ``custom_partitioning``
-rule) and under ``grad``/``jvp``/``vjp``. Only the input's own split has to divide
+rule) and under every transformation (``grad`` of any order, ``vmap``,
+``jacfwd``/``jacrev``, ``linear_transpose``). Only the input's own split has to divide
 its lengths: moves pad what the mesh does not divide and trim it afterwards (see
 :mod:`shardkit.fft.transforms`). :func:`plan` exposes the per-shard form for use
 inside your own ``shard_map``.

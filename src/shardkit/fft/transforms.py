@@ -41,8 +41,10 @@ the mesh does not divide cannot return to the natural layout: ``out_layout=
 "natural"`` then raises, and so does the default layout when it would need it.
 
 Inside ``jit`` on Explicit mesh axes the same plans run; on Auto axes a
-``custom_partitioning`` rule partitions the op (natural layout there). All are
-differentiable (``grad``, ``jvp``, ``vjp``).
+``custom_partitioning`` rule partitions the op (natural layout there). All work
+under every JAX transformation (``grad``/``jvp``/``vjp`` of any order, ``vmap``,
+``jacfwd``/``jacrev``, ``linear_transpose``), eagerly and inside ``jit``, on
+Auto and Explicit axes; every derivative runs shardkit's plans (all-to-alls only).
 """
 
 from __future__ import annotations

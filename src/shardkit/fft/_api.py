@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from shardkit.fft._partition import Op, apply
+from shardkit.fft._partition import Op, apply, auto_layout
 from shardkit.fft._plan import FFTPlan, Kind, Layout, make_plan
 from shardkit.layout.internal import (
     check_placement,
@@ -104,6 +104,7 @@ def _auto_op(
     axes: tuple[int, ...],
     sizes: tuple[int, ...],
     norm: str | None,
+    out_layout: Layout,
     arr: jax.Array,
 ) -> Op:
     """The primitive's parameter; non-float inputs are cast as ``jnp.fft`` casts them."""
@@ -119,7 +120,9 @@ def _auto_op(
         dtype = (
             np.dtype(jnp.finfo(out).dtype) if kind != "c2r" else np.result_type(out, np.complex64)
         )
-    return Op(name, kind, inverse, axes, sizes, norm, tuple(arr.shape), str(dtype))
+    shape = tuple(arr.shape)
+    layout, cycle = auto_layout(kind, axes, sizes, shape, out_layout)
+    return Op(name, kind, inverse, axes, sizes, norm, shape, str(dtype), layout, cycle)
 
 
 def _check_options(where: str, norm: str | None, out_layout: str) -> None:
@@ -179,7 +182,7 @@ def transform(
     if route == "local":
         return reference(arr)
     if route == "auto":
-        return apply(_auto_op(name, kind, inverse, axes_t, sizes, norm, arr), arr)
+        return apply(_auto_op(name, kind, inverse, axes_t, sizes, norm, out_layout, arr), arr)
     assert spec is not None
     p = _checked_plan(name, name, shape, spec, mesh, axes_t, sizes, out_layout, norm)
     if route == "eager":

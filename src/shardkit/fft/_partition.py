@@ -23,10 +23,15 @@ whether it is the transpose). The transform is linear, which fixes every rule:
   jitted alone, so the partitioner sees the concrete sharding and runs the plan,
   never ``jnp.fft``'s partitioned FFT.
 
-The Shardy rule ties every output dimension whose length does not change to the
-same input dimension, so the partitioner expects the output split like the input:
-the rule builds the *natural* layout plan. When the natural layout is impossible
-(a split R2C axis) it uses the default plan and the partitioner reshards the output.
+The Shardy rule is fixed while tracing, before the split is known. Where the mesh
+is known then (``jax.set_mesh``) and its device count divides every transformed
+length, the rule promises the *default* layout, each transformed axis's factor
+moved to the next transformed axis, and the partition builds the same plan as on
+Explicit axes (same output spec, same number of ``all_to_all``). Otherwise it
+ties each output dimension to its input dimension (the natural layout); a length
+changed by ``s=`` shares its common divisor with the input's, so the split
+survives. When the promised layout is impossible for the actual split (a split
+R2C axis) the other one is built and the partitioner reshards the output.
 """
 
 from __future__ import annotations
@@ -48,9 +53,8 @@ from jax.sharding import NamedSharding, PartitionSpec
 from shardkit.fft._compat import require_devices_during_lowering
 from shardkit.fft._plan import FFTPlan, Kind, Layout, make_plan, normalize_spec
 
-__all__ = ["Op", "apply"]
+__all__ = ["Op", "apply", "auto_layout"]
 
-_LETTERS = "abcdefghijklmnopqrstuvwxyz"
 _JNP: dict[str, Callable[..., jax.Array]] = {
     "fftn": jnp.fft.fftn,
     "ifftn": jnp.fft.ifftn,
@@ -72,6 +76,8 @@ class Op:
       norm: numpy's ``norm``.
       in_shape: the forward transform's input shape.
       in_dtype: the forward transform's input dtype.
+      layout: the output layout the Shardy rule promises (see :func:`auto_layout`).
+      cycle: for the default layout, the axes whose splits move round.
       transposed: the op is the transpose: it maps the forward output's cotangent
         (shape :attr:`out_shape`) to the input's (shape :attr:`in_shape`).
     """
@@ -84,6 +90,8 @@ class Op:
     norm: str | None
     in_shape: tuple[int, ...]
     in_dtype: str
+    layout: Layout = "natural"
+    cycle: tuple[int, ...] = ()
     transposed: bool = False
 
     @property
@@ -111,11 +119,14 @@ class Op:
     def batched(self, size: int) -> Op:
         """The same op with a new leading (untransformed) axis of length ``size``."""
         return dataclasses.replace(
-            self, in_shape=(size, *self.in_shape), axes=tuple(a + 1 for a in self.axes)
+            self,
+            in_shape=(size, *self.in_shape),
+            axes=tuple(a + 1 for a in self.axes),
+            cycle=tuple(a + 1 for a in self.cycle),
         )
 
     def plan(self, spec: Any, mesh: Any) -> FFTPlan:
-        """The forward plan for an input split as ``spec`` (natural layout if possible)."""
+        """The forward plan for an input split as ``spec`` in :attr:`layout` if possible."""
 
         def make(layout: Layout) -> FFTPlan:
             return make_plan(
@@ -131,10 +142,79 @@ class Op:
                 out_layout=layout,
             )
 
+        other: Layout = "default" if self.layout == "natural" else "natural"
         try:
-            return make("natural")
-        except ValueError:  # e.g. a split R2C axis: the partitioner reshards the output
-            return make("default")
+            try:
+                return make(self.layout)
+            except ValueError:  # e.g. a split R2C axis: the partitioner reshards the output
+                return make(other)
+        except (ValueError, NotImplementedError) as e:
+            # XLA wraps the callback's exception in its own error; eager calls (the
+            # primitive jitted alone, see _impl) re-raise this one instead.
+            _errors.last = e
+            raise
+
+    def destinations(self) -> tuple[int, ...]:
+        """Where each input axis's split lands in :attr:`layout` (the Shardy rule's map)."""
+        dest = list(range(len(self.in_shape)))
+        if self.layout == "natural":
+            return tuple(dest)
+        cycle = self.cycle
+        step = -1 if self.inverse else 1
+        for k, a in enumerate(cycle):
+            dest[a] = cycle[(k + step) % len(cycle)]
+        return tuple(dest)
+
+
+def _cycle(kind: Kind, axes: tuple[int, ...], half: int, devices: int) -> list[int]:
+    """The transformed axes that pass splits round (the plan's cycle; see ``_plan``)."""
+    if kind == "c2c" or half % devices == 0:
+        return sorted(axes)
+    return sorted(axes[:-1])
+
+
+def auto_layout(
+    kind: Kind,
+    axes: tuple[int, ...],
+    sizes: tuple[int, ...],
+    in_shape: tuple[int, ...],
+    asked: Layout,
+) -> tuple[Layout, tuple[int, ...]]:
+    """The layout an Auto-axes op promises the partitioner before the split is known.
+
+    The Shardy rule is fixed while tracing, when only the mesh is known: it
+    promises the default layout (each transformed axis's split moves to the next
+    one, as on Explicit axes) only where that holds for any split the input may
+    get: the device count divides every length in the cycle (no move pads, no
+    receiver is skipped) and the cycle has more axes than the mesh has axes of
+    size > 1 (some axis is always free to receive). Otherwise the rule ties each
+    output dimension to its input dimension (natural layout).
+
+    Returns:
+      The layout and, for the default one, the cycle of axes.
+    """
+    mesh = jax.sharding.get_abstract_mesh()
+    if asked == "natural" or mesh is None or mesh.empty:
+        return "natural", ()
+    devices = math.prod(mesh.axis_sizes)
+    big = sum(n > 1 for n in mesh.axis_sizes)
+    lengths = dict(zip(axes, sizes, strict=True))
+    if kind == "r2c":
+        lengths[axes[-1]] = sizes[-1] // 2 + 1
+    elif kind == "c2r":
+        lengths[axes[-1]] = in_shape[axes[-1]]
+    cycle = _cycle(kind, axes, lengths[axes[-1]], devices) if devices > 1 else []
+    if len(cycle) <= big or any(lengths[a] % devices for a in cycle):
+        return "natural", ()
+    return "default", tuple(cycle)
+
+
+class _Errors:
+    # Not thread-local: XLA may call the partitioner from its own compile thread.
+    last: BaseException | None = None
+
+
+_errors = _Errors()
 
 
 @functools.cache
@@ -142,13 +222,39 @@ def _out_struct(op: Op) -> jax.ShapeDtypeStruct:
     return jax.eval_shape(op.reference, jax.ShapeDtypeStruct(op.in_shape, op.in_dtype))
 
 
-def _rule(in_shape: tuple[int, ...], out_shape: tuple[int, ...]) -> str:
-    ins = [_LETTERS[i] for i in range(len(in_shape))]
-    outs = [
-        ins[i] if in_shape[i] == out_shape[i] else _LETTERS[len(in_shape) + i]
-        for i in range(len(out_shape))
-    ]
-    return f"{' '.join(ins)} -> {' '.join(outs)}"
+def _rule(op: Op, *, transposed: bool) -> tuple[str, dict[str, int]]:
+    """The Shardy rule: input axis ``d``'s factor reappears on output axis ``dest[d]``.
+
+    Where the lengths differ (``s=``, a real axis) the shared factor is their common
+    divisor, as the major part of both axes, so a split that divides it carries
+    over instead of being dropped (which would make the partitioner gather).
+    """
+    in_shape, out_shape = op.in_shape, tuple(op.out.shape)
+    dest = op.destinations()
+    ins: list[str] = [""] * len(in_shape)
+    outs: list[str] = [""] * len(out_shape)
+    factors: dict[str, int] = {}
+    for d, e in enumerate(dest):
+        n, m = in_shape[d], out_shape[e]
+        g = math.gcd(n, m)
+        if n == m:
+            ins[d] = outs[e] = f"f{d}"
+            continue
+        parts_in = [f"f{d}"] if g > 1 else []
+        parts_out = list(parts_in)
+        if g > 1:
+            factors[f"f{d}"] = g
+        for parts, size, tag in ((parts_in, n // g, "i"), (parts_out, m // g, "o")):
+            if size > 1 or not parts:
+                parts.append(f"{tag}{d}")
+                factors[f"{tag}{d}"] = size
+        ins[d] = parts_in[0] if len(parts_in) == 1 else f"({' '.join(parts_in)})"
+        outs[e] = parts_out[0] if len(parts_out) == 1 else f"({' '.join(parts_out)})"
+    lhs, rhs = " ".join(ins), " ".join(outs)
+    # Only factors inside a compound dimension take a size (whole ones are inferred).
+    whole = {w for w in ins + outs if not w.startswith("(")}
+    used = {k: v for k, v in factors.items() if k not in whole}
+    return (f"{rhs} -> {lhs}" if transposed else f"{lhs} -> {rhs}"), used
 
 
 def _spec(sharding: Any) -> PartitionSpec:
@@ -185,10 +291,12 @@ def _forward(op: Op) -> Callable[[jax.Array], jax.Array]:
     def infer(mesh: Any, arg_shapes: Any, result_shape: Any) -> NamedSharding:
         return NamedSharding(mesh, op.plan(_spec(arg_shapes[0].sharding), mesh).out_spec)
 
+    rule, factors = _rule(op, transposed=False)
     fn.def_partition(
         partition=partition,
         infer_sharding_from_operands=infer,
-        sharding_rule=_rule(op.in_shape, tuple(op.out.shape)),
+        sharding_rule=rule,
+        **factors,  # type: ignore[arg-type]  # factor sizes, not the named flags
     )
     return fn
 
@@ -222,10 +330,12 @@ def _backward(op: Op) -> Callable[[jax.Array], jax.Array]:
     def infer(mesh: Any, arg_shapes: Any, result_shape: Any) -> NamedSharding:
         return NamedSharding(mesh, _spec(result_shape.sharding))
 
+    rule, factors = _rule(op, transposed=True)
     fn.def_partition(
         partition=partition,
         infer_sharding_from_operands=infer,
-        sharding_rule=_rule(tuple(op.out.shape), op.in_shape),
+        sharding_rule=rule,
+        **factors,  # type: ignore[arg-type]  # factor sizes, not the named flags
     )
     return fn
 
@@ -243,7 +353,14 @@ def _jitted(op: Op) -> Callable[[jax.Array], jax.Array]:
 
 def _impl(x: jax.Array, *, op: Op) -> jax.Array:
     # Compiled alone, the op sees the concrete array's sharding in the partitioner.
-    return _jitted(op)(x)
+    _errors.last = None
+    try:
+        return _jitted(op)(x)
+    except jax.errors.JaxRuntimeError:
+        error, _errors.last = _errors.last, None
+        if error is None:
+            raise
+        raise error from None
 
 
 def _abstract_eval(x: Any, *, op: Op) -> Any:

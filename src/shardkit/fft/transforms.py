@@ -41,7 +41,10 @@ the mesh does not divide cannot return to the natural layout: ``out_layout=
 "natural"`` then raises, and so does the default layout when it would need it.
 
 Inside ``jit`` on Explicit mesh axes the same plans run; on Auto axes a
-``custom_partitioning`` rule partitions the op (natural layout there). All work
+``custom_partitioning`` rule partitions the op with the same plan, output layout
+and ``all_to_all`` count whenever the mesh is known while tracing
+(``jax.set_mesh``) and its device count divides the transformed lengths; otherwise
+in the natural layout (a length changed by ``s``/``n`` keeps its split). All work
 under every JAX transformation (``grad``/``jvp``/``vjp`` of any order, ``vmap``,
 ``jacfwd``/``jacrev``, ``linear_transpose``), eagerly and inside ``jit``, on
 Auto and Explicit axes; every derivative runs shardkit's plans (all-to-alls only).

@@ -25,7 +25,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from shardkit.fft._partition import Op, apply, auto_layout
-from shardkit.fft._plan import FFTPlan, Kind, Layout, make_plan
+from shardkit.fft._plan import FFTPlan, Kind, Layout, planned
 from shardkit.layout.internal import (
     check_placement,
     is_traced,
@@ -288,7 +288,7 @@ def _checked_plan(
     """Check ``shape`` fits ``spec`` on ``mesh`` (errors name ``where``), then plan."""
     check_placement(where, shape, spec, mesh)
     kind, inverse, _ = _KINDS[name]
-    return make_plan(
+    return planned(
         name,
         shape,
         spec,

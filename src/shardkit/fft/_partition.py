@@ -51,7 +51,7 @@ from jax.interpreters import ad, batching, mlir
 from jax.sharding import NamedSharding, PartitionSpec
 
 from shardkit.fft._compat import require_devices_during_lowering
-from shardkit.fft._plan import FFTPlan, Kind, Layout, make_plan, normalize_spec
+from shardkit.fft._plan import FFTPlan, Kind, Layout, normalize_spec, planned
 
 __all__ = ["Op", "apply", "auto_layout"]
 
@@ -129,7 +129,7 @@ class Op:
         """The forward plan for an input split as ``spec`` in :attr:`layout` if possible."""
 
         def make(layout: Layout) -> FFTPlan:
-            return make_plan(
+            return planned(
                 self.name,
                 self.in_shape,
                 spec,

@@ -54,7 +54,7 @@ from shardkit.layout.internal import NormSpec as Entries
 from shardkit.layout.internal import normalize as normalize_spec
 from shardkit.layout.internal import to_pspec as _to_spec
 
-__all__ = ["FFTPlan", "Kind", "Layout", "Step", "make_plan", "normalize_spec"]
+__all__ = ["FFTPlan", "Kind", "Layout", "Step", "make_plan", "normalize_spec", "planned"]
 
 Kind = Literal["c2c", "r2c", "c2r"]
 Layout = Literal["default", "natural"]
@@ -504,11 +504,13 @@ def make_plan(
                 "mesh divides (s=...), add or split another axis, or use fftn."
             )
         if target == d:
+            devices = b.parts(d)
             raise NotImplementedError(
-                f"{name}: {b.ctx}: axis {d} is split and the array has no other axis to "
-                "take its split (a 1-D transform of a split 1-D array needs a four-step "
-                "FFT, which shardkit does not implement). Reshape to 2-D, or replicate "
-                "the array before transforming it."
+                f"{name}: {b.ctx}: axis {d} is split over {devices} devices and no other "
+                "axis can take its split, so it needs the four-step FFT, which needs the "
+                f"square of the device count ({devices**2}) to divide the transformed "
+                f"length ({want.get(d, b.shape[d])}) and no other split axis. Choose such "
+                "a length (s=/n=), split fewer devices, or replicate the array."
             )
         b.move(d, target)
         done(d)
@@ -547,3 +549,50 @@ def make_plan(
         layout="natural" if out_entries == entries else "default",
         norm=norm,
     )
+
+
+def planned(
+    name: str,
+    shape: Sequence[int],
+    spec: PartitionSpec | Sequence[object],
+    mesh_sizes: Mapping[str, int],
+    *,
+    axes: Sequence[int],
+    sizes: Sequence[int],
+    kind: Kind = "c2c",
+    inverse: bool = False,
+    out_layout: Layout = "default",
+    norm: str | None = None,
+    ctx: str = "",
+) -> FFTPlan:
+    """:func:`make_plan`, or the four-step plan where no axis can take the split.
+
+    A C2C transform of one split axis with no other axis to move the split to (a
+    split 1-D signal) runs the four-step algorithm
+    (:mod:`shardkit.fft._fourstep`) instead of being refused.
+    """
+    try:
+        return make_plan(
+            name,
+            shape,
+            spec,
+            mesh_sizes,
+            axes=axes,
+            sizes=sizes,
+            kind=kind,
+            inverse=inverse,
+            out_layout=out_layout,
+            norm=norm,
+            ctx=ctx,
+        )
+    except NotImplementedError:
+        if kind != "c2c":
+            raise
+        from shardkit.fft._fourstep import four_step_plan
+
+        four = four_step_plan(
+            name, shape, spec, mesh_sizes, axes=axes, sizes=sizes, inverse=inverse, norm=norm
+        )
+        if four is None:
+            raise
+        return four

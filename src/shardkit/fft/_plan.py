@@ -432,12 +432,26 @@ def make_plan(
             ring = sorted([*cycle, real_axis]) if real_axis not in cycle else cycle
             nxt = ring[(ring.index(real_axis) + 1) % len(ring)]
             if nxt == real_axis or b.split(nxt):
-                raise NotImplementedError(
-                    f"{name}: {b.ctx}: the R2C axis {real_axis} is split and the next "
-                    f"transformed axis ({nxt}) is split too, so there is no free axis to "
-                    "move its split to before the real transform. Leave the last "
-                    "transformed axis unsplit, or use fftn on a complex input."
-                )
+                # Borrow an untransformed axis, as fftn does; the split stays there.
+                spare = [
+                    u
+                    for u in range(rank)
+                    if u not in axes and not b.split(u) and b.shape[u] > 1
+                    if b.can_receive(u, b.spec[real_axis])
+                ]
+                if not spare:
+                    why = (
+                        "it is the only transformed axis"
+                        if nxt == real_axis
+                        else f"the next transformed axis ({nxt}) is split too"
+                    )
+                    raise NotImplementedError(
+                        f"{name}: {b.ctx}: the R2C axis {real_axis} is split and {why}; "
+                        "no untransformed axis is unsplit and divisible by its devices, so "
+                        "no axis can take its split before the real transform. Leave the "
+                        "last transformed axis unsplit, or use fftn on a complex input."
+                    )
+                nxt = spare[0]
             b.move(real_axis, nxt)
             if nxt not in pending and nxt in complex_axes:
                 pending.append(nxt)
@@ -527,7 +541,14 @@ def make_plan(
             b.move(real_axis, dest)
         b.transform("irfft", [real_axis], [want[real_axis]])
     if back_to_natural:
-        b.unwind()
+        natural = copy.deepcopy(b)
+        natural.unwind()
+        if natural.padded() and out_layout != "natural":
+            # The way back ends padded (a split R2C axis, now halved): keep the
+            # first layout on it that divides, as the default layout promises.
+            b.unwind(until_divisible=True)
+        else:
+            b = natural
     elif b.padded():
         natural = copy.deepcopy(b)
         natural.unwind()

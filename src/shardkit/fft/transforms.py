@@ -197,7 +197,11 @@ def rfftn(
 
     The last of ``axes`` is transformed first (real to complex, length ``n//2+1``).
     If it is split, its split first moves to the next transformed axis (one more
-    ``all_to_all``; :func:`irfftn` then returns that layout). The halved axis is split
+    ``all_to_all``; :func:`irfftn` then returns that layout), or, when that one is
+    split too or it is the only transformed axis, to an unsplit untransformed axis
+    the devices divide (the output keeps the first layout on the way back that
+    divides: ``rfft2`` of ``(8, 16, 16)`` on ``P(None, None, 'x')`` returns
+    ``P('x', None, None)``). The halved axis is split
     only when the mesh divides ``n//2+1``; otherwise a pencil input (every other
     transformed axis split) comes back in the natural layout. When no other axis
     can take a split (``rfft2`` of a row-split 2-D array) the halved axis takes it,
@@ -217,7 +221,8 @@ def rfftn(
     Raises:
       TypeError: ``x`` is complex.
       ValueError: as :func:`fftn`.
-      NotImplementedError: the R2C axis and the transformed axis after it are split.
+      NotImplementedError: the R2C axis is split and no axis can take its split
+        (the next transformed axis is split and no untransformed axis is free).
 
     Example:
       >>> m = shardkit.mesh("8", "x")

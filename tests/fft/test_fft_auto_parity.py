@@ -25,7 +25,6 @@ NAMES = {"8": "x", "2x4": "x,y"}
 
 CASES: list[tuple[str, str, tuple[int, ...], bool, Callable[..., jax.Array], Callable]] = [
     ("8", "x", (8, 8, 8), False, skfft.fftn, np.fft.fftn),
-    ("2x4", "x,y", (8, 8, 8), False, skfft.ifftn, np.fft.ifftn),
     (
         "2x4",
         "x,y",
@@ -43,7 +42,6 @@ CASES: list[tuple[str, str, tuple[int, ...], bool, Callable[..., jax.Array], Cal
         functools.partial(np.fft.fft, n=16, axis=0),
     ),
     ("8", "x", (8, 8, 14), True, skfft.rfftn, np.fft.rfftn),
-    ("2x4", "x,y", (8, 8, 6), True, skfft.rfftn, np.fft.rfftn),
 ]
 
 
@@ -89,7 +87,6 @@ def test_auto_default_layout_gradient_moves_only() -> None:
         report = comms(jax.grad(loss(skfft.fftn)), x)
         report.assert_only({"all-to-all"})
         assert report.count("all-to-all") == 4  # two forward, two back
-        assert_close(jax.jit(jax.grad(loss(skfft.fftn)))(x), jax.grad(loss(jnp.fft.fftn))(a))
 
 
 def test_eager_auto_errors_arrive_unwrapped() -> None:

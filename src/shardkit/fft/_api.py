@@ -121,7 +121,10 @@ def _auto_op(
             np.dtype(jnp.finfo(out).dtype) if kind != "c2r" else np.result_type(out, np.complex64)
         )
     shape = tuple(arr.shape)
-    layout, cycle = auto_layout(kind, axes, sizes, shape, out_layout)
+    mesh = jax.sharding.get_abstract_mesh()
+    if mesh is None or mesh.empty:  # no jax.set_mesh: the operand's type may carry it
+        mesh = getattr(getattr(jax.typeof(arr), "sharding", None), "mesh", None)
+    layout, cycle = auto_layout(kind, axes, sizes, shape, out_layout, mesh)
     return Op(name, kind, inverse, axes, sizes, norm, shape, str(dtype), layout, cycle)
 
 

@@ -179,10 +179,12 @@ def auto_layout(
     sizes: tuple[int, ...],
     in_shape: tuple[int, ...],
     asked: Layout,
+    mesh: Any,
 ) -> tuple[Layout, tuple[int, ...]]:
     """The layout an Auto-axes op promises the partitioner before the split is known.
 
-    The Shardy rule is fixed while tracing, when only the mesh is known: it
+    The Shardy rule is fixed while tracing, when only the mesh is known (``mesh``:
+    the one set by ``jax.set_mesh``, else the one in the operand's type): it
     promises the default layout (each transformed axis's split moves to the next
     one, as on Explicit axes) only where that holds for any split the input may
     get: the device count divides every length in the cycle (no move pads, no
@@ -193,7 +195,6 @@ def auto_layout(
     Returns:
       The layout and, for the default one, the cycle of axes.
     """
-    mesh = jax.sharding.get_abstract_mesh()
     if asked == "natural" or mesh is None or mesh.empty:
         return "natural", ()
     devices = math.prod(mesh.axis_sizes)

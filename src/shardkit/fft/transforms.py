@@ -43,7 +43,8 @@ the mesh does not divide cannot return to the natural layout: ``out_layout=
 Inside ``jit`` on Explicit mesh axes the same plans run; on Auto axes a
 ``custom_partitioning`` rule partitions the op with the same plan, output layout
 and ``all_to_all`` count whenever the mesh is known while tracing
-(``jax.set_mesh``) and its device count divides the transformed lengths; otherwise
+(``jax.set_mesh``, or the operand's type) and its device count divides the
+transformed lengths; otherwise
 in the natural layout (a length changed by ``s``/``n`` keeps its split). All work
 under every JAX transformation (``grad``/``jvp``/``vjp`` of any order, ``vmap``,
 ``jacfwd``/``jacrev``, ``linear_transpose``), eagerly and inside ``jit``, on

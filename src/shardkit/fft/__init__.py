@@ -4,23 +4,35 @@
 transform shard by shard: local FFTs along unsplit axes and ``all_to_all`` moves of
 the split ones (one for a slab, two for a pencil). They work eagerly, inside ``jit``
 (Explicit axes through ``shard_map``, Auto axes through a ``custom_partitioning``
-rule) and under ``grad``/``jvp``/``vjp``. Only the input's own split has to divide
+rule) and under every transformation (``grad`` of any order, ``vmap``,
+``jacfwd``/``jacrev``, ``linear_transpose``). Only the input's own split has to divide
 its lengths: moves pad what the mesh does not divide and trim it afterwards (see
 :mod:`shardkit.fft.transforms`). :func:`plan` exposes the per-shard form for use
-inside your own ``shard_map``.
+inside your own ``shard_map``. For hand-written spectral and stencil codes:
+:func:`halo_exchange` (neighbours' cells, ``ppermute`` only) and the pencil
+transposes :func:`x_to_y`, :func:`y_to_z`, :func:`z_to_y`, :func:`y_to_x` and
+:func:`transpose_split` (one ``all_to_all`` each).
 """
 
 from shardkit.fft._api import fftfreq, plan, rfftfreq
+from shardkit.fft._halo import halo_exchange
+from shardkit.fft._pencils import transpose_split, x_to_y, y_to_x, y_to_z, z_to_y
 from shardkit.fft._plan import FFTPlan, Step
 from shardkit.fft.transforms import (
     fft,
     fft2,
     fftn,
+    fftshift,
+    hfft,
     ifft,
     ifft2,
     ifftn,
+    ifftshift,
+    ihfft,
+    irfft,
     irfft2,
     irfftn,
+    rfft,
     rfft2,
     rfftn,
 )
@@ -32,13 +44,25 @@ __all__ = [
     "fft2",
     "fftfreq",
     "fftn",
+    "fftshift",
+    "halo_exchange",
+    "hfft",
     "ifft",
     "ifft2",
     "ifftn",
+    "ifftshift",
+    "ihfft",
+    "irfft",
     "irfft2",
     "irfftn",
     "plan",
+    "rfft",
     "rfft2",
     "rfftfreq",
     "rfftn",
+    "transpose_split",
+    "x_to_y",
+    "y_to_x",
+    "y_to_z",
+    "z_to_y",
 ]

@@ -15,7 +15,6 @@ Routing, by what is known about the input's sharding:
 from __future__ import annotations
 
 import functools
-import math
 import operator
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -25,8 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from shardkit.fft._partition import partitioned
-from shardkit.fft._plan import FFTPlan, Kind, Layout, make_plan
+from shardkit.fft._partition import Op, apply, auto_layout
+from shardkit.fft._plan import FFTPlan, Kind, Layout, planned
 from shardkit.layout.internal import (
     check_mesh_arg,
     check_placement,
@@ -99,13 +98,35 @@ def _normalize_sizes(
     return tuple(sizes)
 
 
-def _norm_scale(norm: str | None, inverse: bool, n: int) -> float:
-    """Factor turning numpy's "backward" result into ``norm``'s."""
-    if norm in (None, "backward"):
-        return 1.0
-    if norm == "ortho":
-        return math.sqrt(n) if inverse else 1 / math.sqrt(n)
-    return float(n) if inverse else 1 / n
+def _auto_op(
+    name: str,
+    kind: Kind,
+    inverse: bool,
+    axes: tuple[int, ...],
+    sizes: tuple[int, ...],
+    norm: str | None,
+    out_layout: Layout,
+    arr: jax.Array,
+) -> Op:
+    """The primitive's parameter; non-float inputs are cast as ``jnp.fft`` casts them."""
+    dtype = np.dtype(arr.dtype)
+    if not jnp.issubdtype(dtype, jnp.inexact):
+        # jnp.fft promotes ints and bools to the default float dtype's complex twin
+        # through its own rules; match its output dtype exactly.
+        reference = _KINDS[name][2]
+        out = jax.eval_shape(
+            functools.partial(reference, s=sizes, axes=axes),
+            jax.ShapeDtypeStruct(arr.shape, dtype),
+        ).dtype
+        dtype = (
+            np.dtype(jnp.finfo(out).dtype) if kind != "c2r" else np.result_type(out, np.complex64)
+        )
+    shape = tuple(arr.shape)
+    mesh = jax.sharding.get_abstract_mesh()
+    if mesh is None or mesh.empty:  # no jax.set_mesh: the operand's type may carry it
+        mesh = getattr(getattr(jax.typeof(arr), "sharding", None), "mesh", None)
+    layout, cycle = auto_layout(kind, axes, sizes, shape, out_layout, mesh)
+    return Op(name, kind, inverse, axes, sizes, norm, shape, str(dtype), layout, cycle)
 
 
 def _check_options(where: str, norm: str | None, out_layout: str) -> None:
@@ -165,21 +186,36 @@ def transform(
     if route == "local":
         return reference(arr)
     if route == "auto":
-        if not jnp.issubdtype(arr.dtype, jnp.inexact):
-            arr = arr.astype(jnp.result_type(float))
-        # Tracing jnp's "ortho"/"forward" scaling leaves constants in the jaxpr, which
-        # custom_partitioning rejects: scale by a Python float instead.
-        unscaled = functools.partial(reference_fn, s=sizes, axes=axes_t, norm="backward")
-        scale = _norm_scale(norm, inverse, math.prod(sizes))
-        op = partitioned(
-            name, kind, inverse, axes_t, sizes, norm, shape, str(arr.dtype), unscaled, scale
-        )
-        return op(arr)
+        return apply(_auto_op(name, kind, inverse, axes_t, sizes, norm, out_layout, arr), arr)
     assert spec is not None
     p = _checked_plan(name, name, shape, spec, mesh, axes_t, sizes, out_layout, norm)
     if route == "eager":
         return _shard_mapped(p, mesh)(arr)
-    return jax.shard_map(p.local, mesh=mesh, in_specs=p.in_spec, out_specs=p.out_spec)(arr)  # type: ignore[arg-type]
+    return _explicit(p, mesh)(arr)
+
+
+@functools.cache
+def _explicit(p: FFTPlan, mesh: Any) -> Callable[[jax.Array], jax.Array]:
+    """The plan's ``shard_map`` on Explicit axes, with tangents moved to the input's split.
+
+    ``shard_map`` insists that an argument's type carries ``in_specs``; a tangent
+    (e.g. a replicated direction given to ``jax.jvp``) may not, so the JVP reshards
+    it first. The tangent map is the same ``shard_map``, whose transpose and
+    batching rules serve reverse mode, ``vmap`` and higher derivatives.
+    """
+    run = jax.jit(jax.shard_map(p.local, mesh=mesh, in_specs=p.in_spec, out_specs=p.out_spec))  # type: ignore[arg-type]
+
+    @jax.custom_jvp
+    def op(x: jax.Array) -> jax.Array:
+        return run(x)
+
+    @op.defjvp
+    def _jvp(primals: tuple[jax.Array], tangents: tuple[jax.Array]) -> Any:
+        (x,), (t,) = primals, tangents
+        t = jax.sharding.reshard(jnp.asarray(t, x.dtype), NamedSharding(mesh, p.in_spec))
+        return op(x), op(t)
+
+    return op
 
 
 def plan(
@@ -257,7 +293,7 @@ def _checked_plan(
     """Check ``shape`` fits ``spec`` on ``mesh`` (errors name ``where``), then plan."""
     check_placement(where, shape, spec, mesh)
     kind, inverse, _ = _KINDS[name]
-    return make_plan(
+    return planned(
         name,
         shape,
         spec,

@@ -1,109 +1,287 @@
-"""The ``jit`` rule: ``custom_partitioning`` so that XLA partitions instead of gathering.
+"""The ``Auto``-axes route: one linear primitive lowered to ``custom_partitioning``.
 
 Inside ``jit`` on ``Auto`` mesh axes the input's sharding is unknown while tracing;
-it is decided later by the partitioner (Shardy in JAX 0.10). ``custom_partitioning``
-lets the partitioner call back with the operand's sharding, and the callback returns
-the per-shard program of a :class:`~shardkit.fft._plan.FFTPlan` (local FFTs and
-``all_to_all`` moves).
+it is decided later by the partitioner. ``custom_partitioning`` lets the partitioner
+call back with the operand's sharding, and the callback returns the per-shard
+program of a :class:`~shardkit.fft._plan.FFTPlan` (local FFTs and ``all_to_all``
+moves).
 
-The Shardy rule ties every output dimension whose length does not change to the
-same input dimension, so the partitioner expects the output split like the input:
-the rule therefore builds the *natural* layout plan (a slab costs two
-``all_to_all`` inside ``jit`` on Auto axes; Explicit axes get the default layout,
-see :mod:`shardkit.fft._api`). Lengths the mesh does not divide are padded inside
-the plan's moves, so only the operand's own sharding has to divide. When the
-natural layout is impossible (an R2C axis that was split) it uses the default
-plan and the partitioner reshards the output.
+``custom_partitioning`` itself has no differentiation, transposition or batching
+rules, so it is hidden behind a JAX primitive, ``shardkit_fft``, whose parameter is
+an :class:`Op` (the transform, its axes and lengths, the input shape and dtype, and
+whether it is the transpose). The transform is linear, which fixes every rule:
 
-``custom_partitioning`` has no differentiation rules, so the op is wrapped in a
-``custom_jvp``: the transform is linear, so the tangent is the same op applied to
-the tangent, through ``jax.custom_derivatives.linear_call`` whose transpose is a
-second ``custom_partitioning`` op running ``jax.linear_transpose`` of the per-shard
-program (so reverse mode also partitions instead of gathering).
+* JVP: the tangent goes through the same primitive (``ad.deflinear2``), so
+  ``jacfwd`` and derivatives of any order stay on shardkit's plans;
+* transpose: the primitive with ``transposed`` flipped, lowered to a second
+  ``custom_partitioning`` op that runs ``jax.linear_transpose`` of the per-shard
+  program (reverse mode partitions instead of gathering; the transpose of the
+  transpose is the forward op again);
+* batching: the mapped axis moves to the front and becomes one more untransformed
+  axis of the op (``vmap``, ``jacrev`` and ``jacfwd`` plan the same moves);
+* eager evaluation (``grad`` of a concrete array on Auto axes): the primitive is
+  jitted alone, so the partitioner sees the concrete sharding and runs the plan,
+  never ``jnp.fft``'s partitioned FFT.
+
+The Shardy rule is fixed while tracing, before the split is known. Where the mesh
+is known then (``jax.set_mesh``) and its device count divides every transformed
+length, the rule promises the *default* layout, each transformed axis's factor
+moved to the next transformed axis, and the partition builds the same plan as on
+Explicit axes (same output spec, same number of ``all_to_all``). Otherwise it
+ties each output dimension to its input dimension (the natural layout); a length
+changed by ``s=`` shares its common divisor with the input's, so the split
+survives. When the promised layout is impossible for the actual split (a split
+R2C axis) the other one is built and the partitioner reshards the output.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import math
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
-from jax.custom_derivatives import linear_call
+import numpy as np
 from jax.experimental.custom_partitioning import custom_partitioning
-from jax.sharding import NamedSharding
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
+from jax.sharding import NamedSharding, PartitionSpec
 
-from shardkit.fft._plan import FFTPlan, Kind, Layout, make_plan
+from shardkit.fft._compat import require_devices_during_lowering
+from shardkit.fft._plan import FFTPlan, Kind, Layout, normalize_spec, planned
 
-__all__ = ["partitioned"]
+__all__ = ["Op", "apply", "auto_layout"]
 
-_LETTERS = "abcdefghijklmnopqrstuvwxyz"
-
-
-def _mesh_sizes(mesh: Any) -> dict[str, int]:
-    return dict(mesh.shape)
-
-
-def _rule(in_shape: tuple[int, ...], out_shape: tuple[int, ...]) -> str:
-    ins = [_LETTERS[i] for i in range(len(in_shape))]
-    outs = [
-        ins[i] if in_shape[i] == out_shape[i] else _LETTERS[len(in_shape) + i]
-        for i in range(len(out_shape))
-    ]
-    return f"{' '.join(ins)} -> {' '.join(outs)}"
+_JNP: dict[str, Callable[..., jax.Array]] = {
+    "fftn": jnp.fft.fftn,
+    "ifftn": jnp.fft.ifftn,
+    "rfftn": jnp.fft.rfftn,
+    "irfftn": jnp.fft.irfftn,
+}
 
 
-@functools.cache
-def partitioned(
-    name: str,
-    kind: Kind,
-    inverse: bool,
-    axes: tuple[int, ...],
-    sizes: tuple[int, ...],
-    norm: str | None,
-    in_shape: tuple[int, ...],
-    in_dtype: str,
-    unscaled: Callable[[jax.Array], jax.Array],
-    scale: float,
-) -> Callable[[jax.Array], jax.Array]:
-    """A differentiable function of ``x`` that ``jit`` partitions with an FFT plan.
+@dataclasses.dataclass(frozen=True)
+class Op:
+    """A transform as the primitive's parameter (hashable, so programs are cached).
 
-    ``unscaled`` is the ``jnp.fft`` transform with ``norm="backward"``; ``scale``
-    turns it into ``norm``'s result.
+    Attributes:
+      name: ``"fftn"``, ``"ifftn"``, ``"rfftn"`` or ``"irfftn"``.
+      kind: ``"c2c"``, ``"r2c"`` or ``"c2r"``.
+      inverse: whether it is an inverse transform.
+      axes: transformed axes (non-negative).
+      sizes: numpy's ``s``.
+      norm: numpy's ``norm``.
+      in_shape: the forward transform's input shape.
+      in_dtype: the forward transform's input dtype.
+      layout: the output layout the Shardy rule promises (see :func:`auto_layout`).
+      cycle: for the default layout, the axes whose splits move round.
+      transposed: the op is the transpose: it maps the forward output's cotangent
+        (shape :attr:`out_shape`) to the input's (shape :attr:`in_shape`).
     """
 
-    def reference(x: jax.Array) -> jax.Array:
-        y = unscaled(x)
-        return y if scale == 1.0 else y * scale
+    name: str
+    kind: Kind
+    inverse: bool
+    axes: tuple[int, ...]
+    sizes: tuple[int, ...]
+    norm: str | None
+    in_shape: tuple[int, ...]
+    in_dtype: str
+    layout: Layout = "natural"
+    cycle: tuple[int, ...] = ()
+    transposed: bool = False
 
-    def plan_for(spec: Any, mesh: Any) -> FFTPlan:
+    @property
+    def scale(self) -> float:
+        """Factor turning numpy's ``"backward"`` result into ``norm``'s."""
+        n = math.prod(self.sizes)
+        if self.norm in (None, "backward"):
+            return 1.0
+        if self.norm == "ortho":
+            return math.sqrt(n) if self.inverse else 1 / math.sqrt(n)
+        return float(n) if self.inverse else 1 / n
+
+    def reference(self, x: jax.Array) -> jax.Array:
+        """The single-device forward transform (``jnp.fft``)."""
+        # Tracing jnp's "ortho"/"forward" scaling leaves constants in the jaxpr, which
+        # custom_partitioning rejects: scale by a Python float instead.
+        y = _JNP[self.name](x, s=self.sizes, axes=self.axes, norm="backward")
+        return y if self.scale == 1.0 else y * self.scale
+
+    @property
+    def out(self) -> jax.ShapeDtypeStruct:
+        """Shape and dtype of the forward transform's output."""
+        return _out_struct(dataclasses.replace(self, transposed=False))
+
+    def batched(self, size: int) -> Op:
+        """The same op with a new leading (untransformed) axis of length ``size``."""
+        return dataclasses.replace(
+            self,
+            in_shape=(size, *self.in_shape),
+            axes=tuple(a + 1 for a in self.axes),
+            cycle=tuple(a + 1 for a in self.cycle),
+        )
+
+    def plan(self, spec: Any, mesh: Any) -> FFTPlan:
+        """The forward plan for an input split as ``spec`` in :attr:`layout` if possible."""
+
         def make(layout: Layout) -> FFTPlan:
-            return make_plan(
-                name,
-                in_shape,
+            return planned(
+                self.name,
+                self.in_shape,
                 spec,
-                _mesh_sizes(mesh),
-                axes=axes,
-                sizes=sizes,
-                kind=kind,
-                inverse=inverse,
-                norm=norm,
+                dict(mesh.shape),
+                axes=self.axes,
+                sizes=self.sizes,
+                kind=self.kind,
+                inverse=self.inverse,
+                norm=self.norm,
                 out_layout=layout,
             )
 
+        other: Layout = "default" if self.layout == "natural" else "natural"
         try:
-            return make("natural")
-        except ValueError:  # e.g. a split R2C axis: the partitioner reshards the output
-            return make("default")
+            try:
+                return make(self.layout)
+            except ValueError:  # e.g. a split R2C axis: the partitioner reshards the output
+                return make(other)
+        except (ValueError, NotImplementedError) as e:
+            # XLA wraps the callback's exception in its own error; eager calls (the
+            # primitive jitted alone, see _impl) re-raise this one instead.
+            _errors.last = e
+            raise
 
-    out_aval = jax.eval_shape(reference, jax.ShapeDtypeStruct(in_shape, in_dtype))
-    rule = _rule(in_shape, tuple(out_aval.shape))
+    def destinations(self) -> tuple[int, ...]:
+        """Where each input axis's split lands in :attr:`layout` (the Shardy rule's map)."""
+        dest = list(range(len(self.in_shape)))
+        if self.layout == "natural":
+            return tuple(dest)
+        cycle = self.cycle
+        step = -1 if self.inverse else 1
+        for k, a in enumerate(cycle):
+            dest[a] = cycle[(k + step) % len(cycle)]
+        return tuple(dest)
 
-    forward = custom_partitioning(reference)
 
-    def fwd_partition(mesh: Any, arg_shapes: Any, result_shape: Any) -> Any:
-        plan = plan_for(arg_shapes[0].sharding.spec, mesh)
+def _cycle(kind: Kind, axes: tuple[int, ...], half: int, devices: int) -> list[int]:
+    """The transformed axes that pass splits round (the plan's cycle; see ``_plan``)."""
+    if kind == "c2c" or half % devices == 0:
+        return sorted(axes)
+    return sorted(axes[:-1])
+
+
+def auto_layout(
+    kind: Kind,
+    axes: tuple[int, ...],
+    sizes: tuple[int, ...],
+    in_shape: tuple[int, ...],
+    asked: Layout,
+    mesh: Any,
+) -> tuple[Layout, tuple[int, ...]]:
+    """The layout an Auto-axes op promises the partitioner before the split is known.
+
+    The Shardy rule is fixed while tracing, when only the mesh is known (``mesh``:
+    the one set by ``jax.set_mesh``, else the one in the operand's type): it
+    promises the default layout (each transformed axis's split moves to the next
+    one, as on Explicit axes) only where that holds for any split the input may
+    get: the device count divides every length in the cycle (no move pads, no
+    receiver is skipped) and the cycle has more axes than the mesh has axes of
+    size > 1 (some axis is always free to receive). Otherwise the rule ties each
+    output dimension to its input dimension (natural layout).
+
+    Returns:
+      The layout and, for the default one, the cycle of axes.
+    """
+    if asked == "natural" or mesh is None or mesh.empty:
+        return "natural", ()
+    devices = math.prod(mesh.axis_sizes)
+    big = sum(n > 1 for n in mesh.axis_sizes)
+    lengths = dict(zip(axes, sizes, strict=True))
+    if kind == "r2c":
+        lengths[axes[-1]] = sizes[-1] // 2 + 1
+    elif kind == "c2r":
+        lengths[axes[-1]] = in_shape[axes[-1]]
+    cycle = _cycle(kind, axes, lengths[axes[-1]], devices) if devices > 1 else []
+    if len(cycle) <= big or any(lengths[a] % devices for a in cycle):
+        return "natural", ()
+    return "default", tuple(cycle)
+
+
+class _Errors:
+    # Not thread-local: XLA may call the partitioner from its own compile thread.
+    last: BaseException | None = None
+
+
+_errors = _Errors()
+
+
+@functools.cache
+def _out_struct(op: Op) -> jax.ShapeDtypeStruct:
+    return jax.eval_shape(op.reference, jax.ShapeDtypeStruct(op.in_shape, op.in_dtype))
+
+
+def _rule(op: Op, *, transposed: bool) -> tuple[str, dict[str, int]]:
+    """The Shardy rule: input axis ``d``'s factor reappears on output axis ``dest[d]``.
+
+    Where the lengths differ (``s=``, a real axis) the shared factor is their common
+    divisor, as the major part of both axes, so a split that divides it carries
+    over instead of being dropped (which would make the partitioner gather).
+    """
+    in_shape, out_shape = op.in_shape, tuple(op.out.shape)
+    dest = op.destinations()
+    ins: list[str] = [""] * len(in_shape)
+    outs: list[str] = [""] * len(out_shape)
+    factors: dict[str, int] = {}
+    for d, e in enumerate(dest):
+        n, m = in_shape[d], out_shape[e]
+        g = math.gcd(n, m)
+        if n == m:
+            ins[d] = outs[e] = f"f{d}"
+            continue
+        parts_in = [f"f{d}"] if g > 1 else []
+        parts_out = list(parts_in)
+        if g > 1:
+            factors[f"f{d}"] = g
+        for parts, size, tag in ((parts_in, n // g, "i"), (parts_out, m // g, "o")):
+            if size > 1 or not parts:
+                parts.append(f"{tag}{d}")
+                factors[f"{tag}{d}"] = size
+        ins[d] = parts_in[0] if len(parts_in) == 1 else f"({' '.join(parts_in)})"
+        outs[e] = parts_out[0] if len(parts_out) == 1 else f"({' '.join(parts_out)})"
+    lhs, rhs = " ".join(ins), " ".join(outs)
+    # Only factors inside a compound dimension take a size (whole ones are inferred).
+    whole = {w for w in ins + outs if not w.startswith("(")}
+    used = {k: v for k, v in factors.items() if k not in whole}
+    return (f"{rhs} -> {lhs}" if transposed else f"{lhs} -> {rhs}"), used
+
+
+def _spec(sharding: Any) -> PartitionSpec:
+    """A sharding's spec; a replicated ``GSPMDSharding`` (an uncommitted input) has none."""
+    spec = getattr(sharding, "spec", None)
+    if spec is not None:
+        return spec
+    if sharding.is_fully_replicated:
+        return PartitionSpec()
+    raise NotImplementedError(f"shardkit.fft: a layout with no mesh axes: {sharding}")
+
+
+def _local_shape(shape: tuple[int, ...], spec: Any, mesh: Any) -> tuple[int, ...]:
+    sizes = dict(mesh.shape)
+    return tuple(
+        n // math.prod(sizes[a] for a in entry)
+        for n, entry in zip(shape, normalize_spec(spec, len(shape)), strict=True)
+    )
+
+
+@functools.cache
+def _forward(op: Op) -> Callable[[jax.Array], jax.Array]:
+    fn = custom_partitioning(op.reference)
+
+    def partition(mesh: Any, arg_shapes: Any, result_shape: Any) -> Any:
+        plan = op.plan(_spec(arg_shapes[0].sharding), mesh)
         return (
             mesh,
             plan.local,
@@ -111,29 +289,35 @@ def partitioned(
             (NamedSharding(mesh, plan.in_spec),),
         )
 
-    def fwd_infer(mesh: Any, arg_shapes: Any, result_shape: Any) -> NamedSharding:
-        return NamedSharding(mesh, plan_for(arg_shapes[0].sharding.spec, mesh).out_spec)
+    def infer(mesh: Any, arg_shapes: Any, result_shape: Any) -> NamedSharding:
+        return NamedSharding(mesh, op.plan(_spec(arg_shapes[0].sharding), mesh).out_spec)
 
-    forward.def_partition(
-        partition=fwd_partition,
-        infer_sharding_from_operands=fwd_infer,
+    rule, factors = _rule(op, transposed=False)
+    fn.def_partition(
+        partition=partition,
+        infer_sharding_from_operands=infer,
         sharding_rule=rule,
+        **factors,  # type: ignore[arg-type]  # factor sizes, not the named flags
     )
+    return fn
 
-    in_struct = jax.ShapeDtypeStruct(in_shape, in_dtype)
 
-    def transpose_reference(ct: jax.Array) -> jax.Array:
-        (out,) = jax.linear_transpose(reference, in_struct)(ct)
+@functools.cache
+def _backward(op: Op) -> Callable[[jax.Array], jax.Array]:
+    in_struct = jax.ShapeDtypeStruct(op.in_shape, op.in_dtype)
+
+    def reference(ct: jax.Array) -> jax.Array:
+        (out,) = jax.linear_transpose(op.reference, in_struct)(ct)
         return out
 
-    backward = custom_partitioning(transpose_reference)
+    fn = custom_partitioning(reference)
 
-    def bwd_partition(mesh: Any, arg_shapes: Any, result_shape: Any) -> Any:
-        plan = plan_for(result_shape.sharding.spec, mesh)
+    def partition(mesh: Any, arg_shapes: Any, result_shape: Any) -> Any:
+        plan = op.plan(_spec(result_shape.sharding), mesh)
         local_in = _local_shape(plan.in_shape, plan.in_spec, mesh)
 
         def lower(ct: jax.Array) -> jax.Array:
-            struct = jax.ShapeDtypeStruct(local_in, in_dtype)
+            struct = jax.ShapeDtypeStruct(local_in, op.in_dtype)
             (out,) = jax.linear_transpose(plan.local, struct)(ct)
             return out
 
@@ -144,42 +328,73 @@ def partitioned(
             (NamedSharding(mesh, plan.out_spec),),
         )
 
-    def bwd_infer(mesh: Any, arg_shapes: Any, result_shape: Any) -> NamedSharding:
-        return NamedSharding(mesh, result_shape.sharding.spec)
+    def infer(mesh: Any, arg_shapes: Any, result_shape: Any) -> NamedSharding:
+        return NamedSharding(mesh, _spec(result_shape.sharding))
 
-    backward.def_partition(
-        partition=bwd_partition,
-        infer_sharding_from_operands=bwd_infer,
-        sharding_rule=_rule(tuple(out_aval.shape), in_shape),
+    rule, factors = _rule(op, transposed=True)
+    fn.def_partition(
+        partition=partition,
+        infer_sharding_from_operands=infer,
+        sharding_rule=rule,
+        **factors,  # type: ignore[arg-type]  # factor sizes, not the named flags
     )
-
-    def tangent_map(_: tuple[()], t: jax.Array) -> jax.Array:
-        return forward(t)
-
-    def cotangent_map(_: tuple[()], ct: jax.Array) -> jax.Array:
-        return backward(ct.astype(out_aval.dtype)).astype(in_dtype)
-
-    @jax.custom_jvp
-    def op(x: jax.Array) -> jax.Array:
-        return forward(x)
-
-    @op.defjvp
-    def op_jvp(primals: tuple[jax.Array], tangents: tuple[jax.Array]) -> Any:
-        (x,), (t,) = primals, tangents
-        t = jnp.asarray(t, in_dtype)
-        return forward(x), linear_call(tangent_map, cotangent_map, (), t)
-
-    return op
+    return fn
 
 
-def _local_shape(shape: tuple[int, ...], spec: Any, mesh: Any) -> tuple[int, ...]:
-    from shardkit.fft._plan import normalize_spec
+def _lowered(x: jax.Array, *, op: Op) -> jax.Array:
+    if op.transposed:
+        return _backward(dataclasses.replace(op, transposed=False))(x)
+    return _forward(op)(x)
 
-    sizes = _mesh_sizes(mesh)
-    out = []
-    for n, entry in zip(shape, normalize_spec(spec, len(shape)), strict=True):
-        parts = 1
-        for a in entry:
-            parts *= sizes[a]
-        out.append(n // parts)
-    return tuple(out)
+
+@functools.cache
+def _jitted(op: Op) -> Callable[[jax.Array], jax.Array]:
+    return jax.jit(functools.partial(_lowered, op=op))
+
+
+def _impl(x: jax.Array, *, op: Op) -> jax.Array:
+    # Compiled alone, the op sees the concrete array's sharding in the partitioner.
+    _errors.last = None
+    try:
+        return _jitted(op)(x)
+    except jax.errors.JaxRuntimeError:
+        error, _errors.last = _errors.last, None
+        if error is None:
+            raise
+        raise error from None
+
+
+def _abstract_eval(x: Any, *, op: Op) -> Any:
+    if op.transposed:
+        shape, dtype = op.in_shape, np.dtype(op.in_dtype)
+    else:
+        shape, dtype = tuple(op.out.shape), np.dtype(op.out.dtype)
+    return x.update(shape=shape, dtype=dtype, weak_type=False)
+
+
+def _transpose(ct: jax.Array, x: Any, *, op: Op) -> list[jax.Array]:
+    flipped = dataclasses.replace(op, transposed=not op.transposed)
+    want = op.out.dtype if op.transposed else op.in_dtype
+    have = op.in_dtype if op.transposed else op.out.dtype
+    return [fft_p.bind(jnp.asarray(ct, have), op=flipped).astype(want)]
+
+
+def _batch(args: Any, dims: Any, *, op: Op) -> tuple[jax.Array, int]:
+    (x,), (d,) = args, dims
+    x = jnp.moveaxis(x, d, 0)
+    size = x.shape[0]
+    return fft_p.bind(x, op=op.batched(size)), 0
+
+
+fft_p = Primitive("shardkit_fft")
+fft_p.def_impl(_impl)
+fft_p.def_abstract_eval(_abstract_eval)
+ad.deflinear2(fft_p, _transpose)
+batching.primitive_batchers[fft_p] = _batch
+mlir.register_lowering(fft_p, mlir.lower_fun(_lowered, multiple_results=False))
+require_devices_during_lowering(fft_p)
+
+
+def apply(op: Op, x: jax.Array) -> jax.Array:
+    """Run ``op`` (forward) on ``x``: partitioned under ``jit``, differentiable, batchable."""
+    return fft_p.bind(jnp.asarray(x, op.in_dtype), op=op)

@@ -54,7 +54,7 @@ from shardkit.layout.internal import NormSpec as Entries
 from shardkit.layout.internal import normalize as normalize_spec
 from shardkit.layout.internal import to_pspec as _to_spec
 
-__all__ = ["FFTPlan", "Kind", "Layout", "Step", "make_plan", "normalize_spec"]
+__all__ = ["FFTPlan", "Kind", "Layout", "Step", "make_plan", "normalize_spec", "planned"]
 
 Kind = Literal["c2c", "r2c", "c2r"]
 Layout = Literal["default", "natural"]
@@ -432,12 +432,26 @@ def make_plan(
             ring = sorted([*cycle, real_axis]) if real_axis not in cycle else cycle
             nxt = ring[(ring.index(real_axis) + 1) % len(ring)]
             if nxt == real_axis or b.split(nxt):
-                raise NotImplementedError(
-                    f"{name}: {b.ctx}: the R2C axis {real_axis} is split and the next "
-                    f"transformed axis ({nxt}) is split too, so there is no free axis to "
-                    "move its split to before the real transform. Leave the last "
-                    "transformed axis unsplit, or use fftn on a complex input."
-                )
+                # Borrow an untransformed axis, as fftn does; the split stays there.
+                spare = [
+                    u
+                    for u in range(rank)
+                    if u not in axes and not b.split(u) and b.shape[u] > 1
+                    if b.can_receive(u, b.spec[real_axis])
+                ]
+                if not spare:
+                    why = (
+                        "it is the only transformed axis"
+                        if nxt == real_axis
+                        else f"the next transformed axis ({nxt}) is split too"
+                    )
+                    raise NotImplementedError(
+                        f"{name}: {b.ctx}: the R2C axis {real_axis} is split and {why}; "
+                        "no untransformed axis is unsplit and divisible by its devices, so "
+                        "no axis can take its split before the real transform. Leave the "
+                        "last transformed axis unsplit, or use fftn on a complex input."
+                    )
+                nxt = spare[0]
             b.move(real_axis, nxt)
             if nxt not in pending and nxt in complex_axes:
                 pending.append(nxt)
@@ -504,11 +518,13 @@ def make_plan(
                 "mesh divides (s=...), add or split another axis, or use fftn."
             )
         if target == d:
+            devices = b.parts(d)
             raise NotImplementedError(
-                f"{name}: {b.ctx}: axis {d} is split and the array has no other axis to "
-                "take its split (a 1-D transform of a split 1-D array needs a four-step "
-                "FFT, which shardkit does not implement). Reshape to 2-D, or replicate "
-                "the array before transforming it."
+                f"{name}: {b.ctx}: axis {d} is split over {devices} devices and no other "
+                "axis can take its split, so it needs the four-step FFT, which needs the "
+                f"square of the device count ({devices**2}) to divide the transformed "
+                f"length ({want.get(d, b.shape[d])}) and no other split axis. Choose such "
+                "a length (s=/n=), split fewer devices, or replicate the array."
             )
         b.move(d, target)
         done(d)
@@ -525,7 +541,14 @@ def make_plan(
             b.move(real_axis, dest)
         b.transform("irfft", [real_axis], [want[real_axis]])
     if back_to_natural:
-        b.unwind()
+        natural = copy.deepcopy(b)
+        natural.unwind()
+        if natural.padded() and out_layout != "natural":
+            # The way back ends padded (a split R2C axis, now halved): keep the
+            # first layout on it that divides, as the default layout promises.
+            b.unwind(until_divisible=True)
+        else:
+            b = natural
     elif b.padded():
         natural = copy.deepcopy(b)
         natural.unwind()
@@ -547,3 +570,50 @@ def make_plan(
         layout="natural" if out_entries == entries else "default",
         norm=norm,
     )
+
+
+def planned(
+    name: str,
+    shape: Sequence[int],
+    spec: PartitionSpec | Sequence[object],
+    mesh_sizes: Mapping[str, int],
+    *,
+    axes: Sequence[int],
+    sizes: Sequence[int],
+    kind: Kind = "c2c",
+    inverse: bool = False,
+    out_layout: Layout = "default",
+    norm: str | None = None,
+    ctx: str = "",
+) -> FFTPlan:
+    """:func:`make_plan`, or the four-step plan where no axis can take the split.
+
+    A C2C transform of one split axis with no other axis to move the split to (a
+    split 1-D signal) runs the four-step algorithm
+    (:mod:`shardkit.fft._fourstep`) instead of being refused.
+    """
+    try:
+        return make_plan(
+            name,
+            shape,
+            spec,
+            mesh_sizes,
+            axes=axes,
+            sizes=sizes,
+            kind=kind,
+            inverse=inverse,
+            out_layout=out_layout,
+            norm=norm,
+            ctx=ctx,
+        )
+    except NotImplementedError:
+        if kind != "c2c":
+            raise
+        from shardkit.fft._fourstep import four_step_plan
+
+        four = four_step_plan(
+            name, shape, spec, mesh_sizes, axes=axes, sizes=sizes, inverse=inverse, norm=norm
+        )
+        if four is None:
+            raise
+        return four

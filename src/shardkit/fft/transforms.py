@@ -41,8 +41,14 @@ the mesh does not divide cannot return to the natural layout: ``out_layout=
 "natural"`` then raises, and so does the default layout when it would need it.
 
 Inside ``jit`` on Explicit mesh axes the same plans run; on Auto axes a
-``custom_partitioning`` rule partitions the op (natural layout there). All are
-differentiable (``grad``, ``jvp``, ``vjp``).
+``custom_partitioning`` rule partitions the op with the same plan, output layout
+and ``all_to_all`` count whenever the mesh is known while tracing
+(``jax.set_mesh``, or the operand's type) and its device count divides the
+transformed lengths; otherwise
+in the natural layout (a length changed by ``s``/``n`` keeps its split). All work
+under every JAX transformation (``grad``/``jvp``/``vjp`` of any order, ``vmap``,
+``jacfwd``/``jacrev``, ``linear_transpose``), eagerly and inside ``jit``, on
+Auto and Explicit axes; every derivative runs shardkit's plans (all-to-alls only).
 """
 
 from __future__ import annotations
@@ -50,11 +56,30 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import jax
+import jax.numpy as jnp
 
 from shardkit.fft._api import transform
 from shardkit.fft._plan import Layout
+from shardkit.fft._shift import shift
 
-__all__ = ["fft", "fft2", "fftn", "ifft", "ifft2", "ifftn", "irfft2", "irfftn", "rfft2", "rfftn"]
+__all__ = [
+    "fft",
+    "fft2",
+    "fftn",
+    "fftshift",
+    "hfft",
+    "ifft",
+    "ifft2",
+    "ifftn",
+    "ifftshift",
+    "ihfft",
+    "irfft",
+    "irfft2",
+    "irfftn",
+    "rfft",
+    "rfft2",
+    "rfftn",
+]
 
 _AXES_2D = (-2, -1)
 
@@ -97,7 +122,9 @@ def fftn(
         of a split input axis to one the mesh does not divide when the output must
         return to the natural layout (the message names the axis, the spec, the
         mesh and the remedy).
-      NotImplementedError: a split 1-D array (needs a four-step FFT).
+      NotImplementedError: a split axis no other axis can relieve (a split 1-D
+        array) whose length the square of its device count does not divide (the
+        four-step FFT handles the others; see :func:`fft`).
 
     Example:
       >>> m = shardkit.mesh("8", "x")
@@ -171,7 +198,11 @@ def rfftn(
 
     The last of ``axes`` is transformed first (real to complex, length ``n//2+1``).
     If it is split, its split first moves to the next transformed axis (one more
-    ``all_to_all``; :func:`irfftn` then returns that layout). The halved axis is split
+    ``all_to_all``; :func:`irfftn` then returns that layout), or, when that one is
+    split too or it is the only transformed axis, to an unsplit untransformed axis
+    the devices divide (the output keeps the first layout on the way back that
+    divides: ``rfft2`` of ``(8, 16, 16)`` on ``P(None, None, 'x')`` returns
+    ``P('x', None, None)``). The halved axis is split
     only when the mesh divides ``n//2+1``; otherwise a pencil input (every other
     transformed axis split) comes back in the natural layout. When no other axis
     can take a split (``rfft2`` of a row-split 2-D array) the halved axis takes it,
@@ -191,7 +222,8 @@ def rfftn(
     Raises:
       TypeError: ``x`` is complex.
       ValueError: as :func:`fftn`.
-      NotImplementedError: the R2C axis and the transformed axis after it are split.
+      NotImplementedError: the R2C axis is split and no axis can take its split
+        (the next transformed axis is split and no untransformed axis is free).
 
     Example:
       >>> m = shardkit.mesh("8", "x")
@@ -333,7 +365,10 @@ def fft(
 
     Local when ``axis`` is not split; otherwise the split moves to another axis and
     back (two ``all_to_all``, that axis padded if the mesh does not divide it; the
-    output is in the natural layout).
+    output is in the natural layout). A split axis with no other axis to take its
+    split (a long 1-D signal over all devices) runs the four-step FFT: three
+    ``all_to_all`` and local FFTs of lengths ``N1 * N2 = n`` with twiddles between
+    them; it needs ``devices**2`` to divide ``n``. The output keeps ``x``'s layout.
 
     Example:
       >>> m = shardkit.mesh("8", "x")
@@ -341,6 +376,15 @@ def fft(
       >>> y = shardkit.fft.fft(shardkit.shard(v, m, "x"), axis=0)
       >>> y.sharding.spec, bool(np.allclose(y, np.fft.fft(v, axis=0)))
       (P('x', None), True)
+
+      A 1-D signal split over all 8 devices (four-step, 128 = 16 x 8):
+
+      >>> s = np.cos(np.arange(128.0))
+      >>> y = shardkit.fft.fft(shardkit.shard(s, m, "x"))
+      >>> y.sharding.spec, bool(np.allclose(y, np.fft.fft(s)))
+      (P('x',), True)
+      >>> shardkit.fft.plan("fftn", (128,), "x", m).all_to_alls
+      3
     """
     return transform("fftn", x, _one(n), (axis,), norm, out_layout)
 
@@ -363,3 +407,128 @@ def ifft(
       True
     """
     return transform("ifftn", x, _one(n), (axis,), norm, out_layout)
+
+
+def rfft(
+    x: jax.typing.ArrayLike,
+    /,
+    n: int | None = None,
+    axis: int = -1,
+    norm: str | None = None,
+    *,
+    out_layout: Layout = "default",
+) -> jax.Array:
+    """1-D R2C FFT along ``axis``, as ``jnp.fft.rfft``; see :func:`rfftn`.
+
+    Example:
+      >>> m = shardkit.mesh("8", "x")
+      >>> v = np.arange(128.0).reshape(8, 16)
+      >>> bool(np.allclose(shardkit.fft.rfft(shardkit.shard(v, m, "x")), np.fft.rfft(v)))
+      True
+    """
+    return transform("rfftn", x, _one(n), (axis,), norm, out_layout)
+
+
+def irfft(
+    x: jax.typing.ArrayLike,
+    /,
+    n: int | None = None,
+    axis: int = -1,
+    norm: str | None = None,
+    *,
+    out_layout: Layout = "default",
+) -> jax.Array:
+    """1-D C2R inverse FFT along ``axis``, as ``jnp.fft.irfft``; see :func:`irfftn`.
+
+    Example:
+      >>> m = shardkit.mesh("8", "x")
+      >>> v = np.fft.rfft(np.arange(128.0).reshape(8, 16))
+      >>> z = shardkit.fft.irfft(shardkit.shard(v, m, "x"))
+      >>> bool(np.allclose(z, np.arange(128.0).reshape(8, 16)))
+      True
+    """
+    return transform("irfftn", x, _one(n), (axis,), norm, out_layout)
+
+
+_SWAP = {None: "forward", "backward": "forward", "ortho": "ortho", "forward": "backward"}
+
+
+def _swapped(where: str, norm: str | None) -> str:
+    if norm not in _SWAP:
+        raise ValueError(f"{where}: norm={norm!r}; legal values are {list(_SWAP)}")
+    return _SWAP[norm]
+
+
+def hfft(
+    x: jax.typing.ArrayLike,
+    /,
+    n: int | None = None,
+    axis: int = -1,
+    norm: str | None = None,
+    *,
+    out_layout: Layout = "default",
+) -> jax.Array:
+    """FFT of a Hermitian-symmetric signal (real spectrum), as ``numpy.fft.hfft``.
+
+    :func:`irfft` of the conjugate with the opposite normalization; the conjugate is
+    elementwise, so the cost and layout are :func:`irfft`'s.
+
+    Example:
+      >>> m = shardkit.mesh("8", "x")
+      >>> v = np.arange(40.0).reshape(8, 5) * (1 + 1j)
+      >>> bool(np.allclose(shardkit.fft.hfft(shardkit.shard(v, m, "x")), np.fft.hfft(v)))
+      True
+    """
+    conj = jnp.conj(x if isinstance(x, jax.Array) else jnp.asarray(x))
+    return irfft(conj, n, axis, _swapped("hfft", norm), out_layout=out_layout)
+
+
+def ihfft(
+    x: jax.typing.ArrayLike,
+    /,
+    n: int | None = None,
+    axis: int = -1,
+    norm: str | None = None,
+    *,
+    out_layout: Layout = "default",
+) -> jax.Array:
+    """Inverse of :func:`hfft` (a real input), as ``numpy.fft.ihfft``.
+
+    The conjugate of :func:`rfft` with the opposite normalization.
+
+    Example:
+      >>> m = shardkit.mesh("8", "x")
+      >>> v = np.arange(64.0).reshape(8, 8)
+      >>> bool(np.allclose(shardkit.fft.ihfft(shardkit.shard(v, m, "x")), np.fft.ihfft(v)))
+      True
+    """
+    return jnp.conj(rfft(x, n, axis, _swapped("ihfft", norm), out_layout=out_layout))
+
+
+def fftshift(x: jax.typing.ArrayLike, /, axes: int | Sequence[int] | None = None) -> jax.Array:
+    """Move the zero frequency to the centre, as ``jnp.fft.fftshift``, without gathering.
+
+    A roll by ``n // 2`` along each of ``axes`` (default all): split axes exchange
+    parts of their blocks with ``ppermute`` (at most two per axis; see
+    :mod:`shardkit.fft._shift`), unsplit ones roll locally; the layout is kept.
+    On Auto axes inside ``jit`` it is ``jnp.fft.fftshift``.
+
+    Example:
+      >>> m = shardkit.mesh("8", "x")
+      >>> y = shardkit.fft.fftshift(shardkit.shard(np.arange(16.0), m, "x"))
+      >>> np.asarray(y)[:4].tolist(), y.sharding.spec
+      ([8.0, 9.0, 10.0, 11.0], P('x',))
+    """
+    return shift("fftshift", x, axes, inverse=False)
+
+
+def ifftshift(x: jax.typing.ArrayLike, /, axes: int | Sequence[int] | None = None) -> jax.Array:
+    """Inverse of :func:`fftshift` (a roll by ``-(n // 2)``), as ``jnp.fft.ifftshift``.
+
+    Example:
+      >>> m = shardkit.mesh("8", "x")
+      >>> x = shardkit.shard(np.arange(24.0), m, "x")
+      >>> bool(np.array_equal(shardkit.fft.ifftshift(shardkit.fft.fftshift(x)), np.arange(24.0)))
+      True
+    """
+    return shift("ifftshift", x, axes, inverse=True)

@@ -211,3 +211,17 @@ def test_comms_lists_the_padding_of_a_size_the_mesh_does_not_divide() -> None:
     assert "padding +1.0 KiB in all" in padded.summary()
     assert type(padded).from_json(padded.to_json()).padding == padded.padding
     assert report(32).padding == ()
+
+
+def test_comms_lists_the_fft_blocks_padded_per_device() -> None:
+    m = shardkit.mesh("8", "x")
+    x = shardkit.shard(np.ones((16, 12, 10), np.complex64), m, "x")
+    report = shardkit.comms(shardkit.fft.fftn, x)
+    # The all-to-all that splits 12 over 8 pads each device's (2, 12, 10) block to 16.
+    assert [(p.what, p.shape, p.padded_shape, p.per_device) for p in report.padding] == [
+        ("fft_block", (2, 12, 10), (2, 16, 10), True)
+    ]
+    assert report.padding[0].extra_bytes == 2 * 4 * 10 * 8
+    assert "padding +640 B per device" in report.summary()
+    full = shardkit.shard(np.ones((16, 16, 8), np.complex64), m, "x")
+    assert shardkit.comms(shardkit.fft.fftn, full).padding == ()

@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from shardkit.fft._plan import Pad, Step
+from shardkit.layout.internal import padding_scope
 
 __all__ = ["move", "pad_levels", "run_steps", "trim_levels"]
 
@@ -59,6 +60,14 @@ def pad_levels(block: jax.Array, axis: int, levels: Sequence[Pad]) -> jax.Array:
         cuts += (g,)
         block = block.reshape((*lead, *cuts, after // g, *tail))
     return block.reshape((*lead, -1, *tail))
+
+
+def _padded(shape: tuple[int, ...], axis: int, levels: Sequence[Pad]) -> tuple[int, ...]:
+    """``shape`` after :func:`pad_levels` (each level pads every piece it finds)."""
+    n = shape[axis]
+    for _, before, after in levels:
+        n = n // before * after
+    return (*shape[:axis], n, *shape[axis + 1 :])
 
 
 def trim_levels(block: jax.Array, axis: int, levels: Sequence[Pad]) -> jax.Array:
@@ -104,7 +113,15 @@ def run_steps(block: jax.Array, steps: Sequence[Step], norm: str | None) -> jax.
         if step.op == "all_to_all":
             src, dst = order.index(step.src), order.index(step.dst)
             if step.pad:
-                block = pad_levels(block, dst, step.pad)
+                before = tuple(block.shape)
+                with padding_scope(
+                    "fft_block",
+                    before,
+                    _padded(before, dst, step.pad),
+                    block.dtype,
+                    per_device=True,
+                ):
+                    block = pad_levels(block, dst, step.pad)
             block = move(block, step.mesh_axes, src, dst)
             if step.trim:
                 block = trim_levels(block, src, step.trim)

@@ -190,7 +190,8 @@ class CommReport:
       flops: per-device floating-point operations from ``cost_analysis()``, or None.
       interconnect: the model behind the predicted times.
       padding: the copies shardkit pads to sizes the mesh divides, with their extra
-        bytes (global: per device it is that over the devices sharing the copy).
+        bytes (of the whole array, or of one device's block for padding done per
+        device, as the FFT's all-to-all blocks).
     """
 
     name: str
@@ -376,9 +377,10 @@ class CommReport:
         kinds = ", ".join(f"{self.count(k)} {k}" for k in KINDS if k in self.kinds) or "none"
         mem = f", peak {format_bytes(self.memory.peak_bytes)}/device" if self.memory else ""
         unknown = f", {len(self.unknown)} UNRECOGNIZED" if self.unknown else ""
-        if self.padding:
-            pad = sum(p.extra_bytes for p in self.padding)
-            mem += f", padding +{format_bytes(pad)} in all"
+        for per_device, unit in ((False, "in all"), (True, "per device")):
+            pad = sum(p.extra_bytes for p in self.padding if p.per_device == per_device)
+            if pad:
+                mem += f", padding +{format_bytes(pad)} {unit}"
         loop = " (per iteration of an unbounded loop)" if self.unbounded else ""
         compute = self.compute_time_s
         timing = f"comm {_seconds(self.comm_time_s)}"
@@ -446,7 +448,8 @@ class CommReport:
             parts.append(
                 Text(
                     f"padding: {p.what} {_dims(p.shape)} -> {_dims(p.padded_shape)} "
-                    f"(+{format_bytes(p.extra_bytes)} in all), for a size the mesh does not divide"
+                    f"(+{format_bytes(p.extra_bytes)} {'per device' if p.per_device else 'in all'})"
+                    ", for a size the mesh does not divide"
                 )
             )
         parts.append(Text(self.summary()))

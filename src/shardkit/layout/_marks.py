@@ -25,19 +25,24 @@ __all__ = ["PaddingMark", "find_padding", "padding_scope"]
 _PREFIX = "shardkit_padding"
 _MARK = re.compile(
     _PREFIX + r"\.(?P<what>\w+)\.(?P<shape>\d+(?:x\d+)*)_to_(?P<padded>\d+(?:x\d+)*)"
-    r"\.bytes_(?P<bytes>\d+)\.k(?P<k>\d+)"
+    r"\.(?P<where>bytes|devbytes)_(?P<bytes>\d+)\.k(?P<k>\d+)"
 )
 _serial = itertools.count()
 
 
 @dataclasses.dataclass(frozen=True)
 class PaddingMark:
-    """One padded copy in a program: what, from which shape to which, extra bytes in all."""
+    """One padded copy in a program: what, from which shape to which, its extra bytes.
+
+    ``per_device``: the shapes and bytes are one device's block (padding inside a
+    per-shard program); otherwise they are the whole array's.
+    """
 
     what: str
     shape: tuple[int, ...]
     padded_shape: tuple[int, ...]
     extra_bytes: int
+    per_device: bool = False
 
 
 def _dims(shape: tuple[int, ...]) -> str:
@@ -46,12 +51,21 @@ def _dims(shape: tuple[int, ...]) -> str:
 
 @contextmanager
 def padding_scope(
-    what: str, shape: tuple[int, ...], padded: tuple[int, ...], dtype: object
+    what: str,
+    shape: tuple[int, ...],
+    padded: tuple[int, ...],
+    dtype: object,
+    *,
+    per_device: bool = False,
 ) -> Iterator[None]:
-    """Marks the ops built inside as padding ``what`` from ``shape`` to ``padded``."""
+    """Marks the ops built inside as padding ``what`` from ``shape`` to ``padded``.
+
+    ``per_device``: the shapes are one device's block (inside ``shard_map``).
+    """
     extra = (math.prod(padded) - math.prod(shape)) * np.dtype(dtype).itemsize  # type: ignore[call-overload]
     tag = re.sub(r"\W", "_", what)
-    name = f"{_PREFIX}.{tag}.{_dims(shape)}_to_{_dims(padded)}.bytes_{extra}.k{next(_serial)}"
+    unit = "devbytes" if per_device else "bytes"
+    name = f"{_PREFIX}.{tag}.{_dims(shape)}_to_{_dims(padded)}.{unit}_{extra}.k{next(_serial)}"
     with jax.named_scope(name):
         yield
 
@@ -66,5 +80,6 @@ def find_padding(hlo_text: str) -> tuple[PaddingMark, ...]:
                 tuple(int(d) for d in m.group("shape").split("x")),
                 tuple(int(d) for d in m.group("padded").split("x")),
                 int(m.group("bytes")),
+                m.group("where") == "devbytes",
             )
     return tuple(seen.values())

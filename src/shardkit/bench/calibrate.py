@@ -51,11 +51,12 @@ __all__ = [
     "fit_interconnect",
 ]
 
-DEFAULT_SIZES = (1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20)
-"""Bytes per device of a full calibration: 1 KiB to 4 MiB."""
+DEFAULT_SIZES = (1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20)
+"""Bytes per device of a full calibration: 1 KiB to 16 MiB (a 4096 x 4096 float32
+matmul on 8 devices moves blocks of 8 to 32 MiB)."""
 
-QUICK_SIZES = (4 << 10, 1 << 20)
-"""Bytes per device of ``--quick``: two sizes, enough for two parameters."""
+QUICK_SIZES = (4 << 10, 128 << 10, 1 << 20)
+"""Bytes per device of ``--quick``: three sizes, one more than the two parameters."""
 
 FLOP_SIZE = 768
 """``s`` of the per-device ``s x s x s`` float32 matmul that measures the FLOP rate."""
@@ -182,7 +183,7 @@ class Calibration:
                 f.kind,
                 str(f.group_size),
                 f"{f.latency_s * 1e6:.1f} us",
-                f"{f.bandwidth / 1e9:.3g} GB/s",
+                f"{f.bandwidth / 1e9:.3g} GB/s" if f.bandwidth < 1e17 else "unbounded",
                 f"{errors[(f.kind, f.group_size)] * 100:.1f}%",
             )
         return table
@@ -285,11 +286,12 @@ def calibrate(
                 f"{_ITEMSIZE * count} B (float32 elements divisible by {count} devices)"
             )
     base = QUICK_TIMING if quick else FULL_TIMING
+    # Five rounds at least: with two parameters per fit, a stray round weighs heavily.
     timing = Timing(
         warmup=base.warmup,
         repeat=repeat,
-        min_repeat=base.min_repeat,
-        max_repeat=base.max_repeat,
+        min_repeat=5,
+        max_repeat=max(base.max_repeat, 5),
         budget_s=base.budget_s / 2,
     )
     start = datetime.datetime.now(datetime.UTC)

@@ -48,11 +48,13 @@ def _points(alpha: float, beta: float, noise: float = 0.0, seed: int = 0) -> lis
     ]
 
 
-def _link(alpha: dict[str, float], beta: dict[str, float]) -> Interconnect:
+def _link(alpha: dict[str, float], beta: dict[str, float], *, table: bool = False) -> Interconnect:
     points = [
         Point(k, p, n, alpha[k] + n / beta[k]) for k in KINDS for p in (2, 4, 8) for n in SIZES
     ]
-    return fit_interconnect(points, peak_flops=5e9, name="test-calibrated", created="2026-01-02")
+    return fit_interconnect(
+        points, peak_flops=5e9, name="test-calibrated", created="2026-01-02", table=table
+    )
 
 
 def test_fit_recovers_known_parameters() -> None:
@@ -72,6 +74,23 @@ def test_fit_clamps_negative_latency_and_rejects_one_size() -> None:
     assert fit.bandwidth == pytest.approx(1e9, rel=0.05)
     with pytest.raises(ValueError, match="two or more sizes"):
         fit_collective([Point("all-gather", 2, 1024, 1e-5)] * 3)
+
+
+def test_table_follows_measured_times() -> None:
+    # Per-byte cost quadruples past 1 MiB, as on CPU devices past the caches; one point
+    # is out of order (noise) and is pooled with its neighbour.
+    times = {1 << 10: 1e-4, 1 << 14: 0.9e-4, 1 << 20: 1e-3, 1 << 22: 16e-3}
+    fit = fit_collective([Point("all-to-all", 8, n, t) for n, t in times.items()])
+    assert fit.seconds[:2] == pytest.approx((0.95e-4, 0.95e-4))
+    assert fit.time(1 << 20) == pytest.approx(1e-3)
+    assert fit.time(1 << 22) == pytest.approx(16e-3)
+    assert fit.time(1 << 21) == pytest.approx(4e-3)  # log-log midpoint of 1 and 16 ms
+    assert fit.time(1 << 23) == pytest.approx(64e-3)  # the last range's exponent, 2
+    assert fit.time(10) == pytest.approx(0.95e-4)
+    line = abs(fit.latency_s + (1 << 21) / fit.bandwidth - 4e-3) / 4e-3
+    assert line > 0.3  # what a single alpha-beta line misses here
+    with pytest.raises(ValueError, match="non-decreasing"):
+        CollectiveFit("all-to-all", 8, 0.0, 1.0, (1.0, 2.0), (2.0, 1.0))
 
 
 def test_fitted_interconnect_uses_fits_and_nearest_group() -> None:

@@ -1,20 +1,23 @@
 """``shardkit bench calibrate``: measure the collectives and a matmul, fit, save a preset.
 
 For every group size ``p`` the devices allow (the divisors of the device count above
-1), every device holds a ``float32`` buffer and the five collectives of the
-``collectives`` suite run over a mesh axis of size ``p`` (mesh ``(N/p, p)``, so every
-device takes part, as in the suites), timed at a short sweep of sizes the way the
-suites time them (:func:`shardkit.bench.runner.measure_case`). Per collective kind and
-group size, ``t = alpha + n / beta`` is fitted by least squares on *relative* residuals
-(every size counts alike; ``n`` is the full buffer, as :meth:`Interconnect.time` takes
-it). A per-device ``s x s x s`` matmul run on all devices at once gives the FLOP rate
-one device gets while the others compute too.
+1), the five collectives of the ``collectives`` suite run over a mesh axis of size
+``p`` (mesh ``(N/p, p)``, so every device takes part, as in the suites) on ``float32``
+buffers whose full size ``n`` (what :meth:`Interconnect.time` takes: the operand, or
+the all-gather's gathered result) sweeps 1 KiB to 16 MiB, timed the way the suites
+time them (:func:`shardkit.bench.runner.measure_case`). Per collective kind and group
+size the preset keeps the median time at each ``n`` (made non-decreasing), which the
+model interpolates on log-log axes, and the least-squares ``t = alpha + n / beta`` on
+relative residuals, shown for reference: on CPU devices the cost per byte grows
+several-fold past the caches, which one line cannot follow. A per-device
+``s x s x s`` matmul run on all devices at once gives the FLOP rate one device gets
+while the others compute too.
 
 The result is an :class:`~shardkit.inspect.Interconnect` with those fits, saved as the
 preset of these devices (:mod:`shardkit.inspect._presets`), which ``inspect``,
-``comms`` and ``matmul(algorithm="auto")`` then use by default. A fit's ``alpha``
-includes launching a one-collective program, so it is an upper bound for a collective
-inside a larger program.
+``comms`` and ``matmul(algorithm="auto")`` then use by default. The times include
+launching a one-collective program, so they are upper bounds for a collective inside
+a larger program.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -36,7 +39,12 @@ from rich.console import Console
 from rich.table import Table
 
 from shardkit._display import rich_text
-from shardkit.bench.collectives import _HLO_KINDS, _bodies, _make_input, _shard_mapped, nccl_bytes
+from shardkit.bench.collectives import (
+    _HLO_KINDS,
+    _bodies,
+    _make_input,
+    _size_label,
+)
 from shardkit.bench.runner import FULL_TIMING, QUICK_TIMING, Case, Timing, measure_case
 from shardkit.inspect._presets import preset_path, save_preset
 from shardkit.inspect.interconnect import CollectiveFit, Interconnect
@@ -52,11 +60,11 @@ __all__ = [
 ]
 
 DEFAULT_SIZES = (1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20)
-"""Bytes per device of a full calibration: 1 KiB to 16 MiB (a 4096 x 4096 float32
-matmul on 8 devices moves blocks of 8 to 32 MiB)."""
+"""The full buffers (``n``) of a full calibration: 1 KiB to 16 MiB (a 2048 x 2048
+float32 matmul on 8 devices moves blocks of 2 to 16 MiB)."""
 
-QUICK_SIZES = (4 << 10, 128 << 10, 1 << 20)
-"""Bytes per device of ``--quick``: three sizes, one more than the two parameters."""
+QUICK_SIZES = (4 << 10, 256 << 10, 4 << 20)
+"""The full buffers of ``--quick``: three sizes, one more than the line's two parameters."""
 
 FLOP_SIZE = 768
 """``s`` of the per-device ``s x s x s`` float32 matmul that measures the FLOP rate."""
@@ -76,12 +84,25 @@ class Point:
     seconds: float
 
 
-def fit_collective(points: Sequence[Point], /) -> CollectiveFit:
-    """Fit ``t = alpha + n / beta`` to points of one kind and group size.
+def _isotonic(values: Sequence[float], /) -> list[float]:
+    """The non-decreasing sequence nearest ``values`` in least squares (pool adjacent violators)."""
+    blocks: list[list[float]] = []  # [mean, weight]
+    for v in values:
+        blocks.append([v, 1.0])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            (m2, w2), (m1, w1) = blocks.pop(), blocks.pop()
+            blocks.append([(m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2])
+    return [m for m, w in blocks for _ in range(int(w))]
+
+
+def fit_collective(points: Sequence[Point], /, *, table: bool = True) -> CollectiveFit:
+    """Fit ``t = alpha + n / beta`` to points of one kind and group size, and tabulate them.
 
     Least squares on relative residuals ``(alpha + n g - t) / t`` with ``g = 1/beta``,
-    so a 1 KiB point weighs as much as a 4 MiB one. A negative ``alpha`` is refitted
+    so a 1 KiB point weighs as much as a 16 MiB one. A negative ``alpha`` is refitted
     as 0 (pure bandwidth); a non-positive slope as latency only (a huge ``beta``).
+    With ``table``, the fit also holds the median time per size, made non-decreasing
+    (isotonic regression), which :meth:`CollectiveFit.time` then follows.
 
     Raises:
       ValueError: fewer than two distinct sizes, or points of mixed kind/group.
@@ -89,8 +110,8 @@ def fit_collective(points: Sequence[Point], /) -> CollectiveFit:
     Example:
       >>> pts = [Point("all-reduce", 4, n, 1e-5 + n / 2e9) for n in (1e3, 1e6)]
       >>> f = fit_collective(pts)
-      >>> round(f.latency_s * 1e6, 3), round(f.bandwidth / 1e9, 3)
-      (10.0, 2.0)
+      >>> round(f.latency_s * 1e6, 3), round(f.bandwidth / 1e9, 3), f.sizes
+      (10.0, 2.0, (1000.0, 1000000.0))
     """
     keys = {(p.kind, p.group_size) for p in points}
     if len(keys) != 1 or len({p.nbytes for p in points}) < 2:
@@ -108,7 +129,11 @@ def fit_collective(points: Sequence[Point], /) -> CollectiveFit:
     if slope <= 0:
         alpha, slope = float(np.sum(1 / t) / np.sum((1 / t) ** 2)), 0.0
     bandwidth = 1 / slope if slope > 0 else 1e18
-    return CollectiveFit(kind, int(group), float(alpha), float(bandwidth))
+    sizes = sorted({p.nbytes for p in points}) if table else []
+    medians = [statistics.median(p.seconds for p in points if p.nbytes == s) for s in sizes]
+    return CollectiveFit(
+        kind, int(group), float(alpha), float(bandwidth), tuple(sizes), tuple(_isotonic(medians))
+    )
 
 
 def fit_interconnect(
@@ -119,6 +144,7 @@ def fit_interconnect(
     name: str,
     created: str,
     description: str = "",
+    table: bool = True,
 ) -> Interconnect:
     """An ``Interconnect`` holding one :class:`CollectiveFit` per (kind, group size).
 
@@ -130,7 +156,7 @@ def fit_interconnect(
         by_key.setdefault((p.kind, p.group_size), []).append(p)
     if not by_key:
         raise ValueError("fit_interconnect: no points to fit")
-    fits = tuple(fit_collective(by_key[k]) for k in sorted(by_key))
+    fits = tuple(fit_collective(by_key[k], table=table) for k in sorted(by_key))
     return Interconnect(
         name,
         latency_s=statistics.median(f.latency_s for f in fits),
@@ -160,11 +186,16 @@ class Calibration:
     path: Path | None
     wall_s: float
 
-    def fit_errors(self) -> dict[tuple[str, int], float]:
-        """(kind, group) -> median |predicted - measured| / measured over its points."""
+    def fit_errors(self, *, line: bool = False) -> dict[tuple[str, int], float]:
+        """(kind, group) -> median |predicted - measured| / measured over its points.
+
+        ``line``: of the least-squares ``alpha + n / beta`` alone, not the table.
+        """
+        fits = {(f.kind, f.group_size): f for f in self.interconnect.fits}
         out: dict[tuple[str, int], list[float]] = {}
         for p in self.points:
-            pred = self.interconnect.time(p.kind, p.group_size, p.nbytes)
+            f = fits[(p.kind, p.group_size)]
+            pred = f.latency_s + p.nbytes / f.bandwidth if line else f.time(p.nbytes)
             out.setdefault((p.kind, p.group_size), []).append(abs(pred - p.seconds) / p.seconds)
         return {k: statistics.median(v) for k, v in out.items()}
 
@@ -175,17 +206,28 @@ class Calibration:
             f"{self.wall_s:.1f} s; matmul {self.flops_per_s / 1e9:.2f} GFLOP/s per device)",
             title_justify="left",
         )
-        for col in ("collective", "p", "alpha", "beta", "fit error (median)"):
+        sizes = sorted({p.nbytes for p in self.points})
+        cols = ["collective", "p", "alpha", "beta", "line error", "table error"]
+        cols += [_size_label(n) for n in sizes]
+        for col in cols:
             table.add_column(col, justify="left" if col == "collective" else "right")
-        errors = self.fit_errors()
+        line, tab = self.fit_errors(line=True), self.fit_errors()
         for f in link.fits:
+            key = (f.kind, f.group_size)
             table.add_row(
                 f.kind,
                 str(f.group_size),
-                f"{f.latency_s * 1e6:.1f} us",
+                f"{f.latency_s * 1e6:.0f} us",
                 f"{f.bandwidth / 1e9:.3g} GB/s" if f.bandwidth < 1e17 else "unbounded",
-                f"{errors[(f.kind, f.group_size)] * 100:.1f}%",
+                f"{line[key]:.0%}",
+                f"{tab[key]:.0%}",
+                *(_ms(f.time(n)) for n in sizes),
             )
+        table.caption = (
+            "alpha, beta: least-squares t = alpha + n/beta (n: the full buffer); line error: "
+            "its median relative error; the model uses the table of median times (ms, "
+            "by n), interpolated on log-log axes."
+        )
         return table
 
     def __str__(self) -> str:
@@ -196,7 +238,16 @@ def _group_sizes(count: int) -> list[int]:
     return [p for p in range(2, count + 1) if count % p == 0]
 
 
+def _ms(t: float) -> str:
+    return f"{t * 1e3:.3g}"
+
+
 def _collective_case(p: int, count: int, nbytes: int) -> Case:
+    """The five collectives on ``nbytes`` (the full buffer) over groups of ``p``.
+
+    Every collective but the all-gather gets ``nbytes`` per device; the all-gather gets
+    ``nbytes / p``, so that its gathered result is ``nbytes`` too.
+    """
     from shardkit.layout import mesh
 
     m = (
@@ -204,13 +255,20 @@ def _collective_case(p: int, count: int, nbytes: int) -> Case:
         if p == count
         else mesh((count // p, p), ("x", "y"), axis_types="explicit")
     )
-    axis = m.axis_names[-1]
-    wrap = partial(_shard_mapped, mesh=m, spec=P(m.axis_names, None))
+    bodies = _bodies(m.axis_names[-1], p)
+
+    def pick(name: str) -> Callable[[jax.Array, jax.Array], jax.Array]:
+        body = bodies[name]
+        return (lambda x, small: body(small)) if name == "all_gather" else (lambda x, s: body(x))
+
+    spec = P(m.axis_names, None)
+    wrap = partial(jax.shard_map, mesh=m, in_specs=(spec, spec), out_specs=spec)
+    elems = nbytes // _ITEMSIZE
     return Case(
-        name=f"p{p}/{nbytes}",
-        params={"group_size": p, "bytes_per_device": nbytes},
-        candidates={c: wrap(body) for c, body in _bodies(axis, p).items()},
-        make_args=lambda: (_make_input(m, nbytes // _ITEMSIZE),),
+        name=f"p{p}/{_size_label(nbytes)}",
+        params={"group_size": p, "nbytes": nbytes},
+        candidates={c: wrap(pick(c)) for c in bodies},
+        make_args=lambda: (_make_input(m, elems), _make_input(m, elems // p)),
     )
 
 
@@ -280,10 +338,11 @@ def calibrate(
     if len(set(size_list)) < 2:
         raise ValueError(f"calibrate: sizes={list(size_list)}; give at least two distinct sizes")
     for nbytes in size_list:
-        if nbytes % (_ITEMSIZE * count):
+        if nbytes % (_ITEMSIZE * max(groups) ** 2):
             raise ValueError(
-                f"calibrate: size={nbytes} B per device is not a multiple of "
-                f"{_ITEMSIZE * count} B (float32 elements divisible by {count} devices)"
+                f"calibrate: size={nbytes} B is not a multiple of {_ITEMSIZE * max(groups) ** 2}"
+                f" B (float32 elements, divisible by the largest group {max(groups)} twice: "
+                "the all-gather's input is the size over the group)"
             )
     base = QUICK_TIMING if quick else FULL_TIMING
     # Five rounds at least: with two parameters per fit, a stray round weighs heavily.
@@ -307,11 +366,8 @@ def calibrate(
                 s = case.params["s"]
                 flops = 2 * s**3 / rec["median_s"]
                 continue
-            p, per_device = case.params["group_size"], case.params["bytes_per_device"]
-            name = rec["candidate"]
-            points.append(
-                Point(_HLO_KINDS[name], p, nccl_bytes(name, per_device, p), rec["median_s"])
-            )
+            p, n = case.params["group_size"], case.params["nbytes"]
+            points.append(Point(_HLO_KINDS[rec["candidate"]], p, n, rec["median_s"]))
     wall = (datetime.datetime.now(datetime.UTC) - start).total_seconds()
     devs = jax.devices()
     created = start.isoformat(timespec="seconds").replace("+00:00", "Z")

@@ -24,14 +24,16 @@ Operations in MPICH", IJHPCA 19(1), 2005. The model ignores contention, topology
 overlap with compute: it ranks programs, it does not time them.
 
 A *calibrated* interconnect (``shardkit bench calibrate``, saved as a preset by
-:mod:`shardkit.inspect._presets`) also carries one measured ``t = alpha + n / beta``
-per collective kind and group size (:class:`CollectiveFit`), which replace the
-formulas above where they apply, and a measured ``peak_flops``.
+:mod:`shardkit.inspect._presets`) also carries the measured times of each collective
+kind and group size (:class:`CollectiveFit`: a table of sizes and times, with its
+least-squares ``t = alpha + n / beta``), which replace the formulas above where they
+apply, and a measured ``peak_flops``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Literal
@@ -52,30 +54,46 @@ _KINDS = (
 
 @dataclass(frozen=True)
 class CollectiveFit:
-    """A measured ``t = latency_s + nbytes / bandwidth`` for one collective kind and group.
+    """Measured times of one collective kind on one group size.
 
     ``nbytes`` is what :meth:`Interconnect.time` takes (the full buffer: the gathered
     result of an all-gather, the operand of the others), so ``bandwidth`` is an
     *algorithm* bandwidth of that collective on that group size, not a link figure.
 
+    Without ``sizes``, the time is ``latency_s + nbytes / bandwidth``. With them (a
+    calibrated table), it follows the measured ``seconds``: interpolated between
+    neighbouring sizes on log-log axes (a power law per range of sizes), the smallest
+    size's time below it, and beyond the largest the last range's growth exponent
+    (at least linear, at most cubic). On CPU devices the cost per byte grows several
+    times past the caches, which one ``alpha + n / beta`` line cannot follow.
+
     Attributes:
       kind: the HLO collective kind, e.g. ``"all-gather"``.
       group_size: devices per group.
-      latency_s: seconds at zero bytes (for a one-collective program this includes
-        launching it).
-      bandwidth: bytes of ``nbytes`` per second.
+      latency_s: ``alpha`` of the least-squares line, seconds at zero bytes (for a
+        one-collective program this includes launching it).
+      bandwidth: ``beta`` of that line, bytes of ``nbytes`` per second.
+      sizes: measured ``nbytes``, increasing (empty: the line alone).
+      seconds: the measured times at ``sizes`` (made non-decreasing).
 
     Example:
       >>> CollectiveFit("all-reduce", 4, 1e-5, 1e9).time(1e6)
       0.00101
+      >>> table = CollectiveFit("all-reduce", 4, 1e-5, 1e9, (1e3, 1e6), (1e-5, 1e-3))
+      >>> round(table.time(1e6) * 1e3, 6), round(table.time(4e6) * 1e3, 6)
+      (1.0, 4.0)
     """
 
     kind: str
     group_size: int
     latency_s: float
     bandwidth: float
+    sizes: tuple[float, ...] = ()
+    seconds: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "sizes", tuple(float(n) for n in self.sizes))
+        object.__setattr__(self, "seconds", tuple(float(t) for t in self.seconds))
         if self.kind not in _KINDS:
             raise ValueError(f"CollectiveFit: kind={self.kind!r}; legal values are {_KINDS}")
         if self.group_size < 1 or not self.latency_s >= 0 or not self.bandwidth > 0:
@@ -84,10 +102,31 @@ class CollectiveFit:
                 f"bandwidth={self.bandwidth!r} need group_size >= 1, latency_s >= 0 and "
                 "bandwidth > 0"
             )
+        n, t = self.sizes, self.seconds
+        if (
+            len(n) != len(t)
+            or len(n) == 1
+            or any(b <= a for a, b in itertools.pairwise(n))
+            or any(b < a for a, b in itertools.pairwise(t))
+            or any(not v > 0 for v in (*n, *t))
+        ):
+            raise ValueError(
+                f"CollectiveFit: sizes={n!r}, seconds={t!r} need as many positive times as "
+                "sizes (none, or two or more), sizes increasing, times non-decreasing"
+            )
 
     def time(self, nbytes: float) -> float:
         """Predicted seconds for ``nbytes``."""
-        return self.latency_s + nbytes / self.bandwidth
+        n, t = self.sizes, self.seconds
+        if not n:
+            return self.latency_s + nbytes / self.bandwidth
+        if nbytes <= n[0]:
+            return t[0]
+        i = next((j for j in range(1, len(n)) if nbytes <= n[j]), len(n) - 1)
+        slope = math.log(t[i] / t[i - 1]) / math.log(n[i] / n[i - 1])
+        if nbytes > n[-1]:
+            return t[-1] * (nbytes / n[-1]) ** min(max(slope, 1.0), 3.0)
+        return t[i - 1] * (nbytes / n[i - 1]) ** slope
 
 
 def _as_fit(value: CollectiveFit | dict | list | tuple) -> CollectiveFit:

@@ -115,7 +115,7 @@ def test_config_dir_override_and_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: 
 
 def test_preset_round_trip_and_default(config: Path) -> None:
     assert interconnect(None) is shardkit.INTERCONNECTS["shared-memory"]
-    link = _link(dict.fromkeys(KINDS, 1e-4), dict.fromkeys(KINDS, 1e9))
+    link = _link(dict.fromkeys(KINDS, 1e-4), dict.fromkeys(KINDS, 1e9), table=True)
     path = save_preset(link, measurements=[{"kind": "all-gather", "seconds": 1.0}])
     assert path == preset_path()
     assert path.is_relative_to(config)
@@ -147,7 +147,7 @@ def test_comms_report_uses_and_names_the_calibrated_preset(config: Path) -> None
     m = shardkit.mesh("8", "x", axis_types="auto")
     x = jax.ShapeDtypeStruct((64, 4), jnp.float32, sharding=NamedSharding(m, shardkit.spec("x")))
     before = comms(lambda a: a.sum(axis=0), x)
-    link = _link(dict.fromkeys(KINDS, 1.0), dict.fromkeys(KINDS, 1e9))
+    link = _link(dict.fromkeys(KINDS, 1.0), dict.fromkeys(KINDS, 1e9), table=True)
     save_preset(link)
     after = comms(lambda a: a.sum(axis=0), x)
     assert after.interconnect == link

@@ -87,6 +87,7 @@ QUICK_SIZES = (1024, 16 * 1024, 256 * 1024)
 """1 KiB, 16 KiB and 256 KiB per device, for ``--quick``."""
 
 BASELINE = "local"
+_BUILTIN = "shared-memory"
 _ITEMSIZE = 4  # float32
 
 
@@ -194,13 +195,26 @@ def _metrics(
             "busbw": None,
             "predicted_s": None,
             "prediction_error": None,
+            "builtin_error": None,
         }
     algbw, busbw = bandwidths(name, bytes_per_device, n, seconds) if seconds > 0 else (None, None)
-    predicted = None
-    if predictor is not None:
-        predicted = float(predictor[1](_HLO_KINDS[name], n, nccl_bytes(name, bytes_per_device, n)))
-    error = (predicted - seconds) / seconds if predicted is not None and seconds > 0 else None
-    return {"algbw": algbw, "busbw": busbw, "predicted_s": predicted, "prediction_error": error}
+    size = nccl_bytes(name, bytes_per_device, n)
+    predicted = float(predictor[1](_HLO_KINDS[name], n, size))
+    builtin = _builtin().time(_HLO_KINDS[name], n, size)
+    ok = seconds > 0
+    return {
+        "algbw": algbw,
+        "busbw": busbw,
+        "predicted_s": predicted,
+        "prediction_error": (predicted - seconds) / seconds if ok else None,
+        "builtin_error": (builtin - seconds) / seconds if ok else None,
+    }
+
+
+def _builtin() -> Any:
+    from shardkit.inspect import INTERCONNECTS
+
+    return INTERCONNECTS[_BUILTIN]
 
 
 def _size_label(nbytes: int) -> str:
@@ -266,25 +280,47 @@ def _notes() -> list[str]:
 def prediction_summary(records: Sequence[Mapping[str, Any]], /) -> list[str]:
     """The median of ``|predicted - measured| / measured``, overall and per collective.
 
+    The built-in ``shared-memory`` preset's figure follows in brackets when the default
+    model is another (a calibrated preset).
+
     Example:
       >>> recs = [{"candidate": "psum", "metrics": {"prediction_error": e}}
       ...         for e in (-0.5, 0.1, 0.2)]
       >>> prediction_summary(recs)[0]
       'Prediction error: median |predicted - measured| / measured = 20.0% over 3 timings.'
     """
-    errors: dict[str, list[float]] = {}
-    for r in records:
-        e = r.get("metrics", {}).get("prediction_error")
-        if e is not None:
-            errors.setdefault(r["candidate"], []).append(abs(e))
-    every = [e for v in errors.values() for e in v]
-    if not every:
+
+    def medians(key: str) -> tuple[float | None, dict[str, float]]:
+        errors: dict[str, list[float]] = {}
+        for r in records:
+            e = r.get("metrics", {}).get(key)
+            if e is not None:
+                errors.setdefault(r["candidate"], []).append(abs(e))
+        every = [e for v in errors.values() for e in v]
+        if not every:
+            return None, {}
+        return statistics.median(every), {c: statistics.median(v) for c, v in errors.items()}
+
+    overall, each = medians("prediction_error")
+    if overall is None:
         return []
-    each = ", ".join(f"{c} {statistics.median(v):.1%}" for c, v in errors.items())
+    count = sum(r.get("metrics", {}).get("prediction_error") is not None for r in records)
+    base, base_each = medians("builtin_error")
+    differs = base is not None and any(
+        r["metrics"].get("builtin_error") != r["metrics"].get("prediction_error")
+        for r in records
+        if r.get("metrics")
+    )
+
+    def pair(value: float, builtin: float | None) -> str:
+        return f"{value:.1%}" + (f" ({_BUILTIN}: {builtin:.1%})" if differs and builtin else "")
+
     return [
         "Prediction error: median |predicted - measured| / measured = "
-        f"{statistics.median(every):.1%} over {len(every)} timings.",
-        f"Prediction error by collective (median): {each}.",
+        f"{pair(overall, base)} over {count} timings.",
+        "Prediction error by collective (median): "
+        + ", ".join(f"{c} {pair(v, base_each.get(c))}" for c, v in each.items())
+        + ".",
     ]
 
 

@@ -6,7 +6,7 @@ For every group size ``p`` the devices allow (the divisors of the device count a
 buffers whose full size ``n`` (what :meth:`Interconnect.time` takes: the operand, or
 the all-gather's gathered result) sweeps 1 KiB to 16 MiB, timed the way the suites
 time them (:func:`shardkit.bench.runner.measure_case`), in two passes (the second in
-reverse order) of which each point keeps the smaller median. Per collective kind and group
+reverse order), each point the median of both passes' rounds. Per collective kind and group
 size the preset keeps the median time at each ``n`` (made non-decreasing), which the
 model interpolates on log-log axes, and the least-squares ``t = alpha + n / beta`` on
 relative residuals, shown for reference: on CPU devices the cost per byte grows
@@ -356,10 +356,10 @@ def calibrate(
     )
     start = datetime.datetime.now(datetime.UTC)
     sweep = [_collective_case(p, count, n) for p in groups for n in size_list]
-    # Two passes, the second in reverse order, keeping each point's smaller median: on a
-    # shared machine a burst of load spoils one size of one pass, rarely both.
+    # Two passes, the second in reverse order, each point the median of both passes'
+    # rounds: on a shared machine a burst of load spoils one size of one pass, rarely both.
     cases = [*sweep, _flop_case(count, QUICK_FLOP_SIZE if quick else FLOP_SIZE), *sweep[::-1]]
-    best: dict[tuple[str, int, int], float] = {}
+    rounds: dict[tuple[str, int, int], list[float]] = {}
     flops = 0.0
     for i, case in enumerate(cases, 1):
         if console is not None:
@@ -370,8 +370,8 @@ def calibrate(
                 flops = 2 * s**3 / rec["median_s"]
                 continue
             key = (_HLO_KINDS[rec["candidate"]], case.params["group_size"], case.params["nbytes"])
-            best[key] = min(best.get(key, rec["median_s"]), rec["median_s"])
-    points = [Point(k, p, n, t) for (k, p, n), t in sorted(best.items())]
+            rounds.setdefault(key, []).extend(rec["times_s"])
+    points = [Point(k, p, n, statistics.median(t)) for (k, p, n), t in sorted(rounds.items())]
     wall = (datetime.datetime.now(datetime.UTC) - start).total_seconds()
     devs = jax.devices()
     created = start.isoformat(timespec="seconds").replace("+00:00", "Z")

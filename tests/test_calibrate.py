@@ -209,7 +209,7 @@ def test_summaries_of_predictions_and_picks() -> None:
     assert "psum 20.0%" in lines[1]
     params = {"auto_pick": "summa", "builtin_pick": "allgather"}
     mm = [
-        {"case": "c", "candidate": c, "median_s": t, "params": params}
+        {"case": "c", "candidate": c, "median_s": t, "ratio_median": t / 0.5, "params": params}
         for c, t in (("xla", 0.5), ("allgather", 2.0), ("summa", 1.0), ("auto", 1.0))
     ]
     lines = auto_summary(mm)

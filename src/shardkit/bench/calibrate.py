@@ -302,8 +302,9 @@ def calibrate(
     """Measure the collectives and a matmul on the current devices, fit, save the preset.
 
     Args:
-      quick: two sizes and few rounds (about 20 s on 8 simulated CPU devices).
-      sizes: bytes per device to sweep (at least two), instead of the defaults.
+      quick: three sizes and few rounds (about 20-30 s on 8 simulated CPU devices).
+      sizes: the full buffers ``n`` to sweep, in bytes (at least two), instead of the
+        defaults: each collective's operand, and the all-gather's gathered result.
       group_sizes: the group sizes to measure; default every divisor of the device
         count above 1 (other sizes borrow the nearest measured one).
       repeat: exact timed rounds per size; ``None``: adaptive, as the suites.
@@ -317,8 +318,9 @@ def calibrate(
 
     Raises:
       ValueError: fewer than two devices, fewer than two sizes, a size that is not a
-        whole number of float32 elements per device divisible by every group size, or
-        a group size that does not divide the device count.
+        multiple of ``4 p**2`` bytes for the largest group ``p`` (float32 elements that
+        split evenly, twice over for the all-gather's input), or a group size that
+        does not divide the device count.
     """
     count = len(jax.devices())
     groups = _group_sizes(count)

@@ -13,9 +13,10 @@ Every record adds, from :func:`shardkit.inspect.comms` of the compiled program (
 per-device peak memory, and both as ratios to XLA's choice; the notes compare
 ``auto``'s pick (under the default, possibly calibrated, cost model and under the
 built-in ``shared-memory`` preset) with the measured-fastest algorithm of each case.
-Layouts: on a 1-D mesh ``rows`` (``a P(x)``, ``b P(x)``: all-gather or ring) and ``k`` (``a P(None, x)``,
-``b P(x)``: reductions); on a 2-D mesh ``blocks`` (``a``, ``b`` ``P(x, y)``: gathers
-or SUMMA; Cannon needs a square mesh) and ``k`` (``a P(x, y)``, ``b P(y)``).
+Layouts: on a 1-D mesh ``rows`` (``a P(x)``, ``b P(x)``: all-gather or ring) and
+``k`` (``a P(None, x)``, ``b P(x)``: reductions); on a 2-D mesh ``blocks`` (``a``,
+``b`` ``P(x, y)``: gathers or SUMMA; Cannon needs a square mesh) and ``k``
+(``a P(x, y)``, ``b P(y)``).
 """
 
 from __future__ import annotations

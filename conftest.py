@@ -12,6 +12,7 @@ in ``XLA_FLAGS`` wins.
 from __future__ import annotations
 
 import os
+import tempfile
 from typing import Any
 
 _FAST_COMPILE_FLAGS = (
@@ -21,6 +22,10 @@ _FAST_COMPILE_FLAGS = (
 _flags = os.environ.get("XLA_FLAGS", "").split()
 _flags += [f for f in _FAST_COMPILE_FLAGS if not any(g.startswith(f.split("=")[0]) for g in _flags)]
 os.environ["XLA_FLAGS"] = " ".join(_flags)
+
+# A calibrated cost-model preset in the user's config directory would change predicted
+# times and matmul's choices: tests and doctests read (and write) an empty one instead.
+os.environ["SHARDKIT_CONFIG_DIR"] = tempfile.mkdtemp(prefix="shardkit-test-config-")
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402

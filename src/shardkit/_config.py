@@ -1,4 +1,4 @@
-"""Simulated CPU devices, thread pinning and accelerator detection.
+"""Simulated CPU devices, thread pinning, accelerator detection and the config directory.
 
 Nothing here runs at import time: every change to JAX's configuration or the process
 environment is an explicit call.
@@ -8,10 +8,20 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from pathlib import Path
 
 import jax
 
-__all__ = ["accelerator_present", "pin_cpu_threads", "use_cpu_devices"]
+__all__ = [
+    "CONFIG_DIR_VARIABLE",
+    "accelerator_present",
+    "config_dir",
+    "pin_cpu_threads",
+    "use_cpu_devices",
+]
+
+CONFIG_DIR_VARIABLE = "SHARDKIT_CONFIG_DIR"
+"""Environment variable naming shardkit's config directory (overrides the default)."""
 
 # Flags that keep each simulated device's XLA and BLAS work on one thread. With 8
 # simulated devices sharing 2 cores, multi-threaded Eigen/BLAS inside every device
@@ -108,3 +118,18 @@ def accelerator_present() -> bool:
     if platforms:
         return any(p and p != "cpu" for p in platforms.split(","))
     return any(importlib.util.find_spec(name) is not None for name in _ACCELERATOR_PLUGINS)
+
+
+def config_dir() -> Path:
+    """The directory shardkit keeps per-user files in (e.g. calibrated cost-model presets).
+
+    ``$SHARDKIT_CONFIG_DIR`` when set, else ``$XDG_CONFIG_HOME/shardkit``, else
+    ``~/.config/shardkit`` (the XDG Base Directory default). Nothing is created here:
+    writers create the directory when they first save.
+    """
+    override = os.environ.get(CONFIG_DIR_VARIABLE, "").strip()
+    if override:
+        return Path(override).expanduser()
+    xdg = os.environ.get("XDG_CONFIG_HOME", "").strip()
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".config"
+    return base / "shardkit"

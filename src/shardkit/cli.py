@@ -248,8 +248,13 @@ def inspect(
         str | None, typer.Option(help="A seed program instead: fft, solve, matmul or mlp.")
     ] = None,
     interconnect: Annotated[
-        str, typer.Option(help="Cost-model preset: shared-memory, pcie, nvlink, ici, ethernet.")
-    ] = "shared-memory",
+        str | None,
+        typer.Option(
+            help="Cost-model preset: shared-memory, pcie, nvlink, ici, ethernet "
+            "(default: the one `shardkit bench calibrate` saved for these devices, "
+            "else shared-memory)."
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Report every collective, the memory and the predicted time of a compiled function."""
@@ -281,7 +286,12 @@ def inspect(
 @app.command()
 def bench(
     suites: Annotated[
-        list[str], typer.Argument(help="Suites to run (collectives, matmul, fft, ...) or 'all'.")
+        list[str],
+        typer.Argument(
+            help="Suites to run (collectives, matmul, fft, ...) or 'all'; or 'calibrate' "
+            "alone: measure the collectives and a matmul, fit the cost model and save it "
+            "as these devices' preset (used by inspect, comms and matmul's auto)."
+        ),
     ],
     sizes: Annotated[
         str | None, typer.Option(help="Comma-separated sizes, e.g. 1KiB,1MiB or 2048,4096.")
@@ -298,6 +308,10 @@ def bench(
     """Time suites side by side against their baselines and write JSON, Markdown and HTML."""
     from shardkit.bench import run_bench
 
+    if "calibrate" in suites:
+        _calibrate(suites, sizes=sizes, meshes=meshes, repeat=repeat, quick=quick)
+        return
+
     with _usage():
         run_bench(
             suites[0] if suites == ["all"] else suites,
@@ -309,6 +323,33 @@ def bench(
             console=_console,
         )
     _console.print(f"reports written to {out}/ (results.json, report.md, report.html)")
+
+
+def _calibrate(
+    suites: list[str], *, sizes: str | None, meshes: str | None, repeat: int | None, quick: bool
+) -> None:
+    from shardkit.bench import parse_size
+    from shardkit.bench.calibrate import calibrate
+
+    if suites != ["calibrate"]:
+        raise _BadValue(
+            f"calibrate runs alone (it saves a preset the other suites then use); got "
+            f"SUITES={' '.join(suites)}: run 'shardkit bench calibrate' first, then the others"
+        )
+    if meshes is not None:
+        raise _BadValue(
+            "calibrate measures every group size the devices allow; --meshes does not apply",
+            param_hint="'--meshes'",
+        )
+    with _usage("--sizes"):
+        size_list = None if sizes is None else [parse_size(v) for v in sizes.split(",")]
+    with _usage():
+        result = calibrate(quick=quick, sizes=size_list, repeat=repeat, console=_console)
+    _console.print(result)
+    _console.print(
+        f"saved preset {result.interconnect.label} to {result.path}; shardkit inspect, "
+        "comms and matmul(algorithm='auto') use it on these devices unless given another"
+    )
 
 
 @app.command()

@@ -27,14 +27,17 @@ ppermute        sendrecv         per-device buffer sent                     1
 ``bytes_per_device`` is always the per-device *input*, so ``all_gather`` moves ``n``
 times as much in total as the others at the same size, which is what ``S`` accounts for.
 
-Where :mod:`shardkit.inspect` provides an ``Interconnect`` cost model, each record adds
-the predicted time of the collective (preset ``"shared-memory"`` on simulated CPU
-devices) and the relative error ``(predicted - measured) / measured``.
+Each record adds the predicted time of the collective under :mod:`shardkit.inspect`'s
+default cost model (the preset ``shardkit bench calibrate`` saved for these devices if
+there is one, else the built-in ``"shared-memory"``) and the relative error
+``(predicted - measured) / measured``; the notes end with the median of its absolute
+value over every collective timed, overall and per collective.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import statistics
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -54,6 +57,7 @@ __all__ = [
     "bandwidths",
     "bus_factor",
     "nccl_bytes",
+    "prediction_summary",
 ]
 
 COLLECTIVES = ("psum", "all_gather", "psum_scatter", "all_to_all", "ppermute")
@@ -83,6 +87,7 @@ QUICK_SIZES = (1024, 16 * 1024, 256 * 1024)
 """1 KiB, 16 KiB and 256 KiB per device, for ``--quick``."""
 
 BASELINE = "local"
+_BUILTIN = "shared-memory"
 _ITEMSIZE = 4  # float32
 
 
@@ -147,16 +152,12 @@ def bandwidths(
     return algbw, algbw * bus_factor(collective, n)
 
 
-def _predictor() -> tuple[str, Callable[[str, int, float], float]] | None:
-    """The ``shardkit.inspect`` cost model, if that package exists and offers one."""
-    try:
-        from shardkit import inspect as sk_inspect
+def _predictor() -> tuple[str, Callable[[str, int, float], float]]:
+    """The label and ``time`` of ``shardkit.inspect``'s default cost model."""
+    from shardkit.inspect import interconnect
 
-        link = sk_inspect.INTERCONNECTS["shared-memory"]
-        predict = link.time
-    except (ImportError, AttributeError, KeyError, TypeError):
-        return None
-    return str(link.name), predict
+    link = interconnect(None)
+    return link.label, link.time
 
 
 def _bodies(axis: str, n: int) -> dict[str, Callable[[jax.Array], jax.Array]]:
@@ -194,13 +195,26 @@ def _metrics(
             "busbw": None,
             "predicted_s": None,
             "prediction_error": None,
+            "builtin_error": None,
         }
     algbw, busbw = bandwidths(name, bytes_per_device, n, seconds) if seconds > 0 else (None, None)
-    predicted = None
-    if predictor is not None:
-        predicted = float(predictor[1](_HLO_KINDS[name], n, nccl_bytes(name, bytes_per_device, n)))
-    error = (predicted - seconds) / seconds if predicted is not None and seconds > 0 else None
-    return {"algbw": algbw, "busbw": busbw, "predicted_s": predicted, "prediction_error": error}
+    size = nccl_bytes(name, bytes_per_device, n)
+    predicted = float(predictor[1](_HLO_KINDS[name], n, size))
+    builtin = _builtin().time(_HLO_KINDS[name], n, size)
+    ok = seconds > 0
+    return {
+        "algbw": algbw,
+        "busbw": busbw,
+        "predicted_s": predicted,
+        "prediction_error": (predicted - seconds) / seconds if ok else None,
+        "builtin_error": (builtin - seconds) / seconds if ok else None,
+    }
+
+
+def _builtin() -> Any:
+    from shardkit.inspect import INTERCONNECTS
+
+    return INTERCONNECTS[_BUILTIN]
 
 
 def _size_label(nbytes: int) -> str:
@@ -253,21 +267,61 @@ def _cases(config: SuiteConfig) -> list[Case]:
 
 
 def _notes() -> list[str]:
-    pred = _predictor()
-    notes = [
+    return [
         "algbw = S/t and busbw = algbw x factor as in nccl-tests doc/PERFORMANCE.md "
         "(S: gathered size for all_gather, per-device input otherwise; factor 2(n-1)/n "
         "psum, (n-1)/n all_gather/psum_scatter/all_to_all, 1 ppermute).",
         "Ratio: median over rounds of (collective time / local-pass time) in the same round.",
+        f"Predictions: shardkit.inspect's default cost model, {_predictor()[0]}; "
+        "error = (predicted - measured) / measured.",
     ]
-    if pred is None:
-        notes.append("Predictions: shardkit.inspect's cost model is not available; left empty.")
-    else:
-        notes.append(
-            f"Predictions: shardkit.inspect Interconnect preset {pred[0]!r} (alpha-beta, ring); "
-            "error = (predicted - measured) / measured."
-        )
-    return notes
+
+
+def prediction_summary(records: Sequence[Mapping[str, Any]], /) -> list[str]:
+    """The median of ``|predicted - measured| / measured``, overall and per collective.
+
+    The built-in ``shared-memory`` preset's figure follows in brackets when the default
+    model is another (a calibrated preset).
+
+    Example:
+      >>> recs = [{"candidate": "psum", "metrics": {"prediction_error": e}}
+      ...         for e in (-0.5, 0.1, 0.2)]
+      >>> prediction_summary(recs)[0]
+      'Prediction error: median |predicted - measured| / measured = 20.0% over 3 timings.'
+    """
+
+    def medians(key: str) -> tuple[float | None, dict[str, float]]:
+        errors: dict[str, list[float]] = {}
+        for r in records:
+            e = r.get("metrics", {}).get(key)
+            if e is not None:
+                errors.setdefault(r["candidate"], []).append(abs(e))
+        every = [e for v in errors.values() for e in v]
+        if not every:
+            return None, {}
+        return statistics.median(every), {c: statistics.median(v) for c, v in errors.items()}
+
+    overall, each = medians("prediction_error")
+    if overall is None:
+        return []
+    count = sum(r.get("metrics", {}).get("prediction_error") is not None for r in records)
+    base, base_each = medians("builtin_error")
+    differs = base is not None and any(
+        r["metrics"].get("builtin_error") != r["metrics"].get("prediction_error")
+        for r in records
+        if r.get("metrics")
+    )
+
+    def pair(value: float, builtin: float | None) -> str:
+        return f"{value:.1%}" + (f" ({_BUILTIN}: {builtin:.1%})" if differs and builtin else "")
+
+    return [
+        "Prediction error: median |predicted - measured| / measured = "
+        f"{pair(overall, base)} over {count} timings.",
+        "Prediction error by collective (median): "
+        + ", ".join(f"{c} {pair(v, base_each.get(c))}" for c, v in each.items())
+        + ".",
+    ]
 
 
 SUITE = register_suite(
@@ -310,5 +364,6 @@ SUITE = register_suite(
         ),
         key_params=("mesh", "axis", "bytes_per_device"),
         notes=_notes,
+        conclusions=prediction_summary,
     )
 )

@@ -7,9 +7,9 @@ plotted, so that the report writer needs no suite-specific code.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from jax.sharding import Mesh
@@ -107,6 +107,8 @@ class Suite:
       plots: figures drawn in the report.
       key_params: ``params`` keys shown as the leading table columns.
       notes: returns lines for the report (definitions, where predictions come from).
+      conclusions: returns lines drawn from the suite's records once they are measured
+        (e.g. the median prediction error), appended to the notes.
     """
 
     name: str
@@ -117,6 +119,7 @@ class Suite:
     plots: Sequence[PlotSpec] = field(default_factory=tuple)
     key_params: Sequence[str] = field(default_factory=tuple)
     notes: Callable[[], list[str]] = list
+    conclusions: Callable[[Sequence[Mapping[str, Any]]], list[str]] = lambda records: []
 
 
 _SUITES: dict[str, Suite] = {}

@@ -256,7 +256,8 @@ def run_bench(
             name: {
                 "description": registry[name].description,
                 "baseline": registry[name].baseline,
-                "notes": registry[name].notes(),
+                "notes": registry[name].notes()
+                + registry[name].conclusions([r for r in records if r["suite"] == name]),
                 "key_params": list(registry[name].key_params),
                 "columns": [asdict(c) for c in registry[name].columns],
                 "plots": [asdict(p) for p in registry[name].plots],

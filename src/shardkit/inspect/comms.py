@@ -151,7 +151,7 @@ def report_from_text(
     *,
     name: str = "hlo",
     mesh: Mesh | None = None,
-    interconnect: str | Interconnect = "shared-memory",
+    interconnect: str | Interconnect | None = None,
     memory: MemoryStats | None = None,
     flops: float | None = None,
 ) -> CommReport:
@@ -183,7 +183,7 @@ def comms(
     f: Callable[..., Any] | jax.stages.Compiled | jax.stages.Lowered,
     /,
     *args: Any,
-    interconnect: str | Interconnect = "shared-memory",
+    interconnect: str | Interconnect | None = None,
     peak_flops: float | None = None,
     mesh: Mesh | None = None,
     **kwargs: Any,
@@ -200,7 +200,8 @@ def comms(
     Args:
       f: the function, or a ``jax.stages.Lowered`` / ``jax.stages.Compiled``.
       *args: positional arguments to lower ``f`` with.
-      interconnect: a preset name (see ``INTERCONNECTS``) or an ``Interconnect``.
+      interconnect: a preset name (see ``INTERCONNECTS``), an ``Interconnect``, or None
+        for the calibrated preset of these devices if saved, else ``shared-memory``.
       peak_flops: overrides the interconnect's per-device peak for compute time.
       mesh: the mesh to name device groups by, when the arguments carry none.
       **kwargs: keyword arguments to lower ``f`` with.

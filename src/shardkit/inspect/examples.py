@@ -151,7 +151,7 @@ def inspect_target(
     mesh: str = "8",
     names: str | None = None,
     args: Sequence[str] = (),
-    interconnect: str | Interconnect = "shared-memory",
+    interconnect: str | Interconnect | None = None,
     axis_types: AxisTypeLike = "auto",
 ) -> CommReport:
     """Report a function in the user's code, as ``shardkit inspect MODULE:FUNC`` does.
@@ -164,7 +164,8 @@ def inspect_target(
       mesh: mesh shape, e.g. ``"2x4"``.
       names: mesh axis names, e.g. ``"x,y"``; default ``x``, ``y``, ``z``, ``w``.
       args: one spec per positional argument, e.g. ``"float32[1024,1024]@x,y"``.
-      interconnect: a preset name or an ``Interconnect``.
+      interconnect: a preset name, an ``Interconnect``, or None (the calibrated preset
+        of these devices if saved, else ``shared-memory``).
       axis_types: the mesh's axis types; Auto lets XLA choose intermediate layouts.
 
     Returns:
@@ -288,14 +289,15 @@ def example(
     name: str,
     /,
     *,
-    interconnect: str | Interconnect = "shared-memory",
+    interconnect: str | Interconnect | None = None,
     axis_types: AxisTypeLike | None = None,
 ) -> CommReport:
     """Compile the seed program ``name`` and report its communication.
 
     Args:
       name: a key of ``EXAMPLES``: ``fft``, ``solve``, ``matmul`` or ``mlp``.
-      interconnect: a preset name or an ``Interconnect``.
+      interconnect: a preset name, an ``Interconnect``, or None (the calibrated preset
+        of these devices if saved, else ``shared-memory``).
       axis_types: the mesh's axis types; default the example's own.
 
     Returns:

@@ -22,19 +22,119 @@ all-reduce, Bruck's all-to-all and the binomial-tree broadcast, as analysed in
 R. Thakur, R. Rabenseifner and W. Gropp, "Optimization of Collective Communication
 Operations in MPICH", IJHPCA 19(1), 2005. The model ignores contention, topology and
 overlap with compute: it ranks programs, it does not time them.
+
+A *calibrated* interconnect (``shardkit bench calibrate``, saved as a preset by
+:mod:`shardkit.inspect._presets`) also carries the measured times of each collective
+kind and group size (:class:`CollectiveFit`: a table of sizes and times, with its
+least-squares ``t = alpha + n / beta``), which replace the formulas above where they
+apply, and a measured ``peak_flops``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["INTERCONNECTS", "Algorithm", "Interconnect", "interconnect"]
+__all__ = ["INTERCONNECTS", "Algorithm", "CollectiveFit", "Interconnect", "interconnect"]
 
 Algorithm = Literal["ring", "tree"]
 _ALGORITHMS = ("ring", "tree")
+_KINDS = (
+    "all-gather",
+    "all-reduce",
+    "reduce-scatter",
+    "all-to-all",
+    "collective-permute",
+    "collective-broadcast",
+)
+
+
+@dataclass(frozen=True)
+class CollectiveFit:
+    """Measured times of one collective kind on one group size.
+
+    ``nbytes`` is what :meth:`Interconnect.time` takes (the full buffer: the gathered
+    result of an all-gather, the operand of the others), so ``bandwidth`` is an
+    *algorithm* bandwidth of that collective on that group size, not a link figure.
+
+    Without ``sizes``, the time is ``latency_s + nbytes / bandwidth``. With them (a
+    calibrated table), it follows the measured ``seconds``: interpolated between
+    neighbouring sizes on log-log axes (a power law per range of sizes), the smallest
+    size's time below it, and beyond the largest the last range's growth exponent
+    (at least linear, at most cubic). On CPU devices the cost per byte grows several
+    times past the caches, which one ``alpha + n / beta`` line cannot follow.
+
+    Attributes:
+      kind: the HLO collective kind, e.g. ``"all-gather"``.
+      group_size: devices per group.
+      latency_s: ``alpha`` of the least-squares line, seconds at zero bytes (for a
+        one-collective program this includes launching it).
+      bandwidth: ``beta`` of that line, bytes of ``nbytes`` per second.
+      sizes: measured ``nbytes``, increasing (empty: the line alone).
+      seconds: the measured times at ``sizes`` (made non-decreasing).
+
+    Example:
+      >>> CollectiveFit("all-reduce", 4, 1e-5, 1e9).time(1e6)
+      0.00101
+      >>> table = CollectiveFit("all-reduce", 4, 1e-5, 1e9, (1e3, 1e6), (1e-5, 1e-3))
+      >>> round(table.time(1e6) * 1e3, 6), round(table.time(4e6) * 1e3, 6)
+      (1.0, 4.0)
+    """
+
+    kind: str
+    group_size: int
+    latency_s: float
+    bandwidth: float
+    sizes: tuple[float, ...] = ()
+    seconds: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sizes", tuple(float(n) for n in self.sizes))
+        object.__setattr__(self, "seconds", tuple(float(t) for t in self.seconds))
+        if self.kind not in _KINDS:
+            raise ValueError(f"CollectiveFit: kind={self.kind!r}; legal values are {_KINDS}")
+        if self.group_size < 1 or not self.latency_s >= 0 or not self.bandwidth > 0:
+            raise ValueError(
+                f"CollectiveFit: group_size={self.group_size!r}, latency_s={self.latency_s!r}, "
+                f"bandwidth={self.bandwidth!r} need group_size >= 1, latency_s >= 0 and "
+                "bandwidth > 0"
+            )
+        n, t = self.sizes, self.seconds
+        if (
+            len(n) != len(t)
+            or len(n) == 1
+            or any(b <= a for a, b in itertools.pairwise(n))
+            or any(b < a for a, b in itertools.pairwise(t))
+            or any(not v > 0 for v in (*n, *t))
+        ):
+            raise ValueError(
+                f"CollectiveFit: sizes={n!r}, seconds={t!r} need as many positive times as "
+                "sizes (none, or two or more), sizes increasing, times non-decreasing"
+            )
+
+    def time(self, nbytes: float) -> float:
+        """Predicted seconds for ``nbytes``."""
+        n, t = self.sizes, self.seconds
+        if not n:
+            return self.latency_s + nbytes / self.bandwidth
+        if nbytes <= n[0]:
+            return t[0]
+        i = next((j for j in range(1, len(n)) if nbytes <= n[j]), len(n) - 1)
+        slope = math.log(t[i] / t[i - 1]) / math.log(n[i] / n[i - 1])
+        if nbytes > n[-1]:
+            return t[-1] * (nbytes / n[-1]) ** min(max(slope, 1.0), 3.0)
+        return t[i - 1] * (nbytes / n[i - 1]) ** slope
+
+
+def _as_fit(value: CollectiveFit | dict | list | tuple) -> CollectiveFit:
+    if isinstance(value, CollectiveFit):
+        return value
+    if isinstance(value, dict):
+        return CollectiveFit(**value)
+    return CollectiveFit(*value)
 
 
 @dataclass(frozen=True)
@@ -49,6 +149,9 @@ class Interconnect:
       peak_flops: peak floating-point operations per second of one device joined by
         this link, for the compute-time estimate.
       description: what the figures describe and where they come from.
+      fits: measured per-(kind, group size) fits that override the formulas (a
+        calibrated preset); empty for the built-in presets.
+      calibrated: when the fits were measured (ISO 8601), or None for a built-in preset.
 
     Example:
       >>> link = Interconnect("toy", latency_s=1e-6, bandwidth=1e9, peak_flops=1e12)
@@ -62,8 +165,12 @@ class Interconnect:
     algorithm: Algorithm = "ring"
     peak_flops: float = 1e12
     description: str = ""
+    fits: tuple[CollectiveFit, ...] = ()
+    calibrated: str | None = None
 
     def __post_init__(self) -> None:
+        # Fits may arrive as JSON (lists of dicts, from a preset file or a saved report).
+        object.__setattr__(self, "fits", tuple(_as_fit(f) for f in self.fits))
         if self.algorithm not in _ALGORITHMS:
             raise ValueError(
                 f"Interconnect: algorithm={self.algorithm!r}; legal values are {_ALGORITHMS}"
@@ -77,6 +184,27 @@ class Interconnect:
         """The same link with another collective algorithm."""
         return dataclasses.replace(self, algorithm=algorithm)
 
+    @property
+    def label(self) -> str:
+        """The name and where the figures come from, as reports print it."""
+        if self.calibrated is None:
+            return f"{self.name} (built-in preset)"
+        return f"{self.name} (calibrated on {self.calibrated[:10]})"
+
+    def fit(self, kind: str, group_size: int) -> CollectiveFit | None:
+        """The measured fit for ``kind`` nearest to ``group_size`` (log scale), if any.
+
+        A group size that was not measured borrows the nearest measured one of the same
+        kind; the fits do not extrapolate to groups of one, which cost nothing.
+        """
+        same = [f for f in self.fits if f.kind == kind]
+        if not same or group_size <= 1 < min(f.group_size for f in same):
+            return None
+        return min(
+            same,
+            key=lambda f: (abs(math.log2(f.group_size) - math.log2(group_size)), f.group_size),
+        )
+
     def time(self, kind: str, group_size: int, nbytes: float) -> float:
         """Predicted seconds for one collective of ``nbytes`` over ``group_size`` devices.
 
@@ -87,6 +215,9 @@ class Interconnect:
           ValueError: ``kind`` is not one of the six collectives.
         """
         p, a, b = group_size, self.latency_s, self.bandwidth
+        fit = self.fit(kind, p) if self.fits else None
+        if fit is not None:
+            return fit.time(nbytes)
         if kind == "collective-permute":
             return a + nbytes / b
         if p <= 1:
@@ -171,17 +302,25 @@ INTERCONNECTS: dict[str, Interconnect] = {
 """Preset interconnects by name; each ``description`` cites the source of its figures."""
 
 
-def interconnect(value: str | Interconnect, /) -> Interconnect:
+def interconnect(value: str | Interconnect | None, /) -> Interconnect:
     """An ``Interconnect`` from a preset name; ``Interconnect`` objects pass through.
 
+    ``None`` is the default model: the preset ``shardkit bench calibrate`` saved for
+    this process's devices if there is one, else ``"shared-memory"``.
+
     Raises:
-      ValueError: an unknown preset name (the message lists the presets).
+      ValueError: an unknown preset name (the message lists the presets), or a
+        corrupt calibrated preset file (the message names it).
       TypeError: ``value`` is neither a string nor an ``Interconnect``.
 
     Example:
       >>> interconnect("nvlink").bandwidth
       450000000000.0
     """
+    if value is None:
+        from shardkit.inspect._presets import default_interconnect
+
+        return default_interconnect()
     if isinstance(value, Interconnect):
         return value
     if isinstance(value, str):

@@ -389,7 +389,7 @@ class CommReport:
         return (
             f"{self.name}: collectives {kinds}{unknown}; sends "
             f"{format_bytes(self.bytes_sent)}/device{loop}{mem}; {timing} "
-            f"on {self.interconnect.name}"
+            f"on {self.interconnect.label}"
         )
 
     def __rich__(self) -> Group:

@@ -150,7 +150,7 @@ def matmul(
     algorithm: Algorithm = ...,
     mesh: Mesh | None = ...,
     in_specs: tuple[Any, Any] | None = ...,
-    interconnect: str | Interconnect = ...,
+    interconnect: str | Interconnect | None = ...,
     explain: Literal[False] = ...,
 ) -> jax.Array: ...
 
@@ -165,7 +165,7 @@ def matmul(
     algorithm: Algorithm = ...,
     mesh: Mesh | None = ...,
     in_specs: tuple[Any, Any] | None = ...,
-    interconnect: str | Interconnect = ...,
+    interconnect: str | Interconnect | None = ...,
     explain: Literal[True],
 ) -> Explanation: ...
 
@@ -179,7 +179,7 @@ def matmul(
     algorithm: Algorithm = "auto",
     mesh: Mesh | None = None,
     in_specs: tuple[Any, Any] | None = None,
-    interconnect: str | Interconnect = "shared-memory",
+    interconnect: str | Interconnect | None = None,
     explain: bool = False,
 ) -> jax.Array | Explanation:
     """Multiply sharded matrices ``a @ b`` with a chosen or the cheapest algorithm.
@@ -209,7 +209,9 @@ def matmul(
         program is chosen once the partitioner knows the layouts, with the partitioner's
         wish for the result's layout as ``out_spec`` (unless one is given).
       in_specs: ``(spec_a, spec_b)`` overriding the operands' own shardings.
-      interconnect: cost-model preset name or :class:`~shardkit.inspect.Interconnect`.
+      interconnect: cost-model preset name or :class:`~shardkit.inspect.Interconnect`;
+        None: the preset ``shardkit bench calibrate`` saved for these devices, if any,
+        else ``shared-memory``.
       explain: return the priced candidates (an :class:`Explanation`) instead.
 
     Returns:
@@ -283,7 +285,7 @@ def matmul(
             f"matmul a{a_shape} {spec_summary(pa)} @ b{b_shape} {spec_summary(pb)} on "
             f"{mesh_summary(m)}"
         )
-        return Explanation(title, cands, rejected, key[-1].name)
+        return Explanation(title, cands, rejected, key[-1].label)
     return _program(key, m, sa, sb)(a.astype(dtype), b.astype(dtype))
 
 
@@ -296,7 +298,7 @@ def _choose(
     pb: Any,
     out_spec: Any,
     algorithm: str,
-    interconnect: str | Interconnect,
+    interconnect: str | Interconnect | None,
 ) -> tuple[tuple[Any, ...], Spec, Spec]:
     """The candidates' cache key and the operands' specs; raises if no algorithm applies."""
     check_placement("matmul(a)", a_shape, pa, m)
@@ -354,7 +356,7 @@ def _choose(
 
 
 def _partitioned(
-    a: Any, b: Any, out_spec: Any, algorithm: str, interconnect: str | Interconnect
+    a: Any, b: Any, out_spec: Any, algorithm: str, interconnect: str | Interconnect | None
 ) -> jax.Array:
     """``matmul`` as a ``custom_partitioning`` op: the layout comes at partition time.
 

@@ -1,0 +1,225 @@
+"""Calibration: the alpha-beta fit, preset files, and who reads the calibrated preset."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding
+from typer.testing import CliRunner
+
+import shardkit
+from shardkit._config import config_dir
+from shardkit.bench.calibrate import Point, calibrate, fit_collective, fit_interconnect
+from shardkit.bench.collectives import prediction_summary
+from shardkit.bench.matmul import auto_summary
+from shardkit.cli import app
+from shardkit.inspect import CommReport, Interconnect, comms, interconnect
+from shardkit.inspect._presets import (
+    PresetError,
+    default_interconnect,
+    load_preset,
+    preset_path,
+    save_preset,
+)
+from shardkit.inspect.interconnect import CollectiveFit
+from shardkit.linalg import matmul
+
+KINDS = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute")
+SIZES = (1 << 10, 1 << 14, 1 << 18, 1 << 22)
+
+
+@pytest.fixture
+def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("SHARDKIT_CONFIG_DIR", str(tmp_path / "config"))
+    return tmp_path / "config"
+
+
+def _points(alpha: float, beta: float, noise: float = 0.0, seed: int = 0) -> list[Point]:
+    rng = np.random.default_rng(seed)
+    return [
+        Point("all-reduce", 4, n, (alpha + n / beta) * (1 + noise * rng.uniform(-1, 1)))
+        for n in SIZES
+        for _ in range(3)
+    ]
+
+
+def _link(alpha: dict[str, float], beta: dict[str, float], *, table: bool = False) -> Interconnect:
+    points = [
+        Point(k, p, n, alpha[k] + n / beta[k]) for k in KINDS for p in (2, 4, 8) for n in SIZES
+    ]
+    return fit_interconnect(
+        points, peak_flops=5e9, name="test-calibrated", created="2026-01-02", table=table
+    )
+
+
+def test_fit_recovers_known_parameters() -> None:
+    fit = fit_collective(_points(2e-4, 3e8))
+    assert (fit.kind, fit.group_size) == ("all-reduce", 4)
+    assert fit.latency_s == pytest.approx(2e-4, rel=1e-9)
+    assert fit.bandwidth == pytest.approx(3e8, rel=1e-9)
+    noisy = fit_collective(_points(2e-4, 3e8, noise=0.05))
+    assert noisy.latency_s == pytest.approx(2e-4, rel=0.1)
+    assert noisy.bandwidth == pytest.approx(3e8, rel=0.1)
+
+
+def test_fit_clamps_negative_latency_and_rejects_one_size() -> None:
+    points = [Point("all-gather", 2, n, n / 1e9 - 1e-7) for n in SIZES]
+    fit = fit_collective(points)
+    assert fit.latency_s == 0.0
+    assert fit.bandwidth == pytest.approx(1e9, rel=0.05)
+    with pytest.raises(ValueError, match="two or more sizes"):
+        fit_collective([Point("all-gather", 2, 1024, 1e-5)] * 3)
+
+
+def test_table_follows_measured_times() -> None:
+    # Per-byte cost quadruples past 1 MiB, as on CPU devices past the caches; one point
+    # is out of order (noise) and is pooled with its neighbour.
+    times = {1 << 10: 1e-4, 1 << 14: 0.9e-4, 1 << 20: 1e-3, 1 << 22: 16e-3}
+    fit = fit_collective([Point("all-to-all", 8, n, t) for n, t in times.items()])
+    assert fit.seconds[:2] == pytest.approx((0.95e-4, 0.95e-4))
+    assert fit.time(1 << 20) == pytest.approx(1e-3)
+    assert fit.time(1 << 22) == pytest.approx(16e-3)
+    assert fit.time(1 << 21) == pytest.approx(4e-3)  # log-log midpoint of 1 and 16 ms
+    assert fit.time(1 << 23) == pytest.approx(64e-3)  # the last range's exponent, 2
+    assert fit.time(10) == pytest.approx(0.95e-4)
+    line = abs(fit.latency_s + (1 << 21) / fit.bandwidth - 4e-3) / 4e-3
+    assert line > 0.3  # what a single alpha-beta line misses here
+    with pytest.raises(ValueError, match="non-decreasing"):
+        CollectiveFit("all-to-all", 8, 0.0, 1.0, (1.0, 2.0), (2.0, 1.0))
+
+
+def test_fitted_interconnect_uses_fits_and_nearest_group() -> None:
+    link = _link(dict.fromkeys(KINDS, 1e-4), dict.fromkeys(KINDS, 1e9))
+    assert len(link.fits) == 15
+    assert link.peak_flops == 5e9
+    assert link.time("all-gather", 4, 1e6) == pytest.approx(1e-4 + 1e-3)
+    assert link.time("all-gather", 16, 1e6) == pytest.approx(1e-4 + 1e-3)  # borrows p=8
+    assert link.time("all-gather", 1, 1e6) == 0.0
+    assert link.fit("all-gather", 3) == link.fit("all-gather", 4)
+    assert link.label == "test-calibrated (calibrated on 2026-01-02)"
+    assert interconnect("shared-memory").label == "shared-memory (built-in preset)"
+
+
+def test_config_dir_override_and_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("SHARDKIT_CONFIG_DIR", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    assert config_dir() == tmp_path / "shardkit"
+    monkeypatch.setenv("SHARDKIT_CONFIG_DIR", str(tmp_path / "mine"))
+    assert config_dir() == tmp_path / "mine"
+
+
+def test_preset_round_trip_and_default(config: Path) -> None:
+    assert interconnect(None) is shardkit.INTERCONNECTS["shared-memory"]
+    link = _link(dict.fromkeys(KINDS, 1e-4), dict.fromkeys(KINDS, 1e9), table=True)
+    path = save_preset(link, measurements=[{"kind": "all-gather", "seconds": 1.0}])
+    assert path == preset_path()
+    assert path.is_relative_to(config)
+    assert path.name == f"cpu-x{len(jax.devices())}.json"
+    doc = json.loads(path.read_text())
+    assert doc["version"] == 1
+    assert doc["device_count"] == len(jax.devices())
+    assert load_preset(path) == link
+    assert default_interconnect() == link
+    assert interconnect(None) == link
+    assert interconnect("pcie").name == "pcie"  # an explicit preset wins
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [("{not json", "not JSON"), ('{"version": 99}', "version=99"), ('{"version": 1}', "no 'inter")],
+)
+def test_corrupt_preset_is_a_clear_error(config: Path, text: str, match: str) -> None:
+    path = preset_path()
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    with pytest.raises(PresetError, match=match) as info:
+        interconnect(None)
+    assert str(path) in str(info.value)
+    assert "bench calibrate" in str(info.value)
+
+
+def test_comms_report_uses_and_names_the_calibrated_preset(config: Path) -> None:
+    m = shardkit.mesh("8", "x", axis_types="auto")
+    x = jax.ShapeDtypeStruct((64, 4), jnp.float32, sharding=NamedSharding(m, shardkit.spec("x")))
+    before = comms(lambda a: a.sum(axis=0), x)
+    link = _link(dict.fromkeys(KINDS, 1.0), dict.fromkeys(KINDS, 1e9), table=True)
+    save_preset(link)
+    after = comms(lambda a: a.sum(axis=0), x)
+    assert after.interconnect == link
+    assert after.comm_time_s > 0.9
+    assert before.comm_time_s < 1e-3
+    assert "calibrated on 2026-01-02" in after.summary()
+    assert "built-in preset" in comms(lambda a: a.sum(0), x, interconnect="ici").summary()
+    assert CommReport.from_json(after.to_json()) == after
+
+
+def test_matmul_auto_follows_the_calibrated_preset(config: Path) -> None:
+    m = shardkit.mesh("2x4", "x,y", axis_types="auto")
+    spec = shardkit.spec("x,y")
+    s = jax.ShapeDtypeStruct((256, 256), jnp.float32, sharding=NamedSharding(m, spec))
+
+    def pick(**kw: object) -> str:
+        return matmul(s, s, explain=True, mesh=m, in_specs=(spec, spec), **kw).chosen.algorithm  # type: ignore[arg-type]
+
+    assert pick() == "allgather"
+    # All-reduces made far cheaper than all-gathers: SUMMA (all-reduces) wins.
+    alpha = dict.fromkeys(KINDS, 1e-3) | {"all-reduce": 1e-6}
+    beta = dict.fromkeys(KINDS, 1e7) | {"all-reduce": 1e12}
+    save_preset(_link(alpha, beta))
+    assert pick() == "summa"
+    assert pick(interconnect="shared-memory") == "allgather"
+    assert "calibrated on" in str(matmul(s, s, explain=True, mesh=m, in_specs=(spec, spec)))
+
+
+def test_calibrate_measures_fits_and_saves(config: Path) -> None:
+    result = calibrate(sizes=(256, 512), group_sizes=(4,), repeat=1, quick=True)
+    assert result.path == preset_path()
+    assert result.path is not None
+    assert result.path.exists()
+    assert {(f.kind, f.group_size) for f in result.interconnect.fits} == {(k, 4) for k in KINDS}
+    assert len(result.points) == 2 * len(KINDS)
+    assert result.flops_per_s > 0
+    assert interconnect(None) == result.interconnect
+    assert "all-gather" in str(result)
+    with pytest.raises(ValueError, match="divisors of the device count"):
+        calibrate(sizes=(256, 512), group_sizes=(3,))
+
+
+def test_cli_calibrate_runs_alone() -> None:
+    out = CliRunner().invoke(app, ["bench", "calibrate", "matmul"])
+    assert out.exit_code == 2
+    assert "calibrate runs alone" in out.output
+    out = CliRunner().invoke(app, ["bench", "calibrate", "--meshes", "2x4"])
+    assert out.exit_code == 2
+    assert "--meshes does not apply" in out.output
+
+
+def test_summaries_of_predictions_and_picks() -> None:
+    recs = [
+        {"candidate": c, "metrics": {"prediction_error": e}}
+        for c, e in (("psum", 0.1), ("psum", -0.3), ("ppermute", 2.0), ("local", None))
+    ]
+    lines = prediction_summary(recs)
+    assert "= 30.0% over 3 timings" in lines[0]
+    assert "psum 20.0%" in lines[1]
+    params = {"auto_pick": "summa", "builtin_pick": "allgather"}
+    mm = [
+        {"case": "c", "candidate": c, "median_s": t, "ratio_median": t / 0.5, "params": params}
+        for c, t in (("xla", 0.5), ("allgather", 2.0), ("summa", 1.0), ("auto", 1.0))
+    ]
+    lines = auto_summary(mm)
+    assert lines[0].startswith("auto picked the measured-fastest algorithm in 1 of 1 cases")
+    assert "would in 0" in lines[0]
+    assert "fastest summa" in lines[1]
+
+
+def test_collective_fit_validates() -> None:
+    with pytest.raises(ValueError, match="legal values"):
+        CollectiveFit("broadcast", 2, 0.0, 1.0)
+    with pytest.raises(ValueError, match="bandwidth > 0"):
+        CollectiveFit("all-gather", 2, 0.0, 0.0)

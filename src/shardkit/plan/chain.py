@@ -363,7 +363,7 @@ def matmul_chain(
     in_specs: Sequence[Any] | None = None,
     specs: Sequence[Any] | None = None,
     dtype: Any = np.float32,
-    interconnect: str | Interconnect = "shared-memory",
+    interconnect: str | Interconnect | None = None,
 ) -> ChainPlan:
     """Plan ``A0 @ A1 @ ... @ An-1``: order and specs of least predicted communication.
 
@@ -381,7 +381,8 @@ def matmul_chain(
       in_specs: fixes the operands' specs (None entries stay free).
       specs: the candidate specs to search (default: :func:`candidate_specs`).
       dtype: the element type priced.
-      interconnect: cost-model preset name or ``Interconnect``.
+      interconnect: cost-model preset name or ``Interconnect``; None: the preset
+        ``shardkit bench calibrate`` saved for these devices, else ``"shared-memory"``.
 
     Returns:
       A :class:`ChainPlan`; ``plan.apply(*arrays)`` runs it.

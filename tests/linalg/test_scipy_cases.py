@@ -16,8 +16,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.linalg as sl
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from _matrix import FULL
+from shardkit.inspect import comms
 from shardkit.layout import mesh, shard
 from shardkit.linalg import (
     NotPositiveDefiniteError,
@@ -37,14 +40,19 @@ from shardkit.linalg import (
     solve,
     solve_triangular,
 )
+from shardkit.linalg._pad import square_plan
+from shardkit.linalg.lu import _factor_program
 from shardkit.testing import assert_close
 
 MESHES = {"8": ("x", "x,None"), "2x4": ("x,y", "x,y")}
 
 
 def _meshes(first: int) -> list[str]:
-    """Both meshes with ``FULL``; otherwise one, alternating from test to test (compiles
-    dominate the run time)."""
+    """Both meshes with ``FULL``; otherwise mesh ``first`` (0: ``8``, 1: ``2x4``).
+
+    Compiles dominate the run time: tests on the same small shapes share a mesh (and so
+    their compiled programs) by default; the 2-D mesh takes the 8x8 cases.
+    """
     names = list(MESHES)
     return names if FULL else [names[first % len(names)]]
 
@@ -90,7 +98,7 @@ def test_hand_written_solves_promote_like_scipy(ms: str) -> None:
     assert_close(x, np.array([0.25j, -0.125j]))
 
 
-@pytest.mark.parametrize("ms", _meshes(1))
+@pytest.mark.parametrize("ms", _meshes(0))
 def test_integer_input_is_promoted_by_every_function(ms: str) -> None:
     where = _where(ms)
     # numpy test_linalg.py TestSolve.test_types / jax linalg_test.py testSolve (int input).
@@ -110,14 +118,12 @@ def test_integer_input_is_promoted_by_every_function(ms: str) -> None:
     assert_close(inv(a, **where), np.linalg.inv(a.astype(f)))
     assert_close(cholesky(a, **where), np.linalg.cholesky(a.astype(f)))
     assert_close(solve_triangular(np.triu(a), b, **where), sl.solve_triangular(np.triu(a), b))
-    assert qr(a, **where)[1].dtype == f
-    assert lu(a, **where)[2].dtype == f
 
 
 # ---- only the referenced triangle is read ---------------------------------------------
 
 
-@pytest.mark.parametrize("ms", _meshes(2))
+@pytest.mark.parametrize("ms", _meshes(1))
 def test_the_unused_triangle_is_never_read(ms: str) -> None:
     where = _where(ms)
     # scipy test_basic.py TestSolveTriangular (the other triangle is ignored) and
@@ -149,7 +155,7 @@ def test_the_unused_triangle_is_never_read(ms: str) -> None:
 # ---- empty and degenerate shapes ------------------------------------------------------
 
 
-@pytest.mark.parametrize("ms", _meshes(3))
+@pytest.mark.parametrize("ms", _meshes(0))
 def test_empty_and_tiny_shapes(ms: str) -> None:
     where = _where(ms)
     # numpy test_linalg.py: TestSolve.test_0_size, TestDet.test_0_size (det of 0x0 is 1),
@@ -192,7 +198,7 @@ def test_empty_and_tiny_shapes(ms: str) -> None:
 # ---- check_finite ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("ms", _meshes(4))
+@pytest.mark.parametrize("ms", _meshes(0))
 def test_non_finite_input_is_refused_eagerly_and_nan_under_jit(ms: str) -> None:
     where = _where(ms)
     # scipy test_basic.py TestSolve.test_check_finite / test_decomp.py check_finite cases.
@@ -230,7 +236,7 @@ def test_non_finite_input_is_refused_eagerly_and_nan_under_jit(ms: str) -> None:
 # ---- det and slogdet ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("ms", _meshes(5))
+@pytest.mark.parametrize("ms", _meshes(1))
 def test_det_and_slogdet_match_numpy(ms: str) -> None:
     where = _where(ms)
     # numpy test_linalg.py TestDet (test_types, test_0_size) and jax linalg_test.py
@@ -269,7 +275,7 @@ def test_det_and_slogdet_match_numpy(ms: str) -> None:
 # ---- hard matrices from the peer suites -----------------------------------------------
 
 
-@pytest.mark.parametrize("ms", _meshes(6))
+@pytest.mark.parametrize("ms", _meshes(1))
 def test_hard_matrices_solve_like_scipy(ms: str) -> None:
     where = _where(ms)
     # scipy test_basic.py TestSolve.test_random_exact / Hilbert; numpy test_linalg.py
@@ -313,18 +319,49 @@ def test_rank_deficient_lstsq_matches_numpy() -> None:
     rng = np.random.default_rng(3)
     a = rng.standard_normal((64, 3)) @ rng.standard_normal((3, 4))  # rank 3
     b = rng.standard_normal((64, 2))
-    for rcond in (None, 1e-3):
-        x, res, rank, s = lstsq(shard(a, m, "x,None"), b, rcond=rcond)
-        xr, _, rank_r, sr = np.linalg.lstsq(a, b, rcond=rcond)
-        assert int(rank) == rank_r == 3
-        assert_close(x, xr)
-        assert_close(s, sr)
-        assert_close(res, np.sum(np.abs(a @ xr - b) ** 2, axis=0), what="residuals")
-    x, res, rank, s = lstsq(shard(np.zeros((64, 8)), m, "x,None"), np.ones(64))
+    x, res, rank, s = lstsq(shard(a, m, "x,None"), b)
+    xr, _, rank_r, sr = np.linalg.lstsq(a, b, rcond=None)
+    assert int(rank) == rank_r == 3
+    assert_close(x, xr)
+    assert_close(s, sr)
+    assert_close(res, np.sum(np.abs(a @ xr - b) ** 2, axis=0), what="residuals")
+    # The issue's zero matrix: x = 0, rank 0, the residual |b|^2 (not NaN/inf).
+    x, res, rank, s = lstsq(shard(np.zeros((64, 4)), m, "x,None"), np.ones((64, 2)))
     assert int(rank) == 0
-    assert_close(x, np.zeros(8))
-    assert_close(res, np.array([64.0]))
+    assert_close(x, np.zeros((4, 2)))
+    assert_close(res, np.array([64.0, 64.0]))
     # The square (BCGS2) path never gathers r: rank deficiency is its documented error.
     sq = np.ones((8, 8))
     with pytest.raises(RankDeficientError, match="TSQR"):
         lstsq(shard(sq, mesh("2x4", "x,y"), "x,y"), np.ones(8), nb=4)
+
+
+# ---- overwrite_a ----------------------------------------------------------------------
+
+
+def test_overwrite_a_donates_the_matrix_and_saves_a_share() -> None:
+    # scipy test_basic.py / test_decomp_cholesky.py overwrite_a cases: the input may be
+    # overwritten. Here the input's buffer is donated to the factors (then deleted).
+    m = mesh("8", "x")
+    rng = np.random.default_rng(4)
+    a_np = rng.standard_normal((16, 16)) + 16 * np.eye(16)
+    a = shard(a_np, m, "x,None")
+    x = solve(a, np.ones(16), nb=4, overwrite_a=True)
+    assert a.is_deleted()
+    assert_close(a_np @ np.asarray(x), np.ones(16))
+    spd = shard(a_np @ a_np.T, m, "x,None")
+    f = cho_factor(spd, nb=4, overwrite_a=True)
+    assert spd.is_deleted()
+    assert_close(a_np @ a_np.T @ np.asarray(cho_solve(f, np.ones(16))), np.ones(16))
+    kept = shard(a_np, m, "x,None")
+    solve(kept, np.ones(16), nb=4)
+    assert not kept.is_deleted()
+    # Peak per-device memory of the donated factorization: one share of a (its buffer
+    # holds the factors) plus O(n nb), against 2 shares + O(n nb) without donation
+    # (test_lu.py). Measured at n=256, nb=32, float32: 1 share + 5.3 n nb elements.
+    n, nb = 256, 32
+    struct = jax.ShapeDtypeStruct((n, n), jnp.float32, sharding=NamedSharding(m, P("x", None)))
+    _, p, plan, _ = square_plan("t", struct, m, P("x", None), nb, "cyclic")
+    report = comms(_factor_program(plan, m, p, 8, "tournament").donating, struct)
+    share = n * n * 4 // 8
+    report.assert_peak_memory_at_most(share + 6 * n * nb * 4)

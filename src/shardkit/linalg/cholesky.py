@@ -182,11 +182,21 @@ def _tril_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec) -> Any:
 
 
 def _factor(
-    where: str, a: Any, nb: int, order: str, mesh: AnyMesh | None, spec: Any, stages: int
+    where: str,
+    a: Any,
+    nb: int,
+    order: str,
+    mesh: AnyMesh | None,
+    spec: Any,
+    stages: int,
+    overwrite: bool = False,
 ) -> CholeskyFactors:
     a = as_inexact(where, "a", a)
     m, p, plan, padding = square_plan(where, a, mesh, spec, nb, order)
-    out, status = _chol_program(plan, m, p, int(stages))(pad_matrix(a, padding, plan, m, p))
+    x = pad_matrix(a, padding, plan, m, p)
+    prog = _chol_program(plan, m, p, int(stages))
+    # Donated, the factor takes x's buffer: one share of a per device less.
+    out, status = (prog.donating if overwrite and not is_traced(x) else prog)(x)
     status = user_status(_natural_status(status, plan), padding)
     return CholeskyFactors(out, status, plan, m, p, padding)
 
@@ -227,6 +237,7 @@ def cho_factor(
     stages: int = 8,
     return_status: bool = False,
     check_finite: bool = True,
+    overwrite_a: bool = False,
 ) -> Any:
     """Cholesky-factor a sharded Hermitian positive definite matrix, keeping it distributed.
 
@@ -247,6 +258,11 @@ def cho_factor(
       spec: ``a``'s spec, likewise.
       stages: static sub-loops over which the working set shrinks.
       return_status: also return the status.
+      overwrite_a: donate ``a``'s buffer to the factorization (as SciPy's
+        ``overwrite_a``; eagerly only): the factors are written over it and ``a`` is
+        deleted afterwards, which saves one share of ``a`` per device. When ``a`` is
+        converted or padded first, the converted copy is donated instead and ``a``
+        stays. Under ``jit`` donate through ``jax.jit(..., donate_argnums=...)``.
       check_finite: eagerly, raise ``ValueError`` when the lower triangle of ``a`` holds
         an inf or NaN (SciPy's default); under ``jit`` NaN-fill the result instead.
         ``False`` skips the check.
@@ -274,7 +290,7 @@ def cho_factor(
         plan = make_plan(n, (), (), 1, 1, nb, "natural")
         f = CholeskyFactors(c, status, plan, None, None, Padding(n, n, 1))
     else:
-        f = _factor("cho_factor", a, nb, order, mesh, spec, stages)
+        f = _factor("cho_factor", a, nb, order, mesh, spec, stages, overwrite_a)
     if check_finite and is_traced(a):
         f = dataclasses.replace(f, c=nan_unless_finite(f.c, True, referenced(a, lower=True)))
     if return_status:
@@ -300,6 +316,7 @@ def cholesky(
     spec: Any = None,
     return_status: bool = False,
     check_finite: bool = True,
+    overwrite_a: bool = False,
 ) -> Any:
     """Lower Cholesky factor ``L`` (``a = L L^H``) of sharded ``a``, like ``jnp.linalg.cholesky``.
 
@@ -316,6 +333,11 @@ def cholesky(
       mesh: the mesh, when ``a`` does not carry it.
       spec: ``a``'s spec, likewise.
       return_status: return ``(L, status)``.
+      overwrite_a: donate ``a``'s buffer to the factorization (as SciPy's
+        ``overwrite_a``; eagerly only): the factors are written over it and ``a`` is
+        deleted afterwards, which saves one share of ``a`` per device. When ``a`` is
+        converted or padded first, the converted copy is donated instead and ``a``
+        stays. Under ``jit`` donate through ``jax.jit(..., donate_argnums=...)``.
       check_finite: eagerly, raise ``ValueError`` when the lower triangle of ``a`` holds
         an inf or NaN (SciPy's default); under ``jit`` NaN-fill the result instead.
         ``False`` skips the check.
@@ -342,7 +364,7 @@ def cholesky(
     if unknown(a, mesh, spec):
         out, status = _on_layout("cholesky", a, nb, 8, tril=True)
     else:
-        f = _factor("cholesky", a, nb, "natural", mesh, spec, 8)
+        f = _factor("cholesky", a, nb, "natural", mesh, spec, 8, overwrite_a)
         m, p = f.mesh, f.spec
         assert m is not None
         assert p is not None

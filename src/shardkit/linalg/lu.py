@@ -507,6 +507,7 @@ def _factor(
     spec: Any,
     stages: int,
     pivoting: str,
+    overwrite: bool = False,
 ) -> LUFactors:
     if pivoting not in PIVOTING_NAMES:
         raise ValueError(
@@ -519,7 +520,10 @@ def _factor(
     # The border max|a| I keeps the singularity tolerance n eps max|a| that of a.
     diag = scale(a) if padding.size != padding.n else 1.0
     x = pad_matrix(a, padding, plan, m, p, diag)
-    lu_, perm, swaps, status = _factor_program(plan, m, p, int(stages), pivoting)(x)
+    prog = _factor_program(plan, m, p, int(stages), pivoting)
+    # Donated, the factors take x's buffer: one share of a per device less.
+    run = prog.donating if overwrite and not is_traced(x) else prog
+    lu_, perm, swaps, status = run(x)
     status = user_status(_natural_status(status, plan), padding)
     return LUFactors(lu_, perm, swaps, status, plan, m, p, padding)
 
@@ -589,6 +593,7 @@ def lu_factor(
     pivoting: Pivoting = "tournament",
     return_status: bool = False,
     check_finite: bool = True,
+    overwrite_a: bool = False,
 ) -> Any:
     """Factor a sharded square matrix with pivoting over whole columns, keeping it distributed.
 
@@ -617,6 +622,11 @@ def lu_factor(
       pivoting: ``"tournament"`` (CALU: one all-gather per panel) or ``"partial"``
         (LAPACK's pivots: one small all-gather per column); see the module docstring.
       return_status: also return the status (see the module docstring).
+      overwrite_a: donate ``a``'s buffer to the factorization (as SciPy's
+        ``overwrite_a``; eagerly only): the factors are written over it and ``a`` is
+        deleted afterwards, which saves one share of ``a`` per device. When ``a`` is
+        converted or padded first, the converted copy is donated instead and ``a``
+        stays. Under ``jit`` donate through ``jax.jit(..., donate_argnums=...)``.
       check_finite: eagerly, raise ``ValueError`` when the input holds an inf or NaN
         (SciPy's default); under ``jit`` NaN-fill the result instead (see
         :mod:`shardkit.linalg._inputs`). ``False`` skips the check.
@@ -656,7 +666,7 @@ def lu_factor(
         plan = make_plan(n, (), (), 1, 1, nb, "natural")
         f = LUFactors(lu_, perm, swaps, status, plan, None, None, Padding(n, n, 1))
     else:
-        f = _factor("lu_factor", a, nb, order, mesh, spec, stages, pivoting)
+        f = _factor("lu_factor", a, nb, order, mesh, spec, stages, pivoting, overwrite_a)
     f = dataclasses.replace(f, lu=nan_unless_finite(f.lu, check_finite, a))
     if return_status:
         return f, f.status
@@ -785,6 +795,7 @@ def solve(
     pivoting: Pivoting = "tournament",
     return_status: bool = False,
     check_finite: bool = True,
+    overwrite_a: bool = False,
 ) -> Any:
     """Solve ``a x = b`` for sharded ``a``, like ``jnp.linalg.solve``, without gathering ``a``.
 
@@ -807,6 +818,11 @@ def solve(
       pivoting: ``"tournament"`` or ``"partial"``; see :func:`lu_factor`.
       return_status: return ``(x, status)``; status ``j + 1`` names the first
         numerically zero pivot column ``j``.
+      overwrite_a: donate ``a``'s buffer to the factorization (as SciPy's
+        ``overwrite_a``; eagerly only): the factors are written over it and ``a`` is
+        deleted afterwards, which saves one share of ``a`` per device. When ``a`` is
+        converted or padded first, the converted copy is donated instead and ``a``
+        stays. Under ``jit`` donate through ``jax.jit(..., donate_argnums=...)``.
       check_finite: eagerly, raise ``ValueError`` when the input holds an inf or NaN
         (SciPy's default); under ``jit`` NaN-fill the result instead (see
         :mod:`shardkit.linalg._inputs`). ``False`` skips the check.
@@ -866,7 +882,7 @@ def solve(
         )
         x = nan_unless_finite(x[:, 0] if vec else x, check_finite, a, b)
         return _finish_traced("solve", x, status, a, x.dtype, return_status)
-    f = _factor("solve", a, nb, "cyclic", mesh, spec, stages, pivoting)
+    f = _factor("solve", a, nb, "cyclic", mesh, spec, stages, pivoting, overwrite_a)
     x = nan_unless_finite(lu_solve(f, b, check_finite=False), check_finite, a, b)
     return finish(
         "solve",

@@ -503,8 +503,12 @@ def place(x: Any, mesh: AnyMesh, spec: PartitionSpec) -> jax.Array:
     target = NamedSharding(mesh, spec)
     # Eagerly an array already laid out so is returned as is: resharding would copy it
     # (one more share per device, and a donated argument would not be a's).
-    same = isinstance(x, jax.Array) and not is_traced(x)
-    if same and x.sharding.is_equivalent_to(target, x.ndim):
+    held = getattr(x, "sharding", None) if not is_traced(x) else None
+    if (
+        isinstance(held, NamedSharding)
+        and held.mesh == target.mesh
+        and held.is_equivalent_to(target, x.ndim)
+    ):
         return x
     if all(t == AxisType.Explicit for t in mesh.axis_types):
         return jax.sharding.reshard(x, target)

@@ -609,7 +609,7 @@ def lstsq(
       (True, 3)
       >>> dup = shardkit.shard(np.repeat(a_np[:, :2], [2, 1], axis=1), m, "x,None")  # rank 2
       >>> x, res, rank, s = shardkit.linalg.lstsq(dup, a_np[:, 0])
-      >>> np.asarray(x).round(6).tolist(), int(rank)
+      >>> (np.asarray(x).round(6) + 0.0).tolist(), int(rank)
       ([0.5, 0.5, 0.0], 2)
       >>> sq = np.random.default_rng(1).standard_normal((32, 32))
       >>> x, res, rank, s = shardkit.linalg.lstsq(shardkit.shard(sq, shardkit.mesh("2x4", "x,y"), "x,y"), sq @ np.ones(32), nb=4)

@@ -26,6 +26,7 @@ from shardkit.linalg import (
     NotPositiveDefiniteError,
     RankDeficientError,
     SingularMatrixError,
+    batched_solve,
     cho_factor,
     cho_solve,
     cholesky,
@@ -218,6 +219,7 @@ def test_non_finite_input_is_refused_eagerly_and_nan_under_jit(ms: str) -> None:
         lambda: solve_triangular(a, [1.0, 1], **where),
         lambda: lu_solve(lu_factor(ok, **where), b),
         lambda: cho_solve(cho_factor(ok, **where), b),
+        lambda: batched_solve(np.stack([a] * 8), np.ones((8, 2)), mesh=where["mesh"], spec="x"),
     ]
     for call in calls:
         with pytest.raises(ValueError, match="must not contain infs or NaNs"):

@@ -19,7 +19,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from shardkit.layout.internal import indivisible_error, placement
 from shardkit.linalg._blockcyclic import AnyMesh, place
 from shardkit.linalg._dtype import as_inexact, common
-from shardkit.linalg._inputs import nan_unless_finite, require_finite
+from shardkit.linalg._inputs import require_finite
 from shardkit.linalg._pad import choose, is_host, pad_rows, unpad_rows
 from shardkit.linalg._status import SingularMatrixError, is_traced
 
@@ -86,7 +86,7 @@ def batched_solve(
       return_status: return ``(x, status)``: per system 0, or ``j + 1`` for its first
         numerically zero pivot column ``j``.
       check_finite: eagerly, raise ``ValueError`` when ``a`` or ``b`` holds an inf or
-        NaN (SciPy's default); under ``jit`` NaN-fill ``x`` instead.
+        NaN (SciPy's default); under ``jit`` NaN-fill the ``x`` of each such system.
 
     Returns:
       ``x`` sharded like ``b`` (NaN for a singular system under ``jit``).
@@ -144,11 +144,15 @@ def batched_solve(
         eye = (padding.index() < 0)[:, None, None] * np.eye(n)
         a = pad_rows(a, padding, m) + jnp.asarray(eye, dt)
         b = pad_rows(b, padding, m)
-    x, status = _program(m, a_spec, b_spec, vec)(place(a, m, a_spec), place(b, m, b_spec))
+    ap, bp = place(a, m, a_spec), place(b, m, b_spec)
+    x, status = _program(m, a_spec, b_spec, vec)(ap, bp)
+    if check_finite and is_traced(a, b):
+        # Per system, so that the fill stays local (no communication, as promised).
+        ok = jnp.isfinite(ap).all(axis=(1, 2)) & jnp.isfinite(bp.reshape(bp.shape[0], -1)).all(1)
+        x = jnp.where(ok.reshape((-1,) + (1,) * (x.ndim - 1)), x, jnp.nan)
     if padding.size != padding.n:
         x = unpad_rows(x.reshape(padding.size, -1), padding, m, batch).reshape(-1, *x.shape[1:])
         status = unpad_rows(status[:, None], padding, m, batch)[:, 0]
-    x = nan_unless_finite(x, check_finite, a, b)
     if return_status:
         return x, status
     if not is_traced(a, b):

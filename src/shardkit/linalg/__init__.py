@@ -30,7 +30,7 @@ from shardkit.linalg._status import (
 from shardkit.linalg.batched import batched_solve
 from shardkit.linalg.cholesky import CholeskyFactors, cho_factor, cho_solve, cholesky
 from shardkit.linalg.iterative import IterativeInfo, bicgstab, cg, gmres
-from shardkit.linalg.lu import LUFactors, det, inv, lu, lu_factor, lu_solve, solve
+from shardkit.linalg.lu import LUFactors, det, inv, lu, lu_factor, lu_solve, slogdet, solve
 from shardkit.linalg.matmul import ALGORITHM_NAMES, Algorithm, Candidate, Explanation, matmul
 from shardkit.linalg.qr import lstsq, qr
 from shardkit.linalg.triangular import solve_triangular
@@ -66,6 +66,7 @@ __all__ = [
     "lu_solve",
     "matmul",
     "qr",
+    "slogdet",
     "solve",
     "solve_triangular",
     "to_block_cyclic",

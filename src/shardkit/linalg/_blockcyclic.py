@@ -278,6 +278,21 @@ class Spmd:
             )
         )
 
+    @functools.cached_property
+    def donating(self) -> Any:
+        """:attr:`program` with its first argument donated: an output of the same shape,
+        dtype and layout (the factors of ``a``) is written into its buffer."""
+        return jax.jit(
+            jax.shard_map(
+                self.body,
+                mesh=self.mesh,
+                in_specs=self.in_specs,
+                out_specs=self.out_specs,
+                check_vma=False,
+            ),
+            donate_argnums=0,
+        )
+
     def __call__(self, *args: Any) -> Any:
         return self.program(*args)
 
@@ -486,6 +501,15 @@ def place(x: Any, mesh: AnyMesh, spec: PartitionSpec) -> jax.Array:
     already has that layout; a replicated-to-split change is a local slice.
     """
     target = NamedSharding(mesh, spec)
+    # Eagerly an array already laid out so is returned as is: resharding would copy it
+    # (one more share per device, and a donated argument would not be a's).
+    held = getattr(x, "sharding", None) if not is_traced(x) else None
+    if (
+        isinstance(held, NamedSharding)
+        and held.mesh == target.mesh
+        and held.is_equivalent_to(target, x.ndim)
+    ):
+        return x
     if all(t == AxisType.Explicit for t in mesh.axis_types):
         return jax.sharding.reshard(x, target)
     if is_traced(x):

@@ -19,6 +19,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from shardkit.layout.internal import indivisible_error, placement
 from shardkit.linalg._blockcyclic import AnyMesh, place
 from shardkit.linalg._dtype import as_inexact, common
+from shardkit.linalg._inputs import require_finite
 from shardkit.linalg._pad import choose, is_host, pad_rows, unpad_rows
 from shardkit.linalg._status import SingularMatrixError, is_traced
 
@@ -66,6 +67,7 @@ def batched_solve(
     mesh: AnyMesh | None = None,
     spec: Any = None,
     return_status: bool = False,
+    check_finite: bool = True,
 ) -> Any:
     """Solve ``a[i] x[i] = b[i]`` for a batch sharded over its first axis; no communication.
 
@@ -83,6 +85,8 @@ def batched_solve(
       spec: the batch spec, when ``a`` does not carry it (e.g. ``"x"``).
       return_status: return ``(x, status)``: per system 0, or ``j + 1`` for its first
         numerically zero pivot column ``j``.
+      check_finite: eagerly, raise ``ValueError`` when ``a`` or ``b`` holds an inf or
+        NaN (SciPy's default); under ``jit`` NaN-fill the ``x`` of each such system.
 
     Returns:
       ``x`` sharded like ``b`` (NaN for a singular system under ``jit``).
@@ -106,6 +110,7 @@ def batched_solve(
     if a.ndim != 3 or a.shape[1] != a.shape[2]:
         raise ValueError(f"{where}: a.shape={tuple(a.shape)} is not (batch, n, n)")
     dt = common(where, a.dtype, b)
+    require_finite(where, check_finite, a=a, b=b)
     a = jnp.asarray(a) if a.dtype == dt else jnp.asarray(a).astype(dt)
     b = jnp.asarray(b).astype(dt)
     if b.ndim not in (2, 3) or b.shape[:2] != a.shape[:2]:
@@ -139,7 +144,12 @@ def batched_solve(
         eye = (padding.index() < 0)[:, None, None] * np.eye(n)
         a = pad_rows(a, padding, m) + jnp.asarray(eye, dt)
         b = pad_rows(b, padding, m)
-    x, status = _program(m, a_spec, b_spec, vec)(place(a, m, a_spec), place(b, m, b_spec))
+    ap, bp = place(a, m, a_spec), place(b, m, b_spec)
+    x, status = _program(m, a_spec, b_spec, vec)(ap, bp)
+    if check_finite and is_traced(a, b):
+        # Per system, so that the fill stays local (no communication, as promised).
+        ok = jnp.isfinite(ap).all(axis=(1, 2)) & jnp.isfinite(bp.reshape(bp.shape[0], -1)).all(1)
+        x = jnp.where(ok.reshape((-1,) + (1,) * (x.ndim - 1)), x, jnp.nan)
     if padding.size != padding.n:
         x = unpad_rows(x.reshape(padding.size, -1), padding, m, batch).reshape(-1, *x.shape[1:])
         status = unpad_rows(status[:, None], padding, m, batch)[:, 0]

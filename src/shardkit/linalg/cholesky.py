@@ -40,6 +40,7 @@ from shardkit.linalg._blockcyclic import (
     trsm,
 )
 from shardkit.linalg._dtype import as_inexact, common
+from shardkit.linalg._inputs import empty_solution, nan_unless_finite, referenced, require_finite
 from shardkit.linalg._pad import (
     Padding,
     pad_matrix,
@@ -136,6 +137,7 @@ def _chol_local(a: jax.Array, plan: Plan, stages: int) -> tuple[jax.Array, jax.A
             pan = psum(jnp.where(c == ce, dslice(sub, (0, cs * nb), (rows, nb)), 0), cols_ax)
             le = jnp.clip(rs * nb - r0, 0, rows - nb)
             d = psum(jnp.where(r == re, dslice(pan, (le, 0), (nb, nb)), 0), rows_ax)
+            d = jnp.tril(d)  # only the lower triangle is read: NaN above it is ignored
             l11, first = _chol_block(d)
             failed = (first >= 0) | ~jnp.isfinite(d).all()
             first = jnp.maximum(first, 0)
@@ -180,11 +182,21 @@ def _tril_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec) -> Any:
 
 
 def _factor(
-    where: str, a: Any, nb: int, order: str, mesh: AnyMesh | None, spec: Any, stages: int
+    where: str,
+    a: Any,
+    nb: int,
+    order: str,
+    mesh: AnyMesh | None,
+    spec: Any,
+    stages: int,
+    overwrite: bool = False,
 ) -> CholeskyFactors:
     a = as_inexact(where, "a", a)
     m, p, plan, padding = square_plan(where, a, mesh, spec, nb, order)
-    out, status = _chol_program(plan, m, p, int(stages))(pad_matrix(a, padding, plan, m, p))
+    x = pad_matrix(a, padding, plan, m, p)
+    prog = _chol_program(plan, m, p, int(stages))
+    # Donated, the factor takes x's buffer: one share of a per device less.
+    out, status = (prog.donating if overwrite and not is_traced(x) else prog)(x)
     status = user_status(_natural_status(status, plan), padding)
     return CholeskyFactors(out, status, plan, m, p, padding)
 
@@ -224,6 +236,8 @@ def cho_factor(
     spec: Any = None,
     stages: int = 8,
     return_status: bool = False,
+    check_finite: bool = True,
+    overwrite_a: bool = False,
 ) -> Any:
     """Cholesky-factor a sharded Hermitian positive definite matrix, keeping it distributed.
 
@@ -244,6 +258,14 @@ def cho_factor(
       spec: ``a``'s spec, likewise.
       stages: static sub-loops over which the working set shrinks.
       return_status: also return the status.
+      overwrite_a: donate ``a``'s buffer to the factorization (as SciPy's
+        ``overwrite_a``; eagerly only): the factors are written over it and ``a`` is
+        deleted afterwards, which saves one share of ``a`` per device. When ``a`` is
+        converted or padded first, the converted copy is donated instead and ``a``
+        stays. Under ``jit`` donate through ``jax.jit(..., donate_argnums=...)``.
+      check_finite: eagerly, raise ``ValueError`` when the lower triangle of ``a`` holds
+        an inf or NaN (SciPy's default); under ``jit`` NaN-fill the result instead.
+        ``False`` skips the check.
 
     Returns:
       :class:`CholeskyFactors` (and the status when ``return_status``).
@@ -259,13 +281,18 @@ def cho_factor(
       >>> bool(np.allclose(np.asarray(x), 0.25))
       True
     """
+    a = as_inexact("cho_factor", "a", a)
+    if check_finite and len(a.shape) == 2:
+        require_finite("cho_factor", True, a=referenced(a, lower=True))
     if unknown(a, mesh, spec):
         c, status = _on_layout("cho_factor", a, nb, stages, tril=False)
         n = int(a.shape[0])
         plan = make_plan(n, (), (), 1, 1, nb, "natural")
         f = CholeskyFactors(c, status, plan, None, None, Padding(n, n, 1))
     else:
-        f = _factor("cho_factor", a, nb, order, mesh, spec, stages)
+        f = _factor("cho_factor", a, nb, order, mesh, spec, stages, overwrite_a)
+    if check_finite and is_traced(a):
+        f = dataclasses.replace(f, c=nan_unless_finite(f.c, True, referenced(a, lower=True)))
     if return_status:
         return f, f.status
     return finish(
@@ -288,6 +315,8 @@ def cholesky(
     mesh: AnyMesh | None = None,
     spec: Any = None,
     return_status: bool = False,
+    check_finite: bool = True,
+    overwrite_a: bool = False,
 ) -> Any:
     """Lower Cholesky factor ``L`` (``a = L L^H``) of sharded ``a``, like ``jnp.linalg.cholesky``.
 
@@ -304,6 +333,14 @@ def cholesky(
       mesh: the mesh, when ``a`` does not carry it.
       spec: ``a``'s spec, likewise.
       return_status: return ``(L, status)``.
+      overwrite_a: donate ``a``'s buffer to the factorization (as SciPy's
+        ``overwrite_a``; eagerly only): the factors are written over it and ``a`` is
+        deleted afterwards, which saves one share of ``a`` per device. When ``a`` is
+        converted or padded first, the converted copy is donated instead and ``a``
+        stays. Under ``jit`` donate through ``jax.jit(..., donate_argnums=...)``.
+      check_finite: eagerly, raise ``ValueError`` when the lower triangle of ``a`` holds
+        an inf or NaN (SciPy's default); under ``jit`` NaN-fill the result instead.
+        ``False`` skips the check.
 
     Returns:
       ``L``, sharded like ``a``; NaN-filled under ``jit`` when not positive definite.
@@ -319,15 +356,22 @@ def cholesky(
       True
     """
     a = as_inexact("cholesky", "a", a)
+    if check_finite and len(a.shape) == 2:
+        require_finite("cholesky", True, a=referenced(a, lower=True))
+    if tuple(a.shape) == (0, 0):
+        empty = jnp.zeros((0, 0), a.dtype)
+        return (empty, jnp.zeros((), jnp.int32)) if return_status else empty
     if unknown(a, mesh, spec):
         out, status = _on_layout("cholesky", a, nb, 8, tril=True)
     else:
-        f = _factor("cholesky", a, nb, "natural", mesh, spec, 8)
+        f = _factor("cholesky", a, nb, "natural", mesh, spec, 8, overwrite_a)
         m, p = f.mesh, f.spec
         assert m is not None
         assert p is not None
         tril = _tril_program(f.plan, m, p)(f.c)
         out, status = unpad_matrix(tril, f.padding, f.plan, m, p), f.status
+    if check_finite and is_traced(a):
+        out = nan_unless_finite(out, True, referenced(a, lower=True))
     return finish(
         "cholesky",
         out,
@@ -358,7 +402,7 @@ def _cho_solve_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec) -> Any:
     return Spmd(body, mesh, (spec, rep), out)
 
 
-def cho_solve(factors: CholeskyFactors, b: Any, /) -> jax.Array:
+def cho_solve(factors: CholeskyFactors, b: Any, /, *, check_finite: bool = True) -> jax.Array:
     """Solve ``a x = b`` from :func:`cho_factor`'s factors (``b`` replicated).
 
     Communication: ``2 n / nb`` all-reduces of ``nb x (nb + nrhs)`` elements; padded
@@ -368,9 +412,12 @@ def cho_solve(factors: CholeskyFactors, b: Any, /) -> jax.Array:
     Args:
       factors: from :func:`cho_factor`.
       b: ``(n,)`` or ``(n, nrhs)``; a complex ``b`` with real factors gives a complex ``x``.
+      check_finite: eagerly, raise ``ValueError`` when ``b`` holds an inf or NaN
+        (SciPy's default; the factors were checked by :func:`cho_factor`).
 
     Returns:
-      ``x``, rows sharded like ``a``'s rows (replicated when the mesh does not divide ``n``).
+      ``x``, rows sharded like ``a``'s rows (replicated when the mesh does not divide
+      ``n``); zeros of ``b``'s shape when ``nrhs = 0``.
 
     Example:
       >>> m = shardkit.mesh("2x4", "x,y")
@@ -381,6 +428,10 @@ def cho_solve(factors: CholeskyFactors, b: Any, /) -> jax.Array:
     """
     plan, padding = factors.plan, factors.padding
     dt = common("cho_solve", factors.c.dtype, b)
+    require_finite("cho_solve", check_finite, b=b)
+    empty = empty_solution("cho_solve", jnp.zeros((padding.n, padding.n)), b, dt)
+    if empty is not None:
+        return empty
     b = jnp.asarray(b).astype(dt)
     if b.ndim not in (1, 2) or b.shape[0] != padding.n:
         raise ValueError(

@@ -76,7 +76,8 @@ from shardkit.linalg._blockcyclic import (
     to_local_order,
     trsm,
 )
-from shardkit.linalg._dtype import as_inexact, common
+from shardkit.linalg._dtype import as_inexact, common, real_dtype
+from shardkit.linalg._inputs import empty_solution, nan_unless_finite, require_finite
 from shardkit.linalg._pad import (
     Padding,
     pad_matrix,
@@ -91,7 +92,7 @@ from shardkit.linalg._partitioned import on_layout, unknown
 from shardkit.linalg._status import finish, is_traced
 from shardkit.linalg.triangular import substitute
 
-__all__ = ["LUFactors", "det", "inv", "lu", "lu_factor", "lu_solve", "solve"]
+__all__ = ["LUFactors", "det", "inv", "lu", "lu_factor", "lu_solve", "slogdet", "solve"]
 
 DEFAULT_STAGES = 8
 INNER_BLOCK = 16
@@ -508,6 +509,7 @@ def _factor(
     spec: Any,
     stages: int,
     pivoting: str,
+    overwrite: bool = False,
 ) -> LUFactors:
     if pivoting not in PIVOTING_NAMES:
         raise ValueError(
@@ -520,7 +522,10 @@ def _factor(
     # The border max|a| I keeps the singularity tolerance n eps max|a| that of a.
     diag = scale(a) if padding.size != padding.n else 1.0
     x = pad_matrix(a, padding, plan, m, p, diag)
-    lu_, perm, swaps, status = _factor_program(plan, m, p, int(stages), pivoting)(x)
+    prog = _factor_program(plan, m, p, int(stages), pivoting)
+    # Donated, the factors take x's buffer: one share of a per device less.
+    run = prog.donating if overwrite and not is_traced(x) else prog
+    lu_, perm, swaps, status = run(x)
     status = user_status(_natural_status(status, plan), padding)
     return LUFactors(lu_, perm, swaps, status, plan, m, p, padding)
 
@@ -589,6 +594,8 @@ def lu_factor(
     stages: int = DEFAULT_STAGES,
     pivoting: Pivoting = "tournament",
     return_status: bool = False,
+    check_finite: bool = True,
+    overwrite_a: bool = False,
 ) -> Any:
     """Factor a sharded square matrix with pivoting over whole columns, keeping it distributed.
 
@@ -617,12 +624,21 @@ def lu_factor(
       pivoting: ``"tournament"`` (CALU: one all-gather per panel) or ``"partial"``
         (LAPACK's pivots: one small all-gather per column); see the module docstring.
       return_status: also return the status (see the module docstring).
+      overwrite_a: donate ``a``'s buffer to the factorization (as SciPy's
+        ``overwrite_a``; eagerly only): the factors are written over it and ``a`` is
+        deleted afterwards, which saves one share of ``a`` per device. When ``a`` is
+        converted or padded first, the converted copy is donated instead and ``a``
+        stays. Under ``jit`` donate through ``jax.jit(..., donate_argnums=...)``.
+      check_finite: eagerly, raise ``ValueError`` when the input holds an inf or NaN
+        (SciPy's default); under ``jit`` NaN-fill the result instead (see
+        :mod:`shardkit.linalg._inputs`). ``False`` skips the check.
 
     Returns:
       :class:`LUFactors` (and the status when ``return_status``).
 
     Raises:
       SingularMatrixError: eagerly, when a pivot is numerically zero.
+      ValueError: eagerly, ``a`` holds an inf or NaN (``check_finite``).
       TypeError: ``a`` is half precision (use float32) or not numeric.
 
     Example:
@@ -633,6 +649,8 @@ def lu_factor(
       >>> bool(np.allclose(np.asarray(a) @ np.asarray(x), 1))
       True
     """
+    a = as_inexact("lu_factor", "a", a)
+    require_finite("lu_factor", check_finite, a=a)
     if unknown(a, mesh, spec):
         rep = PartitionSpec()
         lu_, perm, swaps, status = _on_layout(
@@ -650,7 +668,8 @@ def lu_factor(
         plan = make_plan(n, (), (), 1, 1, nb, "natural")
         f = LUFactors(lu_, perm, swaps, status, plan, None, None, Padding(n, n, 1))
     else:
-        f = _factor("lu_factor", a, nb, order, mesh, spec, stages, pivoting)
+        f = _factor("lu_factor", a, nb, order, mesh, spec, stages, pivoting, overwrite_a)
+    f = dataclasses.replace(f, lu=nan_unless_finite(f.lu, check_finite, a))
     if return_status:
         return f, f.status
     return finish(
@@ -697,7 +716,9 @@ def _as_rhs(where: str, b: Any, n: int, dtype: Any) -> tuple[jax.Array, bool]:
     return (b[:, None], True) if b.ndim == 1 else (b, False)
 
 
-def lu_solve(factors: LUFactors, b: Any, /, *, trans: int = 0) -> jax.Array:
+def lu_solve(
+    factors: LUFactors, b: Any, /, *, trans: int = 0, check_finite: bool = True
+) -> jax.Array:
     """Solve ``a x = b`` (``trans=1``: ``a^T x = b``, ``2``: ``a^H x = b``) from :func:`lu_factor`.
 
     ``b`` is replicated (``n x nrhs`` per device). Communication: ``2 n / nb``
@@ -712,6 +733,8 @@ def lu_solve(factors: LUFactors, b: Any, /, *, trans: int = 0) -> jax.Array:
       b: ``(n,)`` or ``(n, nrhs)``; a complex ``b`` with real factors gives a complex ``x``.
       trans: ``0`` (``a x = b``), ``1`` (``a^T x = b``) or ``2`` (``a^H x = b``; the
         same as ``1`` for real ``a``).
+      check_finite: eagerly, raise ``ValueError`` when ``b`` holds an inf or NaN
+        (SciPy's default; the factors were checked by :func:`lu_factor`).
 
     Returns:
       ``x``, rows sharded like ``a``'s rows (replicated when the mesh does not divide ``n``).
@@ -729,6 +752,10 @@ def lu_solve(factors: LUFactors, b: Any, /, *, trans: int = 0) -> jax.Array:
         )
     plan, padding = factors.plan, factors.padding
     dt = common("lu_solve", factors.lu.dtype, b)
+    require_finite("lu_solve", check_finite, b=b)
+    empty = empty_solution("lu_solve", jnp.zeros((padding.n, padding.n)), b, dt)
+    if empty is not None:
+        return empty
     b2, vec = _as_rhs("lu_solve", b, padding.n, dt)
     lu_ = factors.lu if factors.lu.dtype == dt else factors.lu.astype(dt)
     conj = trans == 2 and jnp.iscomplexobj(b2)
@@ -769,6 +796,8 @@ def solve(
     stages: int = DEFAULT_STAGES,
     pivoting: Pivoting = "tournament",
     return_status: bool = False,
+    check_finite: bool = True,
+    overwrite_a: bool = False,
 ) -> Any:
     """Solve ``a x = b`` for sharded ``a``, like ``jnp.linalg.solve``, without gathering ``a``.
 
@@ -791,6 +820,14 @@ def solve(
       pivoting: ``"tournament"`` or ``"partial"``; see :func:`lu_factor`.
       return_status: return ``(x, status)``; status ``j + 1`` names the first
         numerically zero pivot column ``j``.
+      overwrite_a: donate ``a``'s buffer to the factorization (as SciPy's
+        ``overwrite_a``; eagerly only): the factors are written over it and ``a`` is
+        deleted afterwards, which saves one share of ``a`` per device. When ``a`` is
+        converted or padded first, the converted copy is donated instead and ``a``
+        stays. Under ``jit`` donate through ``jax.jit(..., donate_argnums=...)``.
+      check_finite: eagerly, raise ``ValueError`` when the input holds an inf or NaN
+        (SciPy's default); under ``jit`` NaN-fill the result instead (see
+        :mod:`shardkit.linalg._inputs`). ``False`` skips the check.
 
     Returns:
       ``x`` with ``b``'s shape (rows sharded like ``a``'s rows; replicated when the mesh
@@ -799,6 +836,8 @@ def solve(
 
     Raises:
       SingularMatrixError: eagerly, when ``a`` is numerically singular.
+      ValueError: eagerly, ``a`` or ``b`` holds an inf or NaN (``check_finite``), or
+        ``b`` does not fit ``a``.
       TypeError: ``a`` or ``b`` is half precision (use float32) or not numeric.
 
     Example:
@@ -819,6 +858,10 @@ def solve(
     """
     a = as_inexact("solve", "a", a)
     dt = common("solve", a.dtype, b)  # a bad b fails before the factorization
+    require_finite("solve", check_finite, a=a, b=b)
+    empty = empty_solution("solve", a, b, dt)
+    if empty is not None:  # 0x0, or no right-hand sides: nothing to factor
+        return (empty, jnp.zeros((), jnp.int32)) if return_status else empty
     if unknown(a, mesh, spec):
         b2, vec = _as_rhs("solve", b, int(a.shape[0]), dt)
         a = a if a.dtype == dt else a.astype(dt)
@@ -839,10 +882,10 @@ def solve(
             stages=stages,
             pivoting=pivoting,
         )
-        x = x[:, 0] if vec else x
+        x = nan_unless_finite(x[:, 0] if vec else x, check_finite, a, b)
         return _finish_traced("solve", x, status, a, x.dtype, return_status)
-    f = _factor("solve", a, nb, "cyclic", mesh, spec, stages, pivoting)
-    x = lu_solve(f, b)
+    f = _factor("solve", a, nb, "cyclic", mesh, spec, stages, pivoting, overwrite_a)
+    x = nan_unless_finite(lu_solve(f, b, check_finite=False), check_finite, a, b)
     return finish(
         "solve",
         x,
@@ -879,6 +922,63 @@ def _u_diagonal(f: LUFactors) -> jax.Array:
     return jnp.where(jnp.asarray(padded), jnp.ones((), d.dtype), d)
 
 
+def _det_parts(
+    where: str,
+    a: Any,
+    nb: int,
+    mesh: AnyMesh | None,
+    spec: Any,
+    pivoting: str,
+    check: bool,
+) -> tuple[jax.Array, jax.Array]:
+    """``(sign, log|det a|)`` from the distributed LU; ``(1, 0)`` for a 0x0 ``a``."""
+    a = as_inexact(where, "a", a)
+    require_finite(where, check, a=a)
+    if tuple(a.shape) == (0, 0):
+        return jnp.ones((), a.dtype), jnp.zeros((), real_dtype(a.dtype))
+    if unknown(a, mesh, spec):
+        rep = PartitionSpec()
+
+        def tail(plan: Plan, m: AnyMesh, p: PartitionSpec) -> Any:
+            diag = _diag_program(plan, m, p).body
+            return (lambda lu_, _, swaps: _sign_log(diag(lu_), swaps)), (), (rep, rep)
+
+        sign, logabs, _ = _on_layout(
+            where,
+            a,
+            (),
+            tail,
+            "i j -> , , ",
+            nb=nb,
+            order="cyclic",
+            stages=DEFAULT_STAGES,
+            pivoting=pivoting,
+        )
+    else:
+        f = _factor(where, a, nb, "cyclic", mesh, spec, DEFAULT_STAGES, pivoting)
+        sign, logabs = _sign_log(_u_diagonal(f), f.swaps)
+    return nan_unless_finite((sign, logabs), check, a)
+
+
+def _sign_log(d: jax.Array, swaps: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``(sign, log|prod d|)`` with the exchanges' sign; no partial product is formed.
+
+    A zero pivot gives ``(0, -inf)``, as ``numpy.linalg.slogdet``. The complex sign is the
+    product of unit numbers ``d / |d|``, renormalized so that rounding cannot drift it.
+    """
+    mag = jnp.abs(d)
+    zero = (mag == 0).any()
+    logabs = jnp.where(zero, -jnp.inf, jnp.sum(jnp.log(jnp.where(mag == 0, 1, mag))))
+    flip = jnp.where(swaps % 2 == 1, -1, 1).astype(d.dtype)
+    if jnp.iscomplexobj(d):
+        unit = jnp.prod(jnp.where(mag == 0, 1, d / jnp.where(mag == 0, 1, mag).astype(d.dtype)))
+        unit = unit / jnp.abs(unit).astype(d.dtype)
+    else:
+        unit = jnp.prod(jnp.sign(d))
+    sign = jnp.where(zero, jnp.zeros((), d.dtype), flip * unit)
+    return sign, logabs.astype(mag.dtype)
+
+
 def det(
     a: Any,
     /,
@@ -887,13 +987,17 @@ def det(
     mesh: AnyMesh | None = None,
     spec: Any = None,
     pivoting: Pivoting = "tournament",
+    check_finite: bool = True,
 ) -> jax.Array:
     """Determinant of sharded ``a``, like ``jnp.linalg.det``, from the distributed LU.
 
     The symmetric block reordering leaves the determinant unchanged; its sign is that
     of the row exchanges. One extra all-reduce of ``n`` elements gathers ``diag(U)``.
-    A singular matrix gives its (tiny or zero) determinant, not an error. A padded
-    ``a`` (see :func:`lu_factor` for the cost) leaves its border's pivots out.
+    Computed as NumPy does, ``sign * exp(log|det|)`` from :func:`slogdet`: no partial
+    product can overflow or underflow (``diag([1e200, 1e200, 1e-200, 1e-200])`` gives 1),
+    only a determinant outside the dtype's range does. A singular matrix gives its
+    (tiny or zero) determinant, not an error. A padded ``a`` (see :func:`lu_factor` for
+    the cost) leaves its border's pivots out. A 0x0 ``a`` has determinant 1.
 
     Args:
       a: ``(n, n)`` float or complex matrix sharded ``P(rows, cols)`` (or host data).
@@ -901,42 +1005,65 @@ def det(
       mesh: the mesh, when ``a`` does not carry it.
       spec: ``a``'s spec, likewise.
       pivoting: ``"tournament"`` or ``"partial"``; see :func:`lu_factor`.
+      check_finite: eagerly, raise ``ValueError`` when ``a`` holds an inf or NaN
+        (SciPy's default); under ``jit`` the result is NaN instead.
 
     Returns:
-      A replicated scalar.
+      A replicated scalar of ``a``'s dtype.
+
+    Raises:
+      ValueError: eagerly, ``a`` holds an inf or NaN (``check_finite``).
 
     Example:
       >>> m = shardkit.mesh("2x4", "x,y")
       >>> a = shardkit.shard(np.diag(np.arange(1.0, 9)), m, "x,y")
-      >>> float(shardkit.linalg.det(a, nb=1))
+      >>> round(float(shardkit.linalg.det(a, nb=1)), 6)
       40320.0
     """
-    if unknown(a, mesh, spec):
-        rep = PartitionSpec()
-
-        def tail(plan: Plan, m: AnyMesh, p: PartitionSpec) -> Any:
-            diag = _diag_program(plan, m, p).body
-            return (lambda lu_, _, swaps: (_signed_product(diag(lu_), swaps),)), (), (rep,)
-
-        value, _ = _on_layout(
-            "det",
-            a,
-            (),
-            tail,
-            "i j -> , ",
-            nb=nb,
-            order="cyclic",
-            stages=DEFAULT_STAGES,
-            pivoting=pivoting,
-        )
-        return value
-    f = _factor("det", a, nb, "cyclic", mesh, spec, DEFAULT_STAGES, pivoting)
-    return _signed_product(_u_diagonal(f), f.swaps)
+    sign, logabs = _det_parts("det", a, nb, mesh, spec, pivoting, check_finite)
+    return sign * jnp.exp(logabs).astype(sign.dtype)
 
 
-def _signed_product(d: jax.Array, swaps: jax.Array) -> jax.Array:
-    sign = jnp.where(swaps % 2 == 1, -1, 1).astype(d.dtype)
-    return sign * jnp.prod(d)
+def slogdet(
+    a: Any,
+    /,
+    *,
+    nb: int = DEFAULT_BLOCK,
+    mesh: AnyMesh | None = None,
+    spec: Any = None,
+    pivoting: Pivoting = "tournament",
+    check_finite: bool = True,
+) -> tuple[jax.Array, jax.Array]:
+    """``(sign, logabsdet)`` of sharded ``a``, like ``jnp.linalg.slogdet``, from the distributed LU.
+
+    Cost as :func:`det`. ``sign`` has ``a``'s dtype (a unit complex number for complex
+    ``a``, else ``-1`` or ``1``); ``logabsdet`` is real and sums ``log|u_jj|``, so it stays
+    finite where ``det`` over- or underflows. A singular ``a`` (an exactly zero pivot)
+    gives ``(0, -inf)``; a 0x0 ``a`` gives ``(1, 0)``.
+
+    Args:
+      a: ``(n, n)`` float or complex matrix sharded ``P(rows, cols)`` (or host data).
+      nb: block size.
+      mesh: the mesh, when ``a`` does not carry it.
+      spec: ``a``'s spec, likewise.
+      pivoting: ``"tournament"`` or ``"partial"``; see :func:`lu_factor`.
+      check_finite: eagerly, raise ``ValueError`` when ``a`` holds an inf or NaN
+        (SciPy's default); under ``jit`` both results are NaN instead.
+
+    Returns:
+      ``(sign, logabsdet)``, replicated scalars.
+
+    Raises:
+      ValueError: eagerly, ``a`` holds an inf or NaN (``check_finite``).
+
+    Example:
+      >>> m = shardkit.mesh("8", "x")
+      >>> a = shardkit.shard(np.diag([1e300, 1e300, -1.0, 1, 1, 1, 1, 1]), m, "x,None")
+      >>> sign, logabs = shardkit.linalg.slogdet(a)
+      >>> float(sign), round(float(logabs), 4)
+      (-1.0, 1381.5511)
+    """
+    return _det_parts("slogdet", a, nb, mesh, spec, pivoting, check_finite)
 
 
 def inv(
@@ -948,6 +1075,7 @@ def inv(
     spec: Any = None,
     pivoting: Pivoting = "tournament",
     return_status: bool = False,
+    check_finite: bool = True,
 ) -> Any:
     """Inverse of sharded ``a``, like ``jnp.linalg.inv``: ``solve(a, I)``.
 
@@ -963,6 +1091,8 @@ def inv(
       spec: ``a``'s spec, likewise.
       pivoting: ``"tournament"`` or ``"partial"``; see :func:`lu_factor`.
       return_status: return ``(inverse, status)``.
+      check_finite: eagerly, raise ``ValueError`` when ``a`` holds an inf or NaN
+        (SciPy's default); under ``jit`` NaN-fill the result instead.
 
     Returns:
       The inverse, rows sharded like ``a``'s rows.
@@ -976,6 +1106,11 @@ def inv(
       >>> bool(np.allclose(np.asarray(shardkit.linalg.inv(a)), np.eye(16) / 2))
       True
     """
+    a = as_inexact("inv", "a", a)
+    require_finite("inv", check_finite, a=a)
+    if tuple(a.shape) == (0, 0):
+        empty = jnp.zeros((0, 0), a.dtype)
+        return (empty, jnp.zeros((), jnp.int32)) if return_status else empty
     if unknown(a, mesh, spec):
 
         def tail(plan: Plan, m: AnyMesh, p: PartitionSpec) -> Any:
@@ -998,9 +1133,11 @@ def inv(
             stages=DEFAULT_STAGES,
             pivoting=pivoting,
         )
+        x = nan_unless_finite(x, check_finite, a)
         return _finish_traced("inv", x, status, a, x.dtype, return_status)
     f = _factor("inv", a, nb, "cyclic", mesh, spec, DEFAULT_STAGES, pivoting)
-    x = lu_solve(f, jnp.eye(f.padding.n, dtype=f.lu.dtype))
+    x = lu_solve(f, jnp.eye(f.padding.n, dtype=f.lu.dtype), check_finite=False)
+    x = nan_unless_finite(x, check_finite, a)
     return finish(
         "inv",
         x,
@@ -1042,6 +1179,7 @@ def lu(
     spec: Any = None,
     pivoting: Pivoting = "partial",
     return_status: bool = False,
+    check_finite: bool = True,
 ) -> Any:
     """``(p, l, u)`` with ``a = p @ l @ u``, like ``jax.scipy.linalg.lu``, all sharded like ``a``.
 
@@ -1061,6 +1199,8 @@ def lu(
       pivoting: ``"partial"`` (LAPACK's factors) or ``"tournament"``; see
         :func:`lu_factor`.
       return_status: return ``((p, l, u), status)``.
+      check_finite: eagerly, raise ``ValueError`` when ``a`` holds an inf or NaN
+        (SciPy's default); under ``jit`` NaN-fill the factors instead.
 
     Returns:
       ``(p, l, u)``.
@@ -1075,6 +1215,11 @@ def lu(
       >>> bool(np.allclose(np.asarray(p) @ np.asarray(l) @ np.asarray(u), a_np))
       True
     """
+    a = as_inexact("lu", "a", a)
+    require_finite("lu", check_finite, a=a)
+    if tuple(a.shape) == (0, 0):
+        out = tuple(jnp.zeros((0, 0), a.dtype) for _ in range(3))
+        return (out, jnp.zeros((), jnp.int32)) if return_status else out
     if unknown(a, mesh, spec):
 
         def tail(plan: Plan, m: AnyMesh, p: PartitionSpec) -> Any:
@@ -1092,13 +1237,15 @@ def lu(
             stages=DEFAULT_STAGES,
             pivoting=pivoting,
         )
-        return _finish_traced("lu", tuple(plu), status, a, plu[0].dtype, return_status)
+        plu = nan_unless_finite(tuple(plu), check_finite, a)
+        return _finish_traced("lu", plu, status, a, plu[0].dtype, return_status)
     f = _factor("lu", a, nb, "natural", mesh, spec, DEFAULT_STAGES, pivoting)
     m, p = f.mesh, f.spec
     assert m is not None
     assert p is not None
     out = _plu_program(f.plan, m, p)(f.lu, f.perm)
     out = tuple(unpad_matrix(x, f.padding, f.plan, m, p) for x in out)
+    out = nan_unless_finite(out, check_finite, a)
     return finish(
         "lu",
         out,

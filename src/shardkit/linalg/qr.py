@@ -83,6 +83,7 @@ from shardkit.linalg._blockcyclic import (
     resolve,
 )
 from shardkit.linalg._dtype import as_inexact, common, real_dtype
+from shardkit.linalg._inputs import nan_unless_finite, require_finite
 from shardkit.linalg._pad import cut, pad_tall, scale, tall_sizes
 from shardkit.linalg._partitioned import on_layout, unknown
 from shardkit.linalg._status import RankDeficientError, finish, is_traced
@@ -336,6 +337,7 @@ def qr(
     mesh: AnyMesh | None = None,
     spec: Any = None,
     return_status: bool = False,
+    check_finite: bool = True,
 ) -> Any:
     """Reduced QR ``a = q r`` of a sharded ``(M, n)`` matrix, ``M >= n``, like ``jnp.linalg.qr``.
 
@@ -363,6 +365,8 @@ def qr(
       spec: ``a``'s spec, likewise.
       return_status: return ``((q, r), status)``; status ``j + 1`` names the first
         numerically dependent column ``j`` (always ``0`` for TSQR).
+      check_finite: eagerly, raise ``ValueError`` when ``a`` holds an inf or NaN
+        (SciPy's default); under ``jit`` NaN-fill ``q`` and ``r`` instead.
 
     Returns:
       ``(q, r)``: ``q`` ``(M, n)`` sharded like ``a``; ``r`` ``(n, n)`` upper triangular,
@@ -396,11 +400,16 @@ def qr(
       shardkit.linalg.RankDeficientError: qr: a (shape=(32, 32), dtype=float64) is numerically rank deficient: |r_jj| of column 1 is at most n * eps * max|r_jj| (or NaN), so block Gram-Schmidt cannot make q orthonormal. Check a for dependent columns, or use the layout P(rows, None) with M / R >= n (Householder TSQR copes with rank deficiency); under jax.jit pass return_status=True to receive this status instead.
     """
     a = as_inexact("qr", "a", a)
+    require_finite("qr", check_finite, a=a)
+    if len(a.shape) == 2 and a.shape[1] == 0:  # no columns: q (M, 0), r (0, 0)
+        out = (jnp.zeros((a.shape[0], 0), a.dtype), jnp.zeros((0, 0), a.dtype))
+        return (out, jnp.zeros((), jnp.int32)) if return_status else out
     fill = is_traced(a) and not return_status
     if unknown(a, mesh, spec):
         # r's rows follow a's only when a is square (a rule ties equal lengths alone).
         rule = "i j -> i j, i j, " if a.shape[0] == a.shape[1] else "i j -> i j, k j, "
         q, r, status = _on_layout("qr", a, (), nb, lambda lay: _qr_local(lay, fill), rule)
+        q, r = nan_unless_finite((q, r), check_finite, a)
         return _finish("qr", (q, r), status, a, fill=fill, return_status=return_status)
     lay = _layout("qr", a, mesh, spec, nb)
     q, r, status = _factor(a, lay, fill)
@@ -408,32 +417,47 @@ def qr(
         big, n = lay.shape
         q = cut(q, lay.mesh, lay.spec, (big, n))
         r = cut(r, lay.mesh, PartitionSpec() if lay.tsqr else lay.r_spec, (n, n))
+    q, r = nan_unless_finite((q, r), check_finite, a)
     return _finish("qr", (q, r), status, a, fill=fill, return_status=return_status)
 
 
 # ---- least squares ------------------------------------------------------------------
 
 
+def _min_norm(r: jax.Array, c: jax.Array, rcond: float) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """``(x, rank, s)``: the minimum-norm ``x`` minimizing ``||r x - c||``, as ``numpy.linalg.lstsq``.
+
+    ``r = U S V^H``; singular values at most ``rcond * s_max`` count as zero, so a
+    rank-deficient (even zero) ``r`` gives finite ``x`` orthogonal to its null space.
+    """
+    u, s, vh = jnp.linalg.svd(r, full_matrices=False)
+    keep = s > rcond * s[0]
+    inv = jnp.where(keep, 1 / jnp.where(keep, s, 1), 0).astype(r.dtype)
+    x = jnp.conj(vh).T @ (inv[:, None] * (jnp.conj(u).T @ c))
+    return x, jnp.sum(keep).astype(jnp.int32), s
+
+
 @functools.lru_cache(maxsize=64)
-def _tsqr_lstsq_program(lay: _Layout) -> Any:
+def _tsqr_lstsq_program(lay: _Layout, rcond: float) -> Any:
     rows = lay.rows
     n = lay.shape[1]
 
     def body(a: jax.Array, b: jax.Array) -> tuple[jax.Array, ...]:
         q, r = _tsqr_local(a, rows)
         qtb = psum(jnp.conj(q).T @ b, rows)
-        x = _local_trsm(r, qtb, lower=False)
+        # The padded border (rows and columns past n) is a block of r of its own:
+        # a's own columns meet only a's rows, so r[:n, :n] is a's r.
+        x, rank, s = _min_norm(r[:n, :n], qtb[:n], rcond)
+        x = jnp.zeros((r.shape[0], b.shape[1]), x.dtype).at[:n].set(x)
         res = psum(jnp.sum(jnp.abs(a @ x - b) ** 2, axis=0), rows)
-        # The padded border's singular values (its d) are not a's.
-        s = jnp.linalg.svd(r[:n, :n], compute_uv=False)
-        return x, res, s
+        return x, res, s, rank
 
     rep = PartitionSpec()
     return Spmd(
         body,
         lay.mesh,
         (lay.spec, PartitionSpec(lay.spec[0], None)),
-        (rep, rep, rep),
+        (rep, rep, rep, rep),
     )
 
 
@@ -473,7 +497,7 @@ def _residual_program(lay: _Layout) -> Any:
     )
 
 
-def _lstsq_local(lay: _Layout, fill: bool) -> Any:
+def _lstsq_local(lay: _Layout, fill: bool, rcond: float) -> Any:
     """Least squares' per-shard program: ``(x, residuals, s, status, tsqr)``, all replicated.
 
     The eager path's programs composed: TSQR's, or BCGS2, ``q^T b``, the triangular
@@ -483,10 +507,11 @@ def _lstsq_local(lay: _Layout, fill: bool) -> Any:
     rep = PartitionSpec()
     b_spec = PartitionSpec(lay.spec[0], None)
     if lay.tsqr:
-        tsqr = _tsqr_lstsq_program(lay).body
+        tsqr = _tsqr_lstsq_program(lay, rcond).body
 
         def local_tsqr(a: jax.Array, b: jax.Array) -> tuple[jax.Array, ...]:
-            return (*tsqr(a, b), jnp.int32(0), jnp.int32(1))
+            x, res, s, rank = tsqr(a, b)
+            return x, res, s, jnp.int32(0), rank
 
         return local_tsqr, (lay.spec, b_spec), (rep,) * 5
     factor = _bcgs2_program(lay, fill).body
@@ -510,7 +535,7 @@ def _lstsq_local(lay: _Layout, fill: bool) -> Any:
             x = lax.all_gather(x, trsm[1], tiled=True) if trsm[1] else x
         res = residual(a, x, b)
         s = jnp.full((lay.n,), jnp.nan, a.dtype)
-        return x, res, s, status, jnp.int32(0)
+        return x, res, s, status, jnp.int32(-1)
 
     return local, (lay.spec, b_spec), (rep,) * 5
 
@@ -520,33 +545,50 @@ def lstsq(
     b: Any,
     /,
     *,
+    rcond: float | None = None,
     nb: int = DEFAULT_PANEL,
     mesh: AnyMesh | None = None,
     spec: Any = None,
     return_status: bool = False,
+    check_finite: bool = True,
 ) -> Any:
     """Least squares ``min ||a x - b||`` for sharded ``a`` (``M >= n``), like ``jnp.linalg.lstsq``.
 
-    Through :func:`qr`: ``x = r^-1 q^T b``. Tall-skinny ``P(rows, None)`` input uses
-    TSQR (one extra ``n x nrhs`` all-reduce; ``rank`` counts the singular values of
-    ``r`` above ``max(M, n) * eps * s_max``). Complex ``a`` or ``b``: ``x = r^-1 q^H b``.
-    Sizes the mesh does not divide are padded as in :func:`qr` (``b`` with zero rows;
-    the border leaves ``x``, the residuals, ``rank`` and ``s`` unchanged) and ``x`` comes
-    back replicated. Other layouts use BCGS2, then ``q^T b``
-    (one ``n x nrhs`` all-reduce), :func:`~shardkit.linalg.solve_triangular` on the
-    sharded ``r`` and the residual (an ``(M / R) x nrhs`` all-reduce); full column rank
-    is required (rank deficiency raises, as in :func:`qr`), and the singular values are
-    not computed (they would need ``r`` gathered): ``s`` is NaN and ``rank`` is ``n``.
+    Through :func:`qr`. **Rank deficiency** is handled as ``numpy.linalg.lstsq`` handles
+    it where ``r`` is replicated, and refused where it is not:
+
+    * Tall-skinny ``P(rows, None)`` input uses TSQR (one extra ``n x nrhs``
+      all-reduce) and then the SVD of the small replicated ``r``: ``x`` is the
+      minimum-norm solution, singular values at most ``rcond * s_max`` count as zero
+      (``rank``), so a rank-deficient or zero ``a`` gives a finite ``x`` (the same as
+      NumPy's, tested against it) and ``s`` are ``a``'s singular values.
+    * Other layouts use BCGS2, then ``q^H b`` (one ``n x nrhs`` all-reduce),
+      :func:`~shardkit.linalg.solve_triangular` on the sharded ``r`` and the residual
+      (an ``(M / R) x nrhs`` all-reduce). ``r`` is never gathered, so neither an SVD
+      nor a minimum-norm solution is available: full column rank is required, and a
+      numerically rank-deficient ``a`` raises :class:`RankDeficientError` (the error
+      names the TSQR layout as the way out); ``s`` is NaN and ``rank`` is ``n``.
+
+    ``residuals`` are the squared norms of ``a x - b`` for the ``x`` returned, for every
+    ``M`` and rank (NumPy returns them only for full rank and ``M > n``). Complex ``a``
+    or ``b``: ``x = r^-1 q^H b``. Sizes the mesh does not divide are padded as in
+    :func:`qr` (``b`` with zero rows; the border leaves ``x``, the residuals, ``rank``
+    and ``s`` unchanged) and ``x`` comes back replicated. An empty problem (``M``,
+    ``n`` or ``nrhs`` zero) gives zeros, as NumPy.
 
     Args:
       a: ``(M, n)`` float or complex matrix, ``M >= n``, sharded ``P(rows, cols)`` (or
         host data with ``mesh=``/``spec=``, any ``M, n``).
       b: ``(M,)`` or ``(M, nrhs)``.
+      rcond: relative cutoff of the singular values (TSQR); ``None``: NumPy's
+        ``max(M, n) * eps``.
       nb: BCGS2 panel width (see :func:`qr`).
       mesh: the mesh, when ``a`` does not carry it.
       spec: ``a``'s spec, likewise.
       return_status: return ``((x, residuals, rank, s), status)`` (see :func:`qr`);
-        ``rank`` is then the number of columns before the first dependent one.
+        ``rank`` is then the number of columns before the first dependent one (BCGS2).
+      check_finite: eagerly, raise ``ValueError`` when ``a`` or ``b`` holds an inf or
+        NaN (SciPy's default); under ``jit`` NaN-fill the results instead.
 
     Returns:
       ``(x, residuals, rank, s)``: ``x`` with ``b``'s trailing shape (replicated for
@@ -556,7 +598,8 @@ def lstsq(
     Raises:
       RankDeficientError: eagerly, when BCGS2 finds ``a`` numerically rank deficient.
       NotImplementedError: ``a`` is wide (``M < n``).
-      ValueError: ``b`` does not fit ``a``, a bad ``nb``, or a layout error.
+      ValueError: ``b`` does not fit ``a``, a bad ``nb``, a layout error, or (eagerly)
+        an inf or NaN in the input.
 
     Example:
       >>> m = shardkit.mesh("8", "x")
@@ -564,6 +607,10 @@ def lstsq(
       >>> x, res, rank, s = shardkit.linalg.lstsq(shardkit.shard(a_np, m, "x,None"), a_np @ np.ones(3))
       >>> bool(np.allclose(np.asarray(x), 1)), int(rank)
       (True, 3)
+      >>> dup = shardkit.shard(np.repeat(a_np[:, :2], [2, 1], axis=1), m, "x,None")  # rank 2
+      >>> x, res, rank, s = shardkit.linalg.lstsq(dup, a_np[:, 0])
+      >>> (np.asarray(x).round(6) + 0.0).tolist(), int(rank)
+      ([0.5, 0.5, 0.0], 2)
       >>> sq = np.random.default_rng(1).standard_normal((32, 32))
       >>> x, res, rank, s = shardkit.linalg.lstsq(shardkit.shard(sq, shardkit.mesh("2x4", "x,y"), "x,y"), sq @ np.ones(32), nb=4)
       >>> bool(np.allclose(np.asarray(x), 1)), int(rank)
@@ -572,26 +619,71 @@ def lstsq(
     where = "lstsq"
     a = as_inexact(where, "a", a)
     dt = common(where, a.dtype, b)
+    require_finite(where, check_finite, a=a, b=b)
     a = a if a.dtype == dt else a.astype(dt)
     b = jnp.asarray(b).astype(dt)
-    if b.ndim not in (1, 2) or b.shape[0] != a.shape[0]:
+    if b.ndim not in (1, 2) or a.ndim != 2 or b.shape[0] != a.shape[0]:
         raise ValueError(
             f"{where}: b.shape={tuple(b.shape)} does not fit a.shape={tuple(a.shape)}; "
             f"pass b of shape ({a.shape[0]},) or ({a.shape[0]}, nrhs)"
         )
+    tol = float(max(a.shape) * jnp.finfo(a.dtype).eps) if rcond is None else float(rcond)
+    if 0 in a.shape:  # nothing to factor: x = 0 and the residual is |b|^2
+        nrhs = () if b.ndim == 1 else (b.shape[1],)
+        x = jnp.zeros((a.shape[1], *nrhs), dt)
+        res = jnp.sum(jnp.abs(b[:, None] if b.ndim == 1 else b) ** 2, axis=0)
+        s = jnp.zeros((0,), real_dtype(dt))
+        out = (x, res, jnp.zeros((), jnp.int32), s)
+        return (out, jnp.zeros((), jnp.int32)) if return_status else out
+    if b.ndim == 2 and b.shape[1] == 0:  # rank and s still describe a
+        out = lstsq(
+            a,
+            jnp.zeros((a.shape[0],), dt),
+            rcond=rcond,
+            nb=nb,
+            mesh=mesh,
+            spec=spec,
+            return_status=return_status,
+            check_finite=False,
+        )
+        (x, res, rank, s), status = out if return_status else (out, None)
+        out = (jnp.zeros((a.shape[1], 0), dt), jnp.zeros((0,), res.dtype), rank, s)
+        return (out, status) if return_status else out
+    out, status = _lstsq(where, a, b, tol, nb, mesh, spec, return_status)
+    out = nan_unless_finite(out, check_finite, a, b)
+    if return_status:
+        return out, status
+    return out
+
+
+def _lstsq(
+    where: str,
+    a: Any,
+    b: jax.Array,
+    tol: float,
+    nb: int,
+    mesh: AnyMesh | None,
+    spec: Any,
+    return_status: bool,
+) -> tuple[Any, jax.Array]:
+    """:func:`lstsq` on a non-empty problem: ``(x, residuals, rank, s)`` and the status."""
     b2 = b[:, None] if b.ndim == 1 else b
     fill = is_traced(a, b) and not return_status
     if unknown(a, mesh, spec):
-        x, res, s, status, full = _on_layout(
-            where, a, (b2,), nb, lambda lay: _lstsq_local(lay, fill), "i j, i k -> j k, k, j, , "
+        x, res, s, status, rank = _on_layout(
+            where,
+            a,
+            (b2,),
+            nb,
+            lambda lay: _lstsq_local(lay, fill, tol),
+            "i j, i k -> j k, k, j, , ",
         )
-        tol = max(a.shape) * jnp.finfo(a.dtype).eps * s[0]
-        # TSQR (full == 1) counts singular values; BCGS2 needs full column rank.
-        rank = jnp.where(
-            full == 1, jnp.sum(s > tol), jnp.where(status == 0, a.shape[1], status - 1)
-        ).astype(jnp.int32)
+        # TSQR counts singular values (rank >= 0); BCGS2 (-1) needs full column rank.
+        rank = jnp.where(rank >= 0, rank, jnp.where(status == 0, a.shape[1], status - 1)).astype(
+            jnp.int32
+        )
         out = (x[:, 0] if b.ndim == 1 else x, res, rank, s)
-        return _finish(where, out, status, a, fill=fill, return_status=return_status)
+        return _finish(where, out, status, a, fill=fill, return_status=True)
     lay = _layout(where, a, mesh, spec, nb)
     if lay.padded:
         b2 = pad_tall(b2, lay.big, b2.shape[1], 0.0, lay.mesh)
@@ -599,29 +691,38 @@ def lstsq(
     n = lay.shape[1]
     if lay.tsqr:
         ap = place(jnp.asarray(_padded(a, lay)), lay.mesh, lay.spec)
-        x, res, s = _tsqr_lstsq_program(lay)(ap, b2)
+        x, res, s, rank = _tsqr_lstsq_program(lay, tol)(ap, b2)
         x = x[:n]
-        tol = max(a.shape) * jnp.finfo(a.dtype).eps * s[0]
-        rank = jnp.sum(s > tol).astype(jnp.int32)
-        status = jnp.int32(0)
+        out = (x[:, 0] if b.ndim == 1 else x, res, rank, s)
+        return out, jnp.zeros((), jnp.int32)
+    q, r, status = _factor(a, lay, fill)
+    if not return_status and not is_traced(status):
+        _finish(where, (), status, a, fill=fill, return_status=False)  # raise early
+    qtb = _qtb_program(lay)(q, b2)
+    if all(e is None for e in lay.r_spec):
+        x = _local_trsm(r, qtb, lower=False)
     else:
-        q, r, status = _factor(a, lay, fill)
-        if not return_status and not is_traced(status):
-            _finish(where, (), status, a, fill=fill, return_status=False)  # raise early
-        qtb = _qtb_program(lay)(q, b2)
-        if all(e is None for e in lay.r_spec):
-            x = _local_trsm(r, qtb, lower=False)
-        else:
-            x = solve_triangular(r, qtb, lower=False, mesh=lay.mesh, spec=lay.r_spec)
-        xr = place(x, lay.mesh, PartitionSpec())
-        ap = place(jnp.asarray(_padded(a, lay)), lay.mesh, lay.spec)
-        res = _residual_program(lay)(ap, xr, b2)
-        if lay.padded:
-            x = xr[:n]
-        rank = jnp.where(status == 0, n, status - 1).astype(jnp.int32)
-        s = jnp.full((n,), jnp.nan, real_dtype(a.dtype))
+        x = solve_triangular(
+            r, qtb, lower=False, mesh=lay.mesh, spec=lay.r_spec, check_finite=False
+        )
+    xr = place(x, lay.mesh, PartitionSpec())
+    ap = place(jnp.asarray(_padded(a, lay)), lay.mesh, lay.spec)
+    res = _residual_program(lay)(ap, xr, b2)
+    if lay.padded:
+        x = xr[:n]
+    rank = jnp.where(status == 0, n, status - 1).astype(jnp.int32)
+    s = jnp.full((n,), jnp.nan, real_dtype(a.dtype))
     out = (x[:, 0] if b.ndim == 1 else x, res, rank, s)
-    if lay.tsqr:
-        return (out, status) if return_status else out
     # A NaN-filled factorization (fill) has already made x NaN.
-    return _finish(where, out, status, a, fill=fill, return_status=return_status)
+    if fill:
+        return out, status
+    return finish(
+        where,
+        out,
+        status,
+        kind="rank_deficient",
+        shape=tuple(a.shape),
+        dtype=a.dtype,
+        traced=is_traced(status),
+        return_status=True,
+    )

@@ -33,8 +33,10 @@ from shardkit.linalg._blockcyclic import (
     trsm,
 )
 from shardkit.linalg._dtype import as_inexact, common
+from shardkit.linalg._inputs import empty_solution, nan_unless_finite, referenced, require_finite
 from shardkit.linalg._pad import pad_matrix, pad_rows, square_plan, unpad_rows
 from shardkit.linalg._partitioned import on_layout, unknown
+from shardkit.linalg._status import is_traced
 
 __all__ = ["solve_triangular"]
 
@@ -64,25 +66,33 @@ def substitute(
         e = i if forward else blocks - 1 - i
         re, rs = tab["own_r"][e], tab["slot_r"][e]
         ce, cs = tab["own_c"][e], tab["slot_c"][e]
+        # Only the solved part of the triangle is read: the other triangle (and the
+        # unsolved columns) may hold anything, NaN included, so they are selected away
+        # before the product rather than multiplied by x's zeros.
         if not trans:
             blk = dslice(a, (rs * nb, 0), (nb, k))
             mine = r == re
-            part = blk @ x[tab["g_c"]]
+            g = tab["g_c"]
+            done = (g < e * nb) if forward else (g >= (e + 1) * nb)
+            part = jnp.where(done[None, :], blk, 0) @ x[g]
             diag = dslice(blk, (0, cs * nb), (nb, nb))
         else:
             blk = dslice(a, (0, cs * nb), (m, nb))
             mine = c == ce
-            part = blk.T @ x[tab["g_r"]]
+            g = tab["g_r"]
+            done = (g < e * nb) if forward else (g >= (e + 1) * nb)
+            part = jnp.where(done[:, None], blk, 0).T @ x[g]
             diag = dslice(blk, (rs * nb, 0), (nb, nb)).T
+        # op(T) is lower exactly when the substitution runs forward.
+        diag = jnp.tril(diag, -1 if unit else 0) if forward else jnp.triu(diag, 1 if unit else 0)
         part = jnp.where(mine, part, 0)
         diag = jnp.where(mine & (r == re) & (c == ce), diag, 0)
         both = psum(jnp.concatenate([part, diag], axis=1), axes)
         part, diag = both[:, : x.shape[1]], both[:, x.shape[1] :]
-        # op(T) is lower exactly when the substitution runs forward.
+        if unit:  # the diagonal is never read: ones in its place
+            diag = diag + jnp.eye(nb, dtype=diag.dtype)
         b = dslice(rhs, (e * nb, 0), (nb, x.shape[1])) - part
-        xe = trsm(
-            jnp.tril(diag) if forward else jnp.triu(diag), b, lower=forward, unit_diagonal=unit
-        )
+        xe = trsm(diag, b, lower=forward, unit_diagonal=unit)
         return dupdate(x, xe, (e * nb, 0))
 
     return lax.fori_loop(jnp.int32(0), jnp.int32(blocks), step, jnp.zeros_like(rhs))
@@ -114,6 +124,7 @@ def solve_triangular(
     nb: int = DEFAULT_BLOCK,
     mesh: AnyMesh | None = None,
     spec: Any = None,
+    check_finite: bool = True,
 ) -> jax.Array:
     """Solve ``op(a) x = b`` for triangular sharded ``a``, like ``jax.scipy.linalg.solve_triangular``.
 
@@ -125,7 +136,8 @@ def solve_triangular(
     ``size^2 / P`` elements per device, ``size`` the next multiple of
     ``lcm(R, C)`` times the block size (``n = 999`` on 2x4, ``nb=128``: 1000); ``x`` is
     cut back locally, or with one ``n x nrhs`` all-reduce (then replicated) when the
-    mesh does not divide ``n``.
+    mesh does not divide ``n``. Only the referenced triangle is read (never the diagonal
+    with ``unit_diagonal``): whatever the rest holds, NaN included, does not matter.
 
     Args:
       a: ``(n, n)`` float or complex triangular matrix (the other triangle is ignored),
@@ -139,13 +151,17 @@ def solve_triangular(
       mesh: the mesh, when ``a`` does not carry it (host data). Not needed under
         ``jit`` on Auto axes: the layout comes from the partitioner.
       spec: ``a``'s spec, likewise.
+      check_finite: eagerly, raise ``ValueError`` when the referenced triangle of ``a``
+        or ``b`` holds an inf or NaN (SciPy's default); under ``jit`` NaN-fill ``x``
+        instead. ``False`` skips the check.
 
     Returns:
       ``x`` with ``b``'s shape, rows sharded like ``a``'s rows (replicated when the mesh
-      does not divide ``n``).
+      does not divide ``n``); empty (zeros of ``b``'s shape) for 0x0 ``a`` or ``nrhs = 0``.
 
     Raises:
-      ValueError: shapes disagree, a bad ``trans``, or an unknown layout.
+      ValueError: shapes disagree, a bad ``trans``, an unknown layout, or (eagerly)
+        an inf or NaN in the input (``check_finite``).
       TypeError: ``a`` or ``b`` is half precision (use float32) or not numeric.
 
     Example:
@@ -161,6 +177,12 @@ def solve_triangular(
         raise ValueError(f"{where}: trans={trans!r} is not one of {list(tmap)}")
     a = as_inexact(where, "a", a)
     dt = common(where, a.dtype, b)
+    empty = empty_solution(where, a, b, dt)
+    if empty is not None:
+        return empty
+    if check_finite and len(a.shape) == 2:
+        tri = referenced(a, lower=bool(lower), unit=bool(unit_diagonal))
+        require_finite(where, True, a=tri, b=b)
     b = jnp.asarray(b).astype(dt)
     vec = b.ndim == 1
     # op(a) = a^H: a^T conj(x) = conj(b).
@@ -179,7 +201,9 @@ def solve_triangular(
         a = a if a.dtype == dt else a.astype(dt)
         (x,) = on_layout(where, a, (a, b2), make, "i j, k l -> i l", nb=nb, order="natural")
         x = jnp.conj(x) if conj else x
-        return x[:, 0] if vec else x
+        x = x[:, 0] if vec else x
+        tri = referenced(a, lower=bool(lower), unit=bool(unit_diagonal))
+        return nan_unless_finite(x, check_finite, tri, b)
     m, p, plan, padding = square_plan(where, a, mesh, spec, nb, "natural")
     if b.ndim not in (1, 2) or b.shape[0] != padding.n:
         raise ValueError(
@@ -193,4 +217,8 @@ def solve_triangular(
     x = triangular_program(plan, m, p, *flags)(ap, place(b2, m, PartitionSpec()))
     x = unpad_rows(x, padding, m, plan.row_axes)
     x = jnp.conj(x) if conj else x
-    return x[:, 0] if vec else x
+    x = x[:, 0] if vec else x
+    if check_finite and is_traced(a, b):
+        tri = referenced(a, lower=bool(lower), unit=bool(unit_diagonal))
+        x = nan_unless_finite(x, True, tri, b)
+    return x

@@ -1,0 +1,121 @@
+"""The checks every linear-algebra entry point makes on its input, beside :mod:`._dtype`.
+
+``check_finite=True`` (SciPy's name and default; :func:`require_finite`): eagerly, an inf or NaN in the input raises
+a ``ValueError`` saying so before any factorization runs (otherwise LU's pivot test,
+``|u_jj| <= n eps max|a|``, is False for NaN and the NaN would come back as a result,
+or as a "singular" report that blames the rows). The check reads every element once
+(one scalar all-reduce for a sharded array) and waits for it. Traced under
+``jax.jit`` the values are unknown: the check becomes :func:`nan_unless_finite`, which
+NaN-fills the result when the input was not finite (never an error, never an
+infinite or made-up number).
+
+Empty problems (an order 0 matrix or ``nrhs = 0``) never reach the distributed
+programs, whose layouts need at least one block: :func:`rhs_shape` validates ``b``
+and the callers answer as NumPy does (``det`` 1, empty solutions).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from shardkit.layout.internal import is_traced
+
+__all__ = ["empty_solution", "nan_unless_finite", "referenced", "require_finite", "rhs_shape"]
+
+
+def _all_finite(x: Any) -> Any:
+    if isinstance(x, jax.Array) or is_traced(x):
+        return jnp.isfinite(x).all() if jnp.issubdtype(x.dtype, jnp.inexact) else jnp.bool_(True)
+    return bool(np.isfinite(np.asarray(x)).all())
+
+
+def _dtype_name(x: Any) -> str:
+    return np.dtype(x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype).name
+
+
+def require_finite(where: str, check: bool, **arrays: Any) -> None:
+    """Eagerly raise when one of ``arrays`` (by name) holds an inf or NaN; traced: nothing.
+
+    Raises:
+      ValueError: an array is not finite (scipy: "array must not contain infs or NaNs").
+    """
+    if not check:
+        return
+    for name, x in arrays.items():
+        if is_traced(x):
+            continue
+        if not bool(_all_finite(x)):
+            raise ValueError(
+                f"{where}: {name} (shape={tuple(np.shape(x))}, dtype={_dtype_name(x)}) "
+                "must not contain infs or NaNs. Remove or replace them (e.g. jnp.nan_to_num), "
+                "or pass check_finite=False to skip this check (the result is then "
+                "undefined for such input)."
+            )
+
+
+def nan_unless_finite(result: Any, check: bool, *arrays: Any) -> Any:
+    """Under ``jit``: ``result`` with every inexact array NaN-filled unless ``arrays`` are finite.
+
+    Eagerly (nothing traced) or with ``check=False`` the result is returned as is: eager
+    input was already checked by :func:`require_finite`.
+    """
+    traced = [x for x in arrays if is_traced(x)]
+    if not check or not traced:
+        return result
+    ok = jnp.all(jnp.stack([_all_finite(x) for x in traced]))
+
+    def fill(x: Any) -> Any:
+        if (isinstance(x, jax.Array) or is_traced(x)) and jnp.issubdtype(x.dtype, jnp.inexact):
+            return jnp.where(ok, x, jnp.full_like(x, jnp.nan))
+        return x
+
+    return jax.tree.map(fill, result)
+
+
+def rhs_shape(where: str, b: Any, n: int) -> tuple[int, ...]:
+    """``b``'s shape after checking that it is ``(n,)`` or ``(n, nrhs)``.
+
+    Raises:
+      ValueError: it is not.
+    """
+    shape = tuple(np.shape(b))
+    if len(shape) not in (1, 2) or shape[0] != n:
+        raise ValueError(
+            f"{where}: b.shape={shape} does not fit an ({n}, {n}) matrix; "
+            f"pass b of shape ({n},) or ({n}, nrhs)"
+        )
+    return shape
+
+
+def empty_solution(where: str, a: Any, b: Any, dtype: Any) -> jax.Array | None:
+    """Zeros of ``b``'s shape when ``a x = b`` is empty (``a`` is 0x0 or ``nrhs = 0``), else None.
+
+    A non-square ``a`` gives None: the layout code reports it with its own error.
+
+    Raises:
+      ValueError: ``b`` does not fit ``a``.
+    """
+    if len(a.shape) != 2 or a.shape[0] != a.shape[1]:
+        return None
+    shape = rhs_shape(where, b, int(a.shape[0]))
+    return jnp.zeros(shape, dtype) if 0 in shape else None
+
+
+def referenced(a: Any, *, lower: bool, unit: bool = False) -> Any:
+    """The triangle of square ``a`` a triangular solve or Cholesky reads; zeros elsewhere.
+
+    What :func:`require_finite` checks for them: NaN in the ignored triangle (or on a
+    unit diagonal) is no error, as it is never read. Host data stays on the host.
+    """
+    xp = np if not (isinstance(a, jax.Array) or is_traced(a)) else jnp
+    n = a.shape[0]
+    i = xp.arange(n)[:, None]
+    j = xp.arange(a.shape[1])[None, :]
+    keep = (i > j) if lower else (i < j)
+    if not unit:
+        keep = keep | (i == j)
+    return xp.where(keep, a, xp.zeros((), a.dtype))

@@ -98,6 +98,31 @@ def test_eager_auto_errors_arrive_unwrapped() -> None:
         jax.grad(lambda v: jnp.sum(jnp.abs(skfft.fft(v))))(x)
 
 
+def test_jit_auto_errors_are_shardkit_errors() -> None:
+    if len(jax.devices()) < 8:
+        pytest.skip("needs 8 devices")
+    m = shardkit.mesh("8", "x", axis_types="auto")
+    other = shardkit.mesh("2x4", "a,b", axis_types="auto")
+    a = np.arange(24.0)
+    x = shardkit.shard(a, m, "x")
+    bad: list[tuple[Callable, type[Exception], str]] = [
+        (lambda v: skfft.fftn(v, axes=(1,)), ValueError, "out of range"),
+        (lambda v: skfft.fftn(v, s=(8, 8)), ValueError, "more entries"),
+        (lambda v: skfft.rfftn(v.astype(complex)), TypeError, "real input"),
+        (functools.partial(skfft.fft, norm="bogus"), ValueError, "legal values"),
+    ]
+    with jax.set_mesh(m):
+        for fn, error, message in bad:
+            with pytest.raises(error, match=message):
+                jax.jit(fn)(x)
+    with jax.set_mesh(other), pytest.raises(ValueError, match="mesh in context"):
+        jax.jit(skfft.fft)(x)
+    # A split no plan takes (64 does not divide 24) is known only to the partitioner,
+    # which never raises: it gathers and transforms whole.
+    with jax.set_mesh(m):
+        assert_close(jax.jit(skfft.fft)(x), np.fft.fft(a))
+
+
 @pytest.mark.parametrize(
     ("spec", "fn", "ref", "out"),
     [

@@ -32,6 +32,13 @@ ties each output dimension to its input dimension (the natural layout); a length
 changed by ``s=`` shares its common divisor with the input's, so the split
 survives. When the promised layout is impossible for the actual split (a split
 R2C axis) the other one is built and the partitioner reshards the output.
+
+Errors: everything known while tracing (shape, dtype, ``s=``, axes, the mesh) is
+checked before the primitive is bound, so it reaches the user as shardkit's own
+error. The partitioner itself never raises (XLA would wrap the error as an
+``INTERNAL`` runtime error): a split that no plan takes gets the replicated plan,
+a gather and the whole transform on every device. Eager calls, whose split is
+known, check it first and raise shardkit's error instead.
 """
 
 from __future__ import annotations
@@ -125,14 +132,24 @@ class Op:
             cycle=tuple(a + 1 for a in self.cycle),
         )
 
-    def plan(self, spec: Any, mesh: Any) -> FFTPlan:
-        """The forward plan for an input split as ``spec`` in :attr:`layout` if possible."""
+    def plan(self, spec: Any, mesh: Any, *, strict: bool = False) -> FFTPlan:
+        """The forward plan for an input split as ``spec``, in :attr:`layout` if possible.
 
-        def make(layout: Layout) -> FFTPlan:
+        The other layout is taken where :attr:`layout` is impossible for this split
+        (e.g. a split R2C axis; the partitioner then reshards the output). Where no
+        layout fits the split (e.g. a split 1-D signal the four-step algorithm
+        cannot take), ``strict`` raises shardkit's error; otherwise the plan for a
+        replicated input is returned, which always exists: the partitioner gathers
+        the input and the transform runs whole on every device. The partitioner
+        never raises (XLA would wrap the error in its own); eager calls check with
+        ``strict`` first (see ``_impl``).
+        """
+
+        def make(layout: Layout, where: Any) -> FFTPlan:
             return planned(
                 self.name,
                 self.in_shape,
-                spec,
+                where,
                 dict(mesh.shape),
                 axes=self.axes,
                 sizes=self.sizes,
@@ -145,14 +162,13 @@ class Op:
         other: Layout = "default" if self.layout == "natural" else "natural"
         try:
             try:
-                return make(self.layout)
-            except ValueError:  # e.g. a split R2C axis: the partitioner reshards the output
-                return make(other)
-        except (ValueError, NotImplementedError) as e:
-            # XLA wraps the callback's exception in its own error; eager calls (the
-            # primitive jitted alone, see _impl) re-raise this one instead.
-            _errors.last = e
-            raise
+                return make(self.layout, spec)
+            except ValueError:
+                return make(other, spec)
+        except (ValueError, NotImplementedError):
+            if strict:
+                raise
+            return make("natural", PartitionSpec())
 
     def destinations(self) -> tuple[int, ...]:
         """Where each input axis's split lands in :attr:`layout` (the Shardy rule's map)."""
@@ -210,14 +226,6 @@ def auto_layout(
     return "default", tuple(cycle)
 
 
-class _Errors:
-    # Not thread-local: XLA may call the partitioner from its own compile thread.
-    last: BaseException | None = None
-
-
-_errors = _Errors()
-
-
 @functools.cache
 def _out_struct(op: Op) -> jax.ShapeDtypeStruct:
     return jax.eval_shape(op.reference, jax.ShapeDtypeStruct(op.in_shape, op.in_dtype))
@@ -259,13 +267,14 @@ def _rule(op: Op, *, transposed: bool) -> tuple[str, dict[str, int]]:
 
 
 def _spec(sharding: Any) -> PartitionSpec:
-    """A sharding's spec; a replicated ``GSPMDSharding`` (an uncommitted input) has none."""
+    """A sharding's spec; one without a spec is planned as replicated.
+
+    A replicated ``GSPMDSharding`` (an uncommitted input) is exactly that; any other
+    layout with no mesh axes gets the replicated plan, whose input the partitioner
+    gathers: correct where raising here would reach the user wrapped by XLA.
+    """
     spec = getattr(sharding, "spec", None)
-    if spec is not None:
-        return spec
-    if sharding.is_fully_replicated:
-        return PartitionSpec()
-    raise NotImplementedError(f"shardkit.fft: a layout with no mesh axes: {sharding}")
+    return spec if spec is not None else PartitionSpec()
 
 
 def _local_shape(shape: tuple[int, ...], spec: Any, mesh: Any) -> tuple[int, ...]:
@@ -354,14 +363,12 @@ def _jitted(op: Op) -> Callable[[jax.Array], jax.Array]:
 
 def _impl(x: jax.Array, *, op: Op) -> jax.Array:
     # Compiled alone, the op sees the concrete array's sharding in the partitioner.
-    _errors.last = None
-    try:
-        return _jitted(op)(x)
-    except jax.errors.JaxRuntimeError:
-        error, _errors.last = _errors.last, None
-        if error is None:
-            raise
-        raise error from None
+    # Plan for it here first, so that a split no plan takes raises shardkit's own
+    # error instead of the partitioner quietly gathering (see Op.plan).
+    sharding = getattr(x, "sharding", None)
+    if not op.transposed and isinstance(sharding, NamedSharding):
+        op.plan(sharding.spec, sharding.mesh, strict=True)
+    return _jitted(op)(x)
 
 
 def _abstract_eval(x: Any, *, op: Op) -> Any:
@@ -395,6 +402,47 @@ mlir.register_lowering(fft_p, mlir.lower_fun(_lowered, multiple_results=False))
 require_devices_during_lowering(fft_p)
 
 
+def _mesh_summary(mesh: Any) -> str:
+    pairs = zip(mesh.axis_names, mesh.axis_sizes, strict=True)
+    return "{" + ", ".join(f"{n}: {k}" for n, k in pairs) + "}"
+
+
+def check_traced(op: Op, x: Any) -> None:
+    """Validate, while tracing, what the partitioner would otherwise trip over.
+
+    Everything known before lowering is checked here, so the user's ``jit`` gets
+    shardkit's error rather than XLA's wrapped ``JaxRuntimeError``: the operand's
+    shape and dtype against the op's, and the mesh in the operand's type against
+    the one set by ``jax.set_mesh``. What depends on the split the partitioner
+    picks never raises (see :meth:`Op.plan`).
+
+    Raises:
+      ValueError: the shape differs from the op's, or the operand lives on a mesh
+        other than the one in context.
+      TypeError: the dtype differs from the op's.
+    """
+    shape = op.out.shape if op.transposed else op.in_shape
+    dtype = op.out.dtype if op.transposed else np.dtype(op.in_dtype)
+    if tuple(x.shape) != tuple(shape):
+        raise ValueError(f"{op.name}: x has shape {tuple(x.shape)}; the transform expects {shape}")
+    if np.dtype(x.dtype) != np.dtype(dtype):
+        raise TypeError(f"{op.name}: x has dtype {x.dtype}; the transform expects {dtype}")
+    context = jax.sharding.get_abstract_mesh()
+    own = getattr(getattr(jax.typeof(x), "sharding", None), "mesh", None)
+    if context is None or context.empty or own is None or own.empty:
+        return
+    if tuple(context.axis_names) != tuple(own.axis_names) or tuple(context.axis_sizes) != tuple(
+        own.axis_sizes
+    ):
+        raise ValueError(
+            f"{op.name}: x (shape={tuple(x.shape)}) lives on mesh {_mesh_summary(own)} but "
+            f"the mesh in context (jax.set_mesh) is {_mesh_summary(context)}; shard x on "
+            "the context mesh or call the transform under x's mesh"
+        )
+
+
 def apply(op: Op, x: jax.Array) -> jax.Array:
     """Run ``op`` (forward) on ``x``: partitioned under ``jit``, differentiable, batchable."""
-    return fft_p.bind(jnp.asarray(x, op.in_dtype), op=op)
+    arr = jnp.asarray(x, op.in_dtype)
+    check_traced(op, arr)
+    return fft_p.bind(arr, op=op)

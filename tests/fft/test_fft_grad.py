@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import jax
@@ -38,6 +39,32 @@ def _loss(fn: Callable[..., jax.Array], norm: str | None) -> Callable[[jax.Array
     return loss
 
 
+@functools.cache
+def _reference(name: str, dtype: str, norm: str | None) -> dict[str, np.ndarray]:
+    """jnp.fft's grad, JVP and VJP, and the finite-difference check of its loss.
+
+    Shared by the Auto and Explicit cases, each jitted once: eager references
+    compile every small op separately, which used to cost more than the checks.
+    """
+    a = _input(name, dtype)
+    ref = getattr(jnp.fft, name)
+    loss = jax.jit(_loss(ref, norm))
+    fwd = jax.jit(lambda v: ref(v, norm=norm))
+    ct = np.asarray(fwd(a))[::-1].copy()
+    (vjp,) = jax.jit(lambda v, c: jax.vjp(lambda u: ref(u, norm=norm), v)[1](c))(a, ct)
+    d = np.random.default_rng(4).standard_normal(a.shape).astype(a.dtype)
+    eps = 1e-6
+    fd = (loss(a + eps * d) - loss(a - eps * d)) / (2 * eps)
+    return {
+        "grad": np.asarray(jax.jit(jax.grad(loss))(a)),
+        "jvp": np.asarray(fwd(np.roll(a, 1))),
+        "ct": ct,
+        "vjp": np.asarray(vjp),
+        "direction": d,
+        "fd": np.asarray(fd),
+    }
+
+
 @pytest.mark.parametrize("types", ["auto", "explicit"])
 @pytest.mark.parametrize(("name", "dtype", "norm"), CASES)
 def test_grad_jvp_vjp(name: str, dtype: str, norm: str | None, types: str) -> None:
@@ -45,25 +72,22 @@ def test_grad_jvp_vjp(name: str, dtype: str, norm: str | None, types: str) -> No
         pytest.skip("needs 8 devices")
     m = shardkit.mesh("2x4", "x,y", axis_types=types)  # type: ignore[arg-type]
     a = _input(name, dtype)
+    r = _reference(name, dtype, norm)
     x = shardkit.shard(a, m, "x,y,None")
-    ours, ref = getattr(skfft, name), getattr(jnp.fft, name)
+    ours = getattr(skfft, name)
     with jax.set_mesh(m):
         g = jax.jit(jax.grad(_loss(ours, norm)))(x)
-        assert_close(g, jax.grad(_loss(ref, norm))(jnp.asarray(a)), what="grad")
+        assert_close(g, r["grad"], what="grad")
         t = np.roll(a, 1)
         _, tan = jax.jvp(lambda v: ours(v, norm=norm), (x,), (shardkit.shard(t, m, "x,y,None"),))
-        assert_close(tan, ref(t, norm=norm), what="jvp")
+        assert_close(tan, r["jvp"], what="jvp")
         y, pullback = jax.vjp(lambda v: ours(v, norm=norm), x)
-        ct = np.asarray(y)[::-1].copy()
-        (vx,) = pullback(jax.device_put(ct, y.sharding))
-        (vr,) = jax.vjp(lambda v: ref(v, norm=norm), jnp.asarray(a))[1](jnp.asarray(ct))
-        assert_close(vx, vr, what="vjp")
+        assert_close(y, r["ct"][::-1], what="forward")
+        (vx,) = pullback(jax.device_put(r["ct"], y.sharding))
+        assert_close(vx, r["vjp"], what="vjp")
     # Finite differences of the loss along a random real direction.
-    loss = _loss(ref, norm)
-    d = np.random.default_rng(4).standard_normal(a.shape).astype(a.dtype)
-    eps = 1e-6
-    fd = (loss(jnp.asarray(a + eps * d)) - loss(jnp.asarray(a - eps * d))) / (2 * eps)
+    d, fd = r["direction"], float(r["fd"])
     directional = np.sum(
         np.real(np.asarray(g) * np.conj(d)) if np.iscomplexobj(a) else np.asarray(g) * d
     )
-    assert abs(directional - float(fd)) <= 1e-5 * max(1.0, abs(float(fd)))
+    assert abs(directional - fd) <= 1e-5 * max(1.0, abs(fd))

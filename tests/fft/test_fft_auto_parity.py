@@ -119,8 +119,12 @@ def test_jit_auto_errors_are_shardkit_errors() -> None:
         jax.jit(skfft.fft)(x)
     # A split no plan takes (64 does not divide 24) is known only to the partitioner,
     # which never raises: it gathers and transforms whole.
+    w = jnp.cos(jnp.arange(24.0))
     with jax.set_mesh(m):
         assert_close(jax.jit(skfft.fft)(x), np.fft.fft(a))
+        g = jax.jit(jax.grad(lambda v: jnp.sum(w * jnp.abs(skfft.fft(v)) ** 2)))(x)
+    want = jax.grad(lambda v: jnp.sum(w * jnp.abs(jnp.fft.fft(v)) ** 2))(jnp.asarray(a))
+    assert_close(g, want, what="grad")
 
 
 @pytest.mark.parametrize(

@@ -33,6 +33,15 @@ changed by ``s=`` shares its common divisor with the input's, so the split
 survives. When the promised layout is impossible for the actual split (a split
 R2C axis) the other one is built and the partitioner reshards the output.
 
+Known limit: a split R2C axis whose halved length the devices do not divide
+(``rfft2`` of ``(8, 16, 16)`` on ``P(None, None, 'x')`` over 8 devices) ends
+replicated after one all-gather, where Explicit axes give ``P('x', None, None)``.
+No fixed rule can do better: the rule maps each input dimension's factor to one
+output dimension, and here three input dimensions (8, 16, 16) each need an
+8-device factor while the output (8, 16, 9) has room for two; tying the real
+axis to axis 0 would instead gather the common batch split. Only the operand's
+split, unknown while tracing on Auto axes, could choose between them.
+
 Errors: everything known while tracing (shape, dtype, ``s=``, axes, the mesh) is
 checked before the primitive is bound, so it reaches the user as shardkit's own
 error. The partitioner itself never raises (XLA would wrap the error as an

@@ -416,7 +416,7 @@ def _mesh_summary(mesh: Any) -> str:
     return "{" + ", ".join(f"{n}: {k}" for n, k in pairs) + "}"
 
 
-def check_traced(op: Op, x: Any) -> None:
+def _check_traced(op: Op, x: Any) -> None:
     """Validate, while tracing, what the partitioner would otherwise trip over.
 
     Everything known before lowering is checked here, so the user's ``jit`` gets
@@ -453,5 +453,5 @@ def check_traced(op: Op, x: Any) -> None:
 def apply(op: Op, x: jax.Array) -> jax.Array:
     """Run ``op`` (forward) on ``x``: partitioned under ``jit``, differentiable, batchable."""
     arr = jnp.asarray(x, op.in_dtype)
-    check_traced(op, arr)
+    _check_traced(op, arr)
     return fft_p.bind(arr, op=op)

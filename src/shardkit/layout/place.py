@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding
 
@@ -35,7 +36,8 @@ def _as_array(x: Any) -> Any:
                 f"shard: x={_short(x)} is not an array: {e}. Pass a rectangular array-like "
                 "of numbers"
             ) from None
-        if x.dtype.kind not in "biufc":
+        # JAX's own extended types (bfloat16, float8, int4...) are NumPy kind "V".
+        if x.dtype.kind not in "biufc" and not jnp.issubdtype(x.dtype, jnp.number):
             raise TypeError(
                 f"shard: x={_short(given)} has dtype {x.dtype}, which is not numeric; shard "
                 "places arrays of numbers (bool, int, float, complex). Convert it first, "

@@ -851,7 +851,7 @@ def solve(
       >>> x = shardkit.linalg.solve(c, np.ones(99), mesh=m, spec="x,y")  # padded to 100
       >>> x.dtype, bool(np.allclose(c @ np.asarray(x), 1))
       (dtype('complex128'), True)
-      >>> shardkit.linalg.solve(shardkit.shard(np.zeros((32, 32)), m, "x,y"), np.ones(32))
+      >>> shardkit.linalg.solve(shardkit.shard(np.zeros((32, 32)), m, "x,y"), np.ones(32), nb=8)
       Traceback (most recent call last):
       ...
       shardkit.linalg.SingularMatrixError: solve: the matrix (shape=(32, 32), dtype=float64) is singular to working precision: no pivot in column 0 is larger than n * eps * max|a|. Check the input for dependent rows or columns; under jax.jit pass return_status=True to receive this status instead.

@@ -170,6 +170,17 @@ def test_empty_and_tiny_shapes(ms: str) -> None:
     assert [x.shape for x in lu(e, **where)] == [(0, 0)] * 3
     assert [x.shape for x in qr(e, **where)] == [(0, 0), (0, 0)]
     assert solve_triangular(e, np.zeros(0), **where).shape == (0,)
+    # scipy.linalg.lu_factor / cho_factor of 0x0: factors whose solves are empty.
+    lf, lstatus = lu_factor(e, return_status=True, **where)
+    assert (lf.lu.shape, int(lstatus)) == ((0, 0), 0)
+    assert lu_solve(lf, np.zeros(0)).shape == (0,)
+    assert lu_solve(lu_factor(e, **where), np.zeros((0, 2)), trans=1).shape == (0, 2)
+    cf = cho_factor(e, **where)
+    assert cf.c.shape == (0, 0)
+    assert cho_solve(cf, np.zeros(0)).shape == (0,)
+    assert cho_solve(cf, np.zeros((0, 2))).shape == (0, 2)
+    with pytest.raises(ValueError, match=r"b.shape=\(1,\)"):
+        lu_solve(lf, np.zeros(1))
     x, _, rank, s = lstsq(e, np.zeros(0), **where)
     assert x.shape == (0,)
     assert int(rank) == 0

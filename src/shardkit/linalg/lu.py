@@ -651,6 +651,19 @@ def lu_factor(
     """
     a = as_inexact("lu_factor", "a", a)
     require_finite("lu_factor", check_finite, a=a)
+    if tuple(a.shape) == (0, 0):  # no layout holds it; lu_solve answers empty solutions
+        empty = jnp.zeros((), jnp.int32)
+        f = LUFactors(
+            jnp.zeros((0, 0), a.dtype),
+            jnp.zeros((0,), jnp.int32),
+            empty,
+            empty,
+            Plan(0, 1, (), (), 1, 1, ()),
+            None,
+            None,
+            Padding(0, 0, 1),
+        )
+        return (f, f.status) if return_status else f
     if unknown(a, mesh, spec):
         rep = PartitionSpec()
         lu_, perm, swaps, status = _on_layout(

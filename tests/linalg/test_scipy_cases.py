@@ -352,10 +352,35 @@ def test_rank_deficient_lstsq_matches_numpy() -> None:
     x, *_ = lstsq(ai, 1j * np.ones(64), mesh=m, spec="x,None")
     assert x.dtype == np.complex128
     assert_close(x, np.linalg.lstsq(ai.astype(float), 1j * np.ones(64), rcond=None)[0])
-    # The square (BCGS2) path never gathers r: rank deficiency is its documented error.
-    sq = np.ones((8, 8))
-    with pytest.raises(RankDeficientError, match="TSQR"):
-        lstsq(shard(sq, mesh("2x4", "x,y"), "x,y"), np.ones(8), nb=4)
+
+
+@pytest.mark.parametrize("ms", list(MESHES))
+def test_rank_deficient_lstsq_is_minimum_norm_on_every_layout(ms: str) -> None:
+    # The block Gram-Schmidt layouts (square, split columns, row blocks shorter than n)
+    # fall back to the minimum-norm solve: the same x, rank and s as NumPy's.
+    where = _where(ms)
+    rng = np.random.default_rng(5)
+    cases = [
+        (rng.standard_normal((6, 3)) @ rng.standard_normal((3, 4)), rng.standard_normal((6, 2))),
+        (rng.standard_normal((8, 5)) @ rng.standard_normal((5, 8)), rng.standard_normal(8)),
+        (np.ones((8, 8)), rng.standard_normal(8)),
+        (np.zeros((8, 4)), np.ones((8, 2))),
+    ]
+    # Compiles dominate: by default each mesh takes half the cases (FULL: all).
+    for a, b in cases if FULL else cases[list(MESHES).index(ms) :: 2]:
+        x, res, rank, s = lstsq(a, b, nb=4, **where)
+        xr, _, rank_r, sr = np.linalg.lstsq(a, b, rcond=None)
+        assert int(rank) == rank_r, a.shape
+        assert_close(x, xr, what=f"x of {a.shape}")
+        assert_close(s, sr, what=f"s of {a.shape}")
+        assert_close(res, np.sum(np.abs((a @ xr - b).reshape(len(b), -1)) ** 2, axis=0))
+    # Under jit with an explicit layout the fallback is a lax.cond: the same answer.
+    if ms == "8" and not FULL:
+        return
+    a, b = cases[0]
+    x, _, rank, _ = jax.jit(lambda a, b: lstsq(a, b, nb=4, **where))(a, b)
+    assert int(rank) == 3
+    assert_close(x, np.linalg.lstsq(a, b, rcond=None)[0])
 
 
 # ---- overwrite_a ----------------------------------------------------------------------

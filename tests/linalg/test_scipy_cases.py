@@ -24,7 +24,6 @@ from shardkit.inspect import comms
 from shardkit.layout import mesh, shard
 from shardkit.linalg import (
     NotPositiveDefiniteError,
-    RankDeficientError,
     SingularMatrixError,
     batched_solve,
     cho_factor,

@@ -167,8 +167,6 @@ def test_rank_deficient_raises_eagerly_and_reports_status_under_jit() -> None:
 
 def test_errors_name_the_problem() -> None:
     m = make_mesh("2x4")
-    with pytest.raises(NotImplementedError, match=r"wide \(M < n\).*a\.T"):
-        qr(shard(np.ones((16, 32)), m, "x,y"))
     for bad in (0, -4, "8", 2.0, True):
         with pytest.raises(ValueError, match=f"nb={bad!r}"):
             qr(shard(np.eye(16), m, "x,y"), nb=bad)  # type: ignore[arg-type]

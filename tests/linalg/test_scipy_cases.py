@@ -382,6 +382,38 @@ def test_rank_deficient_lstsq_is_minimum_norm_on_every_layout(ms: str) -> None:
     assert_close(x, np.linalg.lstsq(a, b, rcond=None)[0])
 
 
+# ---- wide and rectangular shapes -------------------------------------------------------
+
+
+@pytest.mark.parametrize("ms", list(MESHES))
+def test_wide_qr_lstsq_and_rectangular_lu_match_scipy(ms: str) -> None:
+    # scipy.linalg.qr(mode="economic") and scipy.linalg.lu of wide and tall matrices,
+    # numpy.linalg.lstsq of underdetermined systems (minimum norm, rank deficient too).
+    where = _where(ms)
+    rng = np.random.default_rng(6)
+    wide = rng.standard_normal((8, 16)) if ms == "2x4" else rng.standard_normal((3, 10))
+    q, r = qr(wide, **where)
+    q_ref, r_ref = np.linalg.qr(wide)  # scipy.linalg.qr(mode="economic"): the same
+    assert (q.shape, r.shape) == (q_ref.shape, r_ref.shape)
+    assert_close(np.abs(np.asarray(r)), np.abs(r_ref), what="|r|")
+    assert_close(np.asarray(q) @ np.asarray(r), wide, what="q r")
+    assert_close(np.asarray(q).T @ np.asarray(q), np.eye(len(wide)), what="q^T q")
+    assert np.all(np.tril(np.asarray(r), -1) == 0)
+    low = rng.standard_normal((3, 2)) @ rng.standard_normal((2, 10))  # rank 2
+    for a, b in ((wide, rng.standard_normal((len(wide), 2))), (low, rng.standard_normal(3))):
+        x, res, rank, s = lstsq(a, b, **where)
+        xr, _, rank_r, sr = np.linalg.lstsq(a, b, rcond=None)
+        assert int(rank) == rank_r
+        assert_close(x, xr, what=f"x of {a.shape}")
+        assert_close(s, sr, what=f"s of {a.shape}")
+        assert_close(res, np.sum(np.abs((a @ xr - b).reshape(len(b), -1)) ** 2, axis=0))
+    for a in (rng.standard_normal((8, 5)), wide):
+        want = sl.lu(a)
+        for got, ref, name in zip(lu(a, **where), want, "plu", strict=True):
+            assert got.shape == np.shape(ref), name
+            assert_close(got, np.asarray(ref), what=name)
+
+
 # ---- overwrite_a ----------------------------------------------------------------------
 
 

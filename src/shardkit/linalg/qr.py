@@ -1,4 +1,4 @@
-"""Distributed QR of a sharded matrix (``M >= n``), and least squares through it.
+"""Distributed QR of a sharded matrix, and least squares through it.
 
 Two algorithms; the layout picks one (both give ``a = q r`` with orthonormal ``q``):
 
@@ -55,7 +55,10 @@ multiple of the column split, one new row per new column, rows to a multiple of 
 row split), whose QR is ``q`` and ``r`` bordered by ``±I``: the result is cut back
 exactly, and comes back replicated (one all-reduce of ``q``'s ``M x n``).
 
-Not implemented: wide matrices (``M < n``).
+**Wide matrices** (``M < n``, see :mod:`shardkit.linalg._wide`): :func:`qr` gives
+SciPy's economic ``q`` (``M x M``, replicated) and ``r`` (``M x n``) from a
+Householder QR of the leading ``M x M`` block (gathered: small when ``M`` is narrow);
+:func:`lstsq` the minimum-norm solution through a TSQR of ``a^H``.
 """
 
 from __future__ import annotations
@@ -88,6 +91,7 @@ from shardkit.linalg._inputs import nan_unless_finite, require_finite
 from shardkit.linalg._pad import cut, pad_tall, scale, tall_sizes
 from shardkit.linalg._partitioned import on_layout, unknown
 from shardkit.linalg._status import RankDeficientError, finish, is_traced
+from shardkit.linalg._wide import wide_lstsq, wide_qr
 from shardkit.linalg.triangular import solve_triangular
 from shardkit.linalg.triangular import triangular_program as _trsm_program
 
@@ -352,7 +356,7 @@ def qr(
     return_status: bool = False,
     check_finite: bool = True,
 ) -> Any:
-    """Reduced QR ``a = q r`` of a sharded ``(M, n)`` matrix, ``M >= n``, like ``jnp.linalg.qr``.
+    """Reduced QR ``a = q r`` of a sharded ``(M, n)`` matrix, like ``jnp.linalg.qr``.
 
     TSQR for ``P(rows, None)`` with ``M / R >= n`` (one all-gather of ``R`` blocks
     ``n x n``; ``r`` replicated); otherwise BCGS2 with TSQR panels in ``a``'s own layout
@@ -369,7 +373,8 @@ def qr(
     ``e' < R`` more rows), and ``q``, ``r`` come back replicated.
 
     Args:
-      a: ``(M, n)`` float or complex matrix, ``M >= n``, sharded ``P(rows, cols)``
+      a: ``(M, n)`` float or complex matrix (wide ``M < n``: see the module
+        docstring; ``q`` is then ``M x M``, ``r`` ``M x n``), sharded ``P(rows, cols)``
         (either may be ``None``), or host data with ``mesh=``/``spec=`` (any ``M, n``).
       nb: BCGS2 panel width, rounded down to a divisor of ``n / C`` that is at most
         ``M / R`` (unused by TSQR).
@@ -389,7 +394,6 @@ def qr(
 
     Raises:
       RankDeficientError: eagerly, when BCGS2 finds ``a`` numerically rank deficient.
-      NotImplementedError: ``a`` is wide (``M < n``).
       ValueError: a bad ``nb`` or an unknown layout.
       TypeError: ``a`` is half precision (use float32) or not numeric.
 
@@ -416,6 +420,10 @@ def qr(
     require_finite("qr", check_finite, a=a)
     if len(a.shape) == 2 and a.shape[1] == 0:  # no columns: q (M, 0), r (0, 0)
         out = (jnp.zeros((a.shape[0], 0), a.dtype), jnp.zeros((0, 0), a.dtype))
+        return (out, jnp.zeros((), jnp.int32)) if return_status else out
+    if len(a.shape) == 2 and a.shape[0] < a.shape[1]:  # wide: SciPy's economic QR
+        out = jnp.linalg.qr(a) if unknown(a, mesh, spec) else wide_qr("qr", a, mesh, spec)
+        out = nan_unless_finite(tuple(out), check_finite, a)
         return (out, jnp.zeros((), jnp.int32)) if return_status else out
     fill = is_traced(a) and not return_status
     if unknown(a, mesh, spec):
@@ -624,7 +632,7 @@ def lstsq(
     return_status: bool = False,
     check_finite: bool = True,
 ) -> Any:
-    """Least squares ``min ||a x - b||`` for sharded ``a`` (``M >= n``), like ``jnp.linalg.lstsq``.
+    """Least squares ``min ||a x - b||`` for sharded ``a``, like ``jnp.linalg.lstsq``.
 
     Through :func:`qr`. **Rank deficiency** is handled as ``numpy.linalg.lstsq`` handles
     it, on every layout: ``x`` is the minimum-norm solution, singular values at most
@@ -651,6 +659,13 @@ def lstsq(
       ``a`` on every device, which is why only a (nearly) rank-deficient ``a`` pays it.
       Under ``jit`` the choice is a ``lax.cond`` (both branches compiled).
 
+    **Wide** ``a`` (``M < n``, underdetermined): the minimum-norm solution through a
+    Householder TSQR of ``a^H = q r`` (``x = q (r^H)^+ b``, formed as
+    ``a^H V S^-2 V^H b`` so that ``q`` never exists; see :mod:`shardkit.linalg._wide`
+    for its all-gathers, each of ``M``-sized pieces); ``x`` replicated, ``rank`` and
+    ``s`` NumPy's. Under ``jit`` on Auto axes ``jnp.linalg.lstsq`` runs instead (XLA
+    gathers ``a``).
+
     ``residuals`` are the squared norms of ``a x - b`` for the ``x`` returned, for every
     ``M`` and rank (NumPy returns them only for full rank and ``M > n``). Complex ``a``
     or ``b``: ``x = r^-1 q^H b``. Sizes the mesh does not divide are padded as in
@@ -659,7 +674,7 @@ def lstsq(
     ``n`` or ``nrhs`` zero) gives zeros, as NumPy.
 
     Args:
-      a: ``(M, n)`` float or complex matrix, ``M >= n``, sharded ``P(rows, cols)`` (or
+      a: ``(M, n)`` float or complex matrix, sharded ``P(rows, cols)`` (or
         host data with ``mesh=``/``spec=``, any ``M, n``).
       b: ``(M,)`` or ``(M, nrhs)``.
       rcond: relative cutoff of the singular values; ``None``: NumPy's
@@ -679,7 +694,6 @@ def lstsq(
       of ``a x - b`` per right-hand side (``(nrhs,)``, also for square ``a``).
 
     Raises:
-      NotImplementedError: ``a`` is wide (``M < n``).
       ValueError: ``b`` does not fit ``a``, a bad ``nb``, a layout error, or (eagerly)
         an inf or NaN in the input.
 
@@ -731,11 +745,28 @@ def lstsq(
         (x, res, rank, s), status = out if return_status else (out, None)
         out = (jnp.zeros((a.shape[1], 0), dt), jnp.zeros((0,), res.dtype), rank, s)
         return (out, status) if return_status else out
-    out, status = _lstsq(where, a, b, tol, nb, mesh, spec, return_status)
+    if a.shape[0] < a.shape[1]:
+        out, status = _wide(where, a, b, tol, mesh, spec), jnp.zeros((), jnp.int32)
+    else:
+        out, status = _lstsq(where, a, b, tol, nb, mesh, spec, return_status)
     out = nan_unless_finite(out, check_finite, a, b)
     if return_status:
         return out, status
     return out
+
+
+def _wide(
+    where: str, a: Any, b: jax.Array, tol: float, mesh: AnyMesh | None, spec: Any
+) -> tuple[jax.Array, ...]:
+    """:func:`lstsq` of a wide ``a``: the minimum-norm solution (see :mod:`._wide`)."""
+    b2 = b[:, None] if b.ndim == 1 else b
+    if unknown(a, mesh, spec):  # Auto axes under jit: XLA's partitioner places it
+        x, _, rank, s = jnp.linalg.lstsq(a, b2, rcond=tol)
+        res = jnp.sum(jnp.abs(a @ x - b2) ** 2, axis=0)
+        rank = rank.astype(jnp.int32)
+    else:
+        x, res, rank, s = wide_lstsq(where, a, b2, tol, mesh, spec)
+    return (x[:, 0] if b.ndim == 1 else x, res, rank, s)
 
 
 def _lstsq(

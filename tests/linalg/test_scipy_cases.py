@@ -24,7 +24,6 @@ from shardkit.inspect import comms
 from shardkit.layout import mesh, shard
 from shardkit.linalg import (
     NotPositiveDefiniteError,
-    RankDeficientError,
     SingularMatrixError,
     batched_solve,
     cho_factor,
@@ -170,6 +169,17 @@ def test_empty_and_tiny_shapes(ms: str) -> None:
     assert [x.shape for x in lu(e, **where)] == [(0, 0)] * 3
     assert [x.shape for x in qr(e, **where)] == [(0, 0), (0, 0)]
     assert solve_triangular(e, np.zeros(0), **where).shape == (0,)
+    # scipy.linalg.lu_factor / cho_factor of 0x0: factors whose solves are empty.
+    lf, lstatus = lu_factor(e, return_status=True, **where)
+    assert (lf.lu.shape, int(lstatus)) == ((0, 0), 0)
+    assert lu_solve(lf, np.zeros(0)).shape == (0,)
+    assert lu_solve(lu_factor(e, **where), np.zeros((0, 2)), trans=1).shape == (0, 2)
+    cf = cho_factor(e, **where)
+    assert cf.c.shape == (0, 0)
+    assert cho_solve(cf, np.zeros(0)).shape == (0,)
+    assert cho_solve(cf, np.zeros((0, 2))).shape == (0, 2)
+    with pytest.raises(ValueError, match=r"b.shape=\(1,\)"):
+        lu_solve(lf, np.zeros(1))
     x, _, rank, s = lstsq(e, np.zeros(0), **where)
     assert x.shape == (0,)
     assert int(rank) == 0
@@ -341,10 +351,67 @@ def test_rank_deficient_lstsq_matches_numpy() -> None:
     x, *_ = lstsq(ai, 1j * np.ones(64), mesh=m, spec="x,None")
     assert x.dtype == np.complex128
     assert_close(x, np.linalg.lstsq(ai.astype(float), 1j * np.ones(64), rcond=None)[0])
-    # The square (BCGS2) path never gathers r: rank deficiency is its documented error.
-    sq = np.ones((8, 8))
-    with pytest.raises(RankDeficientError, match="TSQR"):
-        lstsq(shard(sq, mesh("2x4", "x,y"), "x,y"), np.ones(8), nb=4)
+
+
+@pytest.mark.parametrize("ms", list(MESHES))
+def test_rank_deficient_lstsq_is_minimum_norm_on_every_layout(ms: str) -> None:
+    # The block Gram-Schmidt layouts (square, split columns, row blocks shorter than n)
+    # fall back to the minimum-norm solve: the same x, rank and s as NumPy's.
+    where = _where(ms)
+    rng = np.random.default_rng(5)
+    cases = [
+        (rng.standard_normal((6, 3)) @ rng.standard_normal((3, 4)), rng.standard_normal((6, 2))),
+        (rng.standard_normal((8, 5)) @ rng.standard_normal((5, 8)), rng.standard_normal(8)),
+        (np.ones((8, 8)), rng.standard_normal(8)),
+        (np.zeros((8, 4)), np.ones((8, 2))),
+    ]
+    # Compiles dominate: by default each mesh takes one case in turn (FULL: all).
+    for a, b in cases if FULL else [cases[list(MESHES).index(ms)]]:
+        x, res, rank, s = lstsq(a, b, nb=4, **where)
+        xr, _, rank_r, sr = np.linalg.lstsq(a, b, rcond=None)
+        assert int(rank) == rank_r, a.shape
+        assert_close(x, xr, what=f"x of {a.shape}")
+        assert_close(s, sr, what=f"s of {a.shape}")
+        assert_close(res, np.sum(np.abs((a @ xr - b).reshape(len(b), -1)) ** 2, axis=0))
+    # Under jit with an explicit layout the fallback is a lax.cond: the same answer.
+    if ms == "8" and not FULL:
+        return
+    a, b = cases[0]
+    x, _, rank, _ = jax.jit(lambda a, b: lstsq(a, b, nb=4, **where))(a, b)
+    assert int(rank) == 3
+    assert_close(x, np.linalg.lstsq(a, b, rcond=None)[0])
+
+
+# ---- wide and rectangular shapes -------------------------------------------------------
+
+
+@pytest.mark.parametrize("ms", list(MESHES))
+def test_wide_qr_lstsq_and_rectangular_lu_match_scipy(ms: str) -> None:
+    # scipy.linalg.qr(mode="economic") and scipy.linalg.lu of wide and tall matrices,
+    # numpy.linalg.lstsq of underdetermined systems (minimum norm, rank deficient too).
+    where = _where(ms)
+    rng = np.random.default_rng(6)
+    wide = rng.standard_normal((8, 16)) if ms == "2x4" else rng.standard_normal((3, 10))
+    q, r = qr(wide, **where)
+    q_ref, r_ref = np.linalg.qr(wide)  # scipy.linalg.qr(mode="economic"): the same
+    assert (q.shape, r.shape) == (q_ref.shape, r_ref.shape)
+    assert_close(np.abs(np.asarray(r)), np.abs(r_ref), what="|r|")
+    assert_close(np.asarray(q) @ np.asarray(r), wide, what="q r")
+    assert_close(np.asarray(q).T @ np.asarray(q), np.eye(len(wide)), what="q^T q")
+    assert np.all(np.tril(np.asarray(r), -1) == 0)
+    low = rng.standard_normal((3, 2)) @ rng.standard_normal((2, 10))  # rank 2
+    for a, b in ((wide, rng.standard_normal((len(wide), 2))), (low, rng.standard_normal(3))):
+        x, res, rank, s = lstsq(a, b, **where)
+        xr, _, rank_r, sr = np.linalg.lstsq(a, b, rcond=None)
+        assert int(rank) == rank_r
+        assert_close(x, xr, what=f"x of {a.shape}")
+        assert_close(s, sr, what=f"s of {a.shape}")
+        assert_close(res, np.sum(np.abs((a @ xr - b).reshape(len(b), -1)) ** 2, axis=0))
+    for a in (rng.standard_normal((8, 5)), wide):
+        want = sl.lu(a)
+        for got, ref, name in zip(lu(a, **where), want, "plu", strict=True):
+            assert got.shape == np.shape(ref), name
+            assert_close(got, np.asarray(ref), what=name)
 
 
 # ---- overwrite_a ----------------------------------------------------------------------

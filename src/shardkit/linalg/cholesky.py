@@ -284,6 +284,12 @@ def cho_factor(
     a = as_inexact("cho_factor", "a", a)
     if check_finite and len(a.shape) == 2:
         require_finite("cho_factor", True, a=referenced(a, lower=True))
+    if tuple(a.shape) == (0, 0):  # no layout holds it; cho_solve answers empty solutions
+        plan = Plan(0, 1, (), (), 1, 1, ())
+        f = CholeskyFactors(
+            jnp.zeros((0, 0), a.dtype), jnp.zeros((), jnp.int32), plan, None, None, Padding(0, 0, 1)
+        )
+        return (f, f.status) if return_status else f
     if unknown(a, mesh, spec):
         c, status = _on_layout("cho_factor", a, nb, stages, tril=False)
         n = int(a.shape[0])

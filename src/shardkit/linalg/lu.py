@@ -90,6 +90,7 @@ from shardkit.linalg._pad import (
 )
 from shardkit.linalg._partitioned import on_layout, unknown
 from shardkit.linalg._status import finish, is_traced
+from shardkit.linalg._wide import replicated
 from shardkit.linalg.triangular import substitute
 
 __all__ = ["LUFactors", "det", "inv", "lu", "lu_factor", "lu_solve", "slogdet", "solve"]
@@ -651,6 +652,19 @@ def lu_factor(
     """
     a = as_inexact("lu_factor", "a", a)
     require_finite("lu_factor", check_finite, a=a)
+    if tuple(a.shape) == (0, 0):  # no layout holds it; lu_solve answers empty solutions
+        empty = jnp.zeros((), jnp.int32)
+        f = LUFactors(
+            jnp.zeros((0, 0), a.dtype),
+            jnp.zeros((0,), jnp.int32),
+            empty,
+            empty,
+            Plan(0, 1, (), (), 1, 1, ()),
+            None,
+            None,
+            Padding(0, 0, 1),
+        )
+        return (f, f.status) if return_status else f
     if unknown(a, mesh, spec):
         rep = PartitionSpec()
         lu_, perm, swaps, status = _on_layout(
@@ -1193,6 +1207,12 @@ def lu(
 
     Args:
       a: ``(n, n)`` float or complex matrix sharded ``P(rows, cols)`` (or host data).
+        Rectangular ``(m, n)``: SciPy's ``p`` (``m x m``), ``l`` (``m x k``) and ``u``
+        (``k x n``), ``k = min(m, n)``, with no distributed kernel: ``a`` is
+        all-gathered to every device of its mesh (one copy of ``a`` per device) and
+        factored there by LAPACK's partial pivoting, ``O(m n k)`` flops on each device;
+        the factors come back replicated and a rank-deficient ``a`` is no error
+        (as in SciPy).
       nb: block size.
       mesh: the mesh, when ``a`` does not carry it.
       spec: ``a``'s spec, likewise.
@@ -1219,6 +1239,10 @@ def lu(
     require_finite("lu", check_finite, a=a)
     if tuple(a.shape) == (0, 0):
         out = tuple(jnp.zeros((0, 0), a.dtype) for _ in range(3))
+        return (out, jnp.zeros((), jnp.int32)) if return_status else out
+    if len(a.shape) == 2 and a.shape[0] != a.shape[1]:  # no distributed kernel: gathered
+        out = tuple(jax.scipy.linalg.lu(replicated("lu", a, mesh, spec)))
+        out = nan_unless_finite(out, check_finite, a)
         return (out, jnp.zeros((), jnp.int32)) if return_status else out
     if unknown(a, mesh, spec):
 

@@ -6,6 +6,8 @@ different devices used to fail inside jit with "incompatible devices".
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -76,6 +78,28 @@ def test_solver_operands_on_other_devices(a: object) -> None:
     small = shardkit.shard(np.eye(8), shardkit.mesh("4", "x", devices=[0, 1, 2, 3]), "x,None")
     with pytest.raises(ValueError, match=r"cg: the operands live on different devices: a is on"):
         linalg.cg(small, other)
+
+
+@pytest.mark.parametrize(
+    ("name", "call"),
+    [
+        ("solve", lambda a, b: linalg.solve(a, b)),
+        ("solve_triangular", lambda a, b: linalg.solve_triangular(a, b, lower=True)),
+        ("lstsq", lambda a, b: linalg.lstsq(a, b)),
+        ("batched_solve", lambda a, b: linalg.batched_solve(a[None], b[None])),
+    ],
+)
+def test_direct_solver_operands_on_other_devices(name: str, call: Any) -> None:
+    left = shardkit.mesh("4", "x", devices=[0, 1, 2, 3])
+    right = shardkit.mesh("4", "x", devices=[4, 5, 6, 7])
+    small = shardkit.shard(np.eye(8), left, "x,None")
+    other = shardkit.shard(np.ones(8), right, "x")
+    if name == "batched_solve":  # placed batches: one system per device
+        small = shardkit.shard(np.eye(8)[None].repeat(4, 0), left, "x")
+        other = shardkit.shard(np.ones((4, 8)), right, "x")
+        call = linalg.batched_solve
+    with pytest.raises(ValueError, match=rf"{name}: the operands live on different devices"):
+        call(small, other)
 
 
 def test_matmul_operands_on_different_devices() -> None:

@@ -16,7 +16,7 @@ from jax.scipy.linalg import lu_factor as _lu_factor
 from jax.scipy.linalg import lu_solve as _lu_solve
 from jax.sharding import NamedSharding, PartitionSpec
 
-from shardkit.layout.internal import indivisible_error, placement
+from shardkit.layout.internal import check_same_devices, indivisible_error, placement
 from shardkit.linalg._blockcyclic import AnyMesh, place
 from shardkit.linalg._dtype import as_inexact, common
 from shardkit.linalg._inputs import require_finite
@@ -110,6 +110,7 @@ def batched_solve(
     if a.ndim != 3 or a.shape[1] != a.shape[2]:
         raise ValueError(f"{where}: a.shape={tuple(a.shape)} is not (batch, n, n)")
     dt = common(where, a.dtype, b)
+    check_same_devices(where, {"a": a, "b": b}, mesh=mesh)
     require_finite(where, check_finite, a=a, b=b)
     a = jnp.asarray(a) if a.dtype == dt else jnp.asarray(a).astype(dt)
     b = jnp.asarray(b).astype(dt)

@@ -60,6 +60,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.sharding import PartitionSpec
 
+from shardkit.layout.internal import check_same_devices
 from shardkit.linalg._blockcyclic import (
     DEFAULT_BLOCK,
     AnyMesh,
@@ -872,6 +873,7 @@ def solve(
     """
     a = as_inexact("solve", "a", a)
     dt = common("solve", a.dtype, b)  # a bad b fails before the factorization
+    check_same_devices("solve", {"a": a, "b": b}, mesh=mesh)
     require_finite("solve", check_finite, a=a, b=b)
     empty = empty_solution("solve", a, b, dt)
     if empty is not None:  # 0x0, or no right-hand sides: nothing to factor

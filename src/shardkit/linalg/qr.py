@@ -74,7 +74,7 @@ from jax import lax
 from jax.scipy.linalg import solve_triangular as _local_trsm
 from jax.sharding import NamedSharding, PartitionSpec
 
-from shardkit.layout.internal import mesh_summary, spec_summary
+from shardkit.layout.internal import check_same_devices, mesh_summary, spec_summary
 from shardkit.linalg._blockcyclic import (
     AnyMesh,
     Spmd,
@@ -718,6 +718,7 @@ def lstsq(
     where = "lstsq"
     a = as_inexact(where, "a", a)
     dt = common(where, a.dtype, b)
+    check_same_devices(where, {"a": a, "b": b}, mesh=mesh)
     require_finite(where, check_finite, a=a, b=b)
     a = a if a.dtype == dt else a.astype(dt)
     b = jnp.asarray(b).astype(dt)

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.sharding import PartitionSpec
 
+from shardkit.layout.internal import check_same_devices
 from shardkit.linalg._blockcyclic import (
     DEFAULT_BLOCK,
     AnyMesh,
@@ -177,6 +178,7 @@ def solve_triangular(
         raise ValueError(f"{where}: trans={trans!r} is not one of {list(tmap)}")
     a = as_inexact(where, "a", a)
     dt = common(where, a.dtype, b)
+    check_same_devices(where, {"a": a, "b": b}, mesh=mesh)
     empty = empty_solution(where, a, b, dt)
     if empty is not None:
         return empty

@@ -122,3 +122,9 @@ def test_matmul_operands_on_an_explicit_and_an_auto_mesh() -> None:
     pattern = r"matmul: the operands are on different meshes.*a is on mesh\(x=2,y=4; Explicit\)"
     with pytest.raises(ValueError, match=pattern):
         linalg.matmul(a, b)
+
+
+@pytest.mark.parametrize("b", [1.0, np.ones((4, 2))], ids=["scalar", "matrix"])
+def test_callable_operator_needs_a_vector_b(b: object) -> None:
+    with pytest.raises(ValueError, match=r"cg: b\.shape=\(.*\) is not a vector; .*shape \(n,\)"):
+        linalg.cg(lambda v: 2 * v, b)

@@ -363,6 +363,11 @@ def _solve(
     if callable(a):
         b = as_inexact(where, "b", b)
         b = jnp.asarray(b)
+        if b.ndim != 1:
+            raise ValueError(
+                f"{where}: b.shape={tuple(b.shape)} is not a vector; with a callable a, "
+                "b is the right-hand side of shape (n,): pass one system at a time"
+            )
         n = b.shape[0]
         x = jnp.zeros_like(b) if x0 is None else _initial(where, x0, b).astype(b.dtype)
         if M == "jacobi":

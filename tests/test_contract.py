@@ -413,7 +413,8 @@ def _attempt(
     return (jax.jit(fn) if cell.mode == "jit" else fn)(*args), ops, fn, args
 
 
-def _run_cell(op: Op, cell: Cell) -> None:
+def _run_cell(op: Op, cell: Cell, to_host: Callable[[Any], Any] = lambda out: out) -> None:
+    """Run one cell and check it; ``to_host`` brings the result to this process first."""
     expected = _unsupported(op, cell)
     if expected is not None:  # placing the operands is part of the attempt
         kind, pattern = expected
@@ -421,7 +422,7 @@ def _run_cell(op: Op, cell: Cell) -> None:
             _attempt(op, cell)
         return
     out, ops, fn, args = _attempt(op, cell)
-    op.check(out, ops, cell.dtype)
+    op.check(to_host(out), ops, cell.dtype)
     if cell.mode == "jit":
         _check_comms(op, fn, args, ops)
 

@@ -175,10 +175,10 @@ class Job:
             self.pump(POLL_SECONDS)
             now = time.monotonic()
             failed = [r for r in self.ranks if r.code not in (None, 0)]
+            joined = [r for r in self.ranks if r.joined]
             if not failed:
                 if all(r.code == 0 for r in self.ranks):
                     return Outcome("success")
-                joined = [r for r in self.ranks if r.joined]
                 if joined and all(r.exiting is not None for r in joined):
                     # Everyone is at its exit: JAX's shutdown barrier completes at once.
                     for r in joined:
@@ -195,7 +195,6 @@ class Job:
                 if _blame(cause) == 0 or settled:
                     return Outcome("raised" if cause.alive else "failed", cause)
                 continue
-            joined = [r for r in self.ranks if r.joined]
             early = [
                 (r.exiting_since if r.alive else r.ended_at, r)
                 for r in joined

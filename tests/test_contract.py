@@ -38,6 +38,7 @@ import scipy.linalg as sl
 
 import shardkit
 from _matrix import FULL
+from _meshes import make_mesh
 from shardkit import fft, linalg, plan
 from shardkit.testing import assert_close, tolerance
 
@@ -370,7 +371,7 @@ def _unsupported(op: Op, cell: Cell) -> tuple[type[Exception], str] | None:
 
 def _mesh(cell: Cell) -> Any:
     shape, names = MESHES[cell.mesh]
-    return shardkit.mesh(shape, names, axis_types=cell.axes)
+    return make_mesh(shape, cell.axes, names)
 
 
 def _prepare(op: Op, cell: Cell) -> tuple[tuple[np.ndarray, ...], list[Any], dict[str, Any]]:

@@ -22,6 +22,7 @@ from jax.sharding import NamedSharding
 import shardkit
 import shardkit.fft as skfft
 from _matrix import FULL
+from _meshes import make_mesh
 from shardkit.fft._plan import normalize_spec
 from shardkit.inspect import comms
 from shardkit.testing import assert_close
@@ -30,12 +31,6 @@ NAMES = {"8": "x", "2x4": "x,y", "4x2": "x,y", "1x8": "x,y"}
 # The jnp.fft function each public transform is, with its kwargs (see _call).
 ALL = (0, 1, 2)
 PLANNED = {"fft2": "fftn", "ifft2": "ifftn", "rfft2": "rfftn", "irfft2": "irfftn"}
-
-
-def _mesh(shape: str, types: str) -> jax.sharding.Mesh:
-    if len(jax.devices()) < 8:
-        pytest.skip("needs 8 devices")
-    return shardkit.mesh(shape, NAMES[shape], axis_types=types)  # type: ignore[arg-type]
 
 
 def _data(shape: tuple[int, ...], dtype: str, seed: int = 0) -> np.ndarray:
@@ -157,7 +152,7 @@ def test_matches_numpy_eager_and_jit_with_only_padded_all_to_alls(
     types: str,
     kwargs: dict[str, Any],
 ) -> None:
-    m = _mesh(mesh_shape, types)
+    m = make_mesh(mesh_shape, types)
     a = _data(shape, dtype)
     x = shardkit.shard(a, m, spec)
     ref = _reference(name, a, kwargs)
@@ -191,7 +186,7 @@ def test_padding_bytes_of_a_slab_by_hand() -> None:
     # 2x16x10 (axis 1 padded 12 -> 16) where 2x12x10 would do; move 2 (back to the
     # natural layout) sends 16x2x10 where an even split holds 16x1.5x10. Each sends
     # 7/8 of its block: 2 * 7/8 * 80 elements * 16 B = 2240 B of padding.
-    m = _mesh("8", "explicit")
+    m = make_mesh("8", "explicit")
     p = skfft.plan("fftn", (16, 12, 10), "x", m)
     assert (p.out_spec, p.all_to_alls) == (shardkit.spec("x,None,None"), 2)
     assert p.sent_bytes(np.complex128) == 2 * 7 * (2 * 16 * 10) * 16 // 8 == 8960
@@ -209,7 +204,7 @@ def test_padding_bytes_of_a_slab_by_hand() -> None:
 
 def test_real_input_moves_before_its_first_transform_in_its_own_dtype() -> None:
     # fft2 of a 2-D array on a 2-D mesh moves before any FFT: that move carries float32.
-    m = _mesh("2x4", "explicit")
+    m = make_mesh("2x4", "explicit")
     p = skfft.plan("fftn", (12, 20), "x,y", m)
     assert p.steps[0].op == "all_to_all"
     struct = jax.ShapeDtypeStruct((12, 20), jnp.float32, sharding=NamedSharding(m, p.in_spec))
@@ -232,7 +227,7 @@ def test_round_trip_restores_values_and_layout(
 ) -> None:
     real = forward.startswith("r")
     a = _data(shape, "float64" if real else "complex128")
-    x = shardkit.shard(a, _mesh(mesh_shape, "explicit"), spec)
+    x = shardkit.shard(a, make_mesh(mesh_shape, "explicit"), spec)
     y = getattr(skfft, forward)(x)
     z = getattr(skfft, inverse)(
         y, **({"s": shape if forward == "rfftn" else shape[-2:]} if real else {})
@@ -244,7 +239,7 @@ def test_round_trip_restores_values_and_layout(
 @pytest.mark.parametrize("types", ["auto", "explicit"])
 def test_grad_through_padded_moves(types: str) -> None:
     # 6x12x10 on 2x4: y moves onto axis 2 (10 -> 12, padded), the output comes back.
-    m = _mesh("2x4", types)
+    m = make_mesh("2x4", types)
     a = _data((6, 12, 10), "complex128", seed=2)
     x = shardkit.shard(a, m, "x,y")
 

@@ -19,16 +19,11 @@ from jax.test_util import check_grads
 
 import shardkit
 import shardkit.fft as skfft
+from _meshes import make_mesh
 from shardkit.inspect import comms
 from shardkit.testing import assert_close
 
 NAMES = {"8": "x", "2x4": "x,y"}
-
-
-def _mesh(shape: str, types: str) -> jax.sharding.Mesh:
-    if len(jax.devices()) < 8:
-        pytest.skip("needs 8 devices")
-    return shardkit.mesh(shape, NAMES[shape], axis_types=types)  # type: ignore[arg-type]
 
 
 def _data(shape: tuple[int, ...], complex_: bool, seed: int = 0) -> np.ndarray:
@@ -44,7 +39,7 @@ def _data(shape: tuple[int, ...], complex_: bool, seed: int = 0) -> np.ndarray:
 def test_check_grads_second_order_auto(
     name: str, shape: Any, cplx: bool, mesh_shape: str, spec: str
 ) -> None:
-    m = _mesh(mesh_shape, "auto")
+    m = make_mesh(mesh_shape, "auto")
     x = shardkit.shard(_data(shape, cplx), m, spec)
     fn = getattr(skfft, name)
     with jax.set_mesh(m):
@@ -59,7 +54,7 @@ def test_check_grads_second_order_auto(
 def test_hessian_vector_product(
     name: str, ref: Any, shape: Any, mesh_shape: str, spec: str, types: str
 ) -> None:
-    m = _mesh(mesh_shape, types)
+    m = make_mesh(mesh_shape, types)
     a = _data(shape, False)
     x = shardkit.shard(a, m, spec)
     fn = getattr(skfft, name)
@@ -78,7 +73,7 @@ def test_hessian_vector_product(
 
 @pytest.mark.parametrize("types", ["auto", "explicit"])
 def test_vmap_matches_loop_and_keeps_plan(types: str) -> None:
-    m = _mesh("2x4", types)
+    m = make_mesh("2x4", types)
     a = _data((3, 8, 8, 4), True)
     x = shardkit.shard(a, m, "None,x,y")
     with jax.set_mesh(m):
@@ -95,7 +90,7 @@ def test_vmap_matches_loop_and_keeps_plan(types: str) -> None:
 
 
 def test_jacobians_of_a_split_axis() -> None:
-    m = _mesh("8", "auto")
+    m = make_mesh("8", "auto")
     a = _data((2, 8), True, seed=2)
     x = shardkit.shard(a, m, "None,x")
     with jax.set_mesh(m):
@@ -110,7 +105,7 @@ def test_jacobians_of_a_split_axis() -> None:
 
 def test_linear_transpose_is_the_adjoint() -> None:
     # (jax.linear_transpose drops Explicit shardings from the primal's type.)
-    m = _mesh("2x4", "auto")
+    m = make_mesh("2x4", "auto")
     a = _data((8, 8, 4), True, seed=5)
     x = shardkit.shard(a, m, "x,y")
     with jax.set_mesh(m):
@@ -123,7 +118,7 @@ def test_linear_transpose_is_the_adjoint() -> None:
 
 def test_auto_eager_grad_runs_the_plan() -> None:
     """The split last axis once aborted XLA's own FFT partitioning; the plan moves it."""
-    m = _mesh("8", "auto")
+    m = make_mesh("8", "auto")
     a = _data((4, 8, 16), True, seed=7)
     x = shardkit.shard(a, m, "None,None,x")
 
@@ -136,7 +131,7 @@ def test_auto_eager_grad_runs_the_plan() -> None:
 
 
 def test_auto_jit_integer_input_dtype_matches_jnp() -> None:
-    m = _mesh("8", "auto")
+    m = make_mesh("8", "auto")
     a = np.arange(8 * 8 * 4).reshape(8, 8, 4) % 3
     x = shardkit.shard(a.astype("int32"), m, "x")
     with jax.set_mesh(m):

@@ -25,8 +25,9 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from _matrix import FULL
+from _meshes import make_mesh
 from shardkit.inspect import comms
-from shardkit.layout import mesh, shard
+from shardkit.layout import shard
 from shardkit.linalg import (
     SingularMatrixError,
     batched_solve,
@@ -75,10 +76,6 @@ CASES = (
 def _name(case: tuple[Any, ...]) -> str:
     ms, n, dt, nb, placed = case
     return f"{ms}-n{n}-{np.dtype(dt).name}-nb{nb}-{'placed' if placed else 'host'}"
-
-
-def _mesh(ms: str) -> Any:
-    return mesh(ms, MESHES[ms][0], axis_types="explicit")
 
 
 def _random(shape: tuple[int, ...], dtype: Any, rng: np.random.Generator) -> np.ndarray:
@@ -130,7 +127,7 @@ def _input(a: np.ndarray, m: Any, sp: str, placed: bool) -> Any:
 @pytest.mark.parametrize("case", CASES if FULL else [SAMPLE[0], SAMPLE[4]], ids=_name)
 def test_lu_family_matches_scipy(case: tuple[Any, ...]) -> None:
     ms, n, dt, nb, placed = case
-    m, sp = _mesh(ms), MESHES[ms][1]
+    m, sp = make_mesh(ms), MESHES[ms][1]
     rng = np.random.default_rng(n)
     kw = {"nb": nb, "mesh": m, "spec": sp}
     b = _random((n, 2), dt, rng)
@@ -157,7 +154,7 @@ def test_lu_family_matches_scipy(case: tuple[Any, ...]) -> None:
 )
 def test_solve_under_jit_matches_eager(case: tuple[Any, ...]) -> None:
     ms, n, dt, nb, placed = case
-    m, sp = _mesh(ms), MESHES[ms][1]
+    m, sp = make_mesh(ms), MESHES[ms][1]
     rng = np.random.default_rng(7)
     a_np, b = _random((n, n), dt, rng), _random((n,), dt, rng)
     a = _input(a_np, m, sp, placed)
@@ -175,7 +172,7 @@ def test_solve_under_jit_matches_eager(case: tuple[Any, ...]) -> None:
 
 def test_complex_lu_keeps_lapacks_pivots_and_pads_off_the_mesh() -> None:
     # 13 on 2x4: padded to 16, and the factors come back cut to 13 x 13 (replicated).
-    m = _mesh("2x4")
+    m = make_mesh("2x4")
     a_np = _random((13, 13), np.complex128, np.random.default_rng(3))
     a_np[:6, :6] = 0  # pivots must come from far down the column
     p, low, u = lu(a_np, nb=4, mesh=m, spec="x,y")
@@ -188,7 +185,7 @@ def test_complex_lu_keeps_lapacks_pivots_and_pads_off_the_mesh() -> None:
 
 
 def test_padding_keeps_the_singularity_test_and_names_user_columns() -> None:
-    m = _mesh("2x4")
+    m = make_mesh("2x4")
     rng = np.random.default_rng(4)
     a_np = 1e-30 * _random((30, 30), np.complex128, rng)  # tiny scale: the border must follow
     x = solve(a_np, np.ones(30), nb=4, mesh=m, spec="x,y")
@@ -230,7 +227,7 @@ def test_padding_is_small(n: int, nr: int, nc: int, nb: int, size: int, block: i
 @pytest.mark.parametrize("case", [SAMPLE[1], SAMPLE[4]] if not FULL else CASES, ids=_name)
 def test_cholesky_hermitian_matches_numpy(case: tuple[Any, ...]) -> None:
     ms, n, dt, nb, placed = case
-    m, sp = _mesh(ms), MESHES[ms][1]
+    m, sp = make_mesh(ms), MESHES[ms][1]
     a_np = _hpd(n, dt, np.random.default_rng(n))
     a = _input(a_np, m, sp, placed)
     low = cholesky(a, nb=nb, mesh=m, spec=sp)
@@ -245,7 +242,7 @@ def test_cholesky_hermitian_matches_numpy(case: tuple[Any, ...]) -> None:
 @pytest.mark.parametrize("case", [SAMPLE[1], SAMPLE[5]] if not FULL else CASES, ids=_name)
 def test_solve_triangular_conjugate_transpose(case: tuple[Any, ...]) -> None:
     ms, n, dt, nb, placed = case
-    m, sp = _mesh(ms), MESHES[ms][1]
+    m, sp = make_mesh(ms), MESHES[ms][1]
     rng = np.random.default_rng(2)
     a_np = (_random((n, n), dt, rng) + n * np.eye(n)).astype(dt)
     a = _input(a_np, m, sp, placed)
@@ -266,7 +263,7 @@ def test_solve_triangular_conjugate_transpose(case: tuple[Any, ...]) -> None:
     ],
 )
 def test_qr_and_lstsq_complex_and_padded(ms: str, sp: str, shape: Any, dt: Any) -> None:
-    m = _mesh(ms)
+    m = make_mesh(ms)
     rng = np.random.default_rng(5)
     a_np = _random(shape, dt, rng)
     b = _random((shape[0],), dt, rng)
@@ -287,7 +284,7 @@ def test_qr_and_lstsq_complex_and_padded(ms: str, sp: str, shape: Any, dt: Any) 
 
 @pytest.mark.parametrize(("ms", "n", "dt"), [("2x4", 13, np.complex128), ("8", 32, np.complex64)])
 def test_krylov_complex_with_conjugated_products(ms: str, n: int, dt: Any) -> None:
-    m, sp = _mesh(ms), MESHES[ms][1]
+    m, sp = make_mesh(ms), MESHES[ms][1]
     rng = np.random.default_rng(6)
     hpd = _hpd(n, dt, rng)
     general = (_random((n, n), dt, rng) / np.sqrt(n) + 3 * np.eye(n)).astype(dt)
@@ -303,7 +300,7 @@ def test_krylov_complex_with_conjugated_products(ms: str, n: int, dt: Any) -> No
 
 
 def test_batched_solve_complex_and_promotion() -> None:
-    m = _mesh("8")
+    m = make_mesh("8")
     rng = np.random.default_rng(8)
     a_np = _random((8, 5, 5), np.complex64, rng) + 3 * np.eye(5, dtype=np.complex64)
     b = _random((8, 5), np.complex64, rng)
@@ -326,7 +323,7 @@ def test_batched_solve_complex_and_promotion() -> None:
 
 
 def test_integer_input_is_promoted_like_jnp_linalg() -> None:
-    m = _mesh("8")
+    m = make_mesh("8")
     a = (np.eye(12, dtype=np.int64) * 2).astype(np.int32)
     x = solve(a, np.arange(12), nb=4, mesh=m, spec="x,None")
     assert x.dtype == jnp.linalg.solve(jnp.asarray(a), jnp.arange(12)).dtype
@@ -335,7 +332,7 @@ def test_integer_input_is_promoted_like_jnp_linalg() -> None:
 
 @pytest.mark.parametrize("half", [jnp.float16, jnp.bfloat16])
 def test_half_precision_is_a_clear_type_error(half: Any) -> None:
-    m = _mesh("2x4")
+    m = make_mesh("2x4")
     a = np.eye(16).astype(half)
     calls = [
         ("solve", lambda: solve(a, np.ones(16), mesh=m, spec="x,y")),
@@ -361,7 +358,7 @@ def _kinds(report: Any) -> set[str]:
 
 
 def test_complex_and_padded_solve_use_the_real_collectives() -> None:
-    m = _mesh("2x4")
+    m = make_mesh("2x4")
     split, rep = NamedSharding(m, P("x", "y")), NamedSharding(m, P())
 
     def run(nb: int) -> Any:
@@ -390,7 +387,7 @@ def test_complex_and_padded_solve_use_the_real_collectives() -> None:
 
 
 def test_complex_and_padded_cholesky_use_only_all_reduce() -> None:
-    m = _mesh("2x4")
+    m = make_mesh("2x4")
     rep = NamedSharding(m, P())
     for shape, dt, sharding in (
         ((44, 44), jnp.complex128, NamedSharding(m, P("x", "y"))),  # placed, padded to 48
@@ -403,7 +400,7 @@ def test_complex_and_padded_cholesky_use_only_all_reduce() -> None:
 
 
 def test_complex_and_padded_qr_and_cg_use_the_real_collectives() -> None:
-    m = _mesh("2x4")
+    m = make_mesh("2x4")
     split, rep = NamedSharding(m, P("x", "y")), NamedSharding(m, P())
 
     def qr_run(a: Any) -> Any:

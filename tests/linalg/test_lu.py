@@ -15,8 +15,9 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from _matrix import rotate
+from _meshes import make_mesh
 from shardkit.inspect import comms
-from shardkit.layout import mesh, shard
+from shardkit.layout import shard
 from shardkit.linalg import (
     SingularMatrixError,
     det,
@@ -30,11 +31,6 @@ from shardkit.linalg import (
 )
 from shardkit.linalg.lu import _panel_permutation
 from shardkit.testing import assert_close
-
-
-def make_mesh(shape: str, types: Any = "explicit") -> Any:
-    """A mesh named ``x`` (1-D) or ``x,y`` (2-D)."""
-    return mesh(shape, "x" if "x" not in shape else "x,y", axis_types=types)
 
 
 def matrix(kind: str, n: int, dtype: Any, seed: int = 0) -> np.ndarray:

@@ -13,8 +13,9 @@ import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from _meshes import make_mesh
 from shardkit.inspect import CommReport, comms
-from shardkit.layout import mesh, shard
+from shardkit.layout import shard
 from shardkit.linalg import ALGORITHM_NAMES, Algorithm, Candidate, Explanation, matmul
 from shardkit.testing import assert_close
 
@@ -24,11 +25,6 @@ M, K, N = 24, 40, 56  # odd shapes, divisible by the 2- and 4-way splits used be
 def _data(dtype: Any = np.float64, shape_a=(M, K), shape_b=(K, N), seed=0):  # type: ignore[no-untyped-def]
     rng = np.random.default_rng(seed)
     return rng.standard_normal(shape_a).astype(dtype), rng.standard_normal(shape_b).astype(dtype)
-
-
-def _mesh(shape: str, types: Any = "explicit"):  # type: ignore[no-untyped-def]
-    names = "x" if "x" not in shape else "x,y"
-    return mesh(shape, names, axis_types=types)
 
 
 def _by_kind(collectives) -> Counter:  # type: ignore[no-untyped-def]
@@ -77,7 +73,7 @@ ALGOS: list[Algorithm] = [
 
 @pytest.mark.parametrize(("shape", "sa", "sb", "applicable"), CASES)
 def test_every_algorithm_matches_numpy_and_its_formula(shape, sa, sb, applicable) -> None:  # type: ignore[no-untyped-def]
-    m = _mesh(shape)
+    m = make_mesh(shape)
     x, y = _data()
     a, b = shard(x, m, sa), shard(y, m, sb)
     ran = set()
@@ -99,7 +95,7 @@ def test_every_algorithm_matches_numpy_and_its_formula(shape, sa, sb, applicable
 @pytest.mark.parametrize("types", ["auto", "explicit"])
 @pytest.mark.parametrize("algo", ["allreduce", "reduce_scatter", "ring", "allgather"])
 def test_axis_types_eager_and_jit(types, algo) -> None:  # type: ignore[no-untyped-def]
-    m = _mesh("2x4", types)
+    m = make_mesh("2x4", types)
     x, y = _data()
     a, b = shard(x, m, "x,y"), shard(y, m, "y,None")
     eager = matmul(a, b, algorithm=algo)
@@ -134,7 +130,7 @@ def test_axis_types_eager_and_jit(types, algo) -> None:  # type: ignore[no-untyp
     ],
 )
 def test_low_precision(dtype, shape, sa, sb, algo) -> None:  # type: ignore[no-untyped-def]
-    m = _mesh(shape)
+    m = make_mesh(shape)
     x, y = _data(np.float32)
     a, b = shard(x.astype(dtype), m, sa), shard(y.astype(dtype), m, sb)
     c = matmul(a, b, algorithm=algo)
@@ -146,7 +142,7 @@ def test_low_precision(dtype, shape, sa, sb, algo) -> None:  # type: ignore[no-u
 @pytest.mark.parametrize("b_batched", [True, False])
 @pytest.mark.parametrize("algo", ["auto", "allreduce", "reduce_scatter", "ring", "allgather"])
 def test_batch_dimensions(b_batched, algo) -> None:  # type: ignore[no-untyped-def]
-    m = _mesh("2x4")
+    m = make_mesh("2x4")
     x, y = _data(shape_a=(4, 8, 16), shape_b=(4, 16, 8) if b_batched else (16, 8))
     a = shard(x, m, "x,None,y")
     b = shard(y, m, "x,y,None" if b_batched else "y,None")
@@ -168,7 +164,7 @@ def test_batch_dimensions(b_batched, algo) -> None:  # type: ignore[no-untyped-d
     ],
 )
 def test_out_spec_redistribution(sa, sb, out, kind) -> None:  # type: ignore[no-untyped-def]
-    m = _mesh("8")
+    m = make_mesh("8")
     x, y = _data()
     a, b = shard(x, m, sa), shard(y, m, sb)
     c = matmul(a, b, out_spec=out)
@@ -181,7 +177,7 @@ def test_out_spec_redistribution(sa, sb, out, kind) -> None:  # type: ignore[no-
 
 
 def test_out_spec_steers_the_algorithm() -> None:
-    m = _mesh("2x4")
+    m = make_mesh("2x4")
     x, y = _data()
     a, b = shard(x, m, "x,y"), shard(y, m, "y,None")
     chosen = matmul(a, b, out_spec="x,y", explain=True).chosen
@@ -205,7 +201,7 @@ def test_ring_peak_memory_is_at_most_half_of_allgather(shape, spec) -> None:  # 
     # The case: n=2048 float32, a and b row-sharded 8 ways; compiled, never run.
     # Blocks are 2 MiB: all-gather holds a, b, the gathered b (16 MiB) and the output
     # (22 MiB); the ring a, b, the output, two of b's blocks and one panel's product.
-    m = _mesh(shape)
+    m = make_mesh(shape)
     ring, _ = _compiled("ring", m, spec, spec, 2048)
     gather, _ = _compiled("allgather", m, spec, spec, 2048)
     ring.assert_only("collective-permute")
@@ -216,7 +212,7 @@ def test_ring_peak_memory_is_at_most_half_of_allgather(shape, spec) -> None:  # 
 
 
 def test_ring_reduce_scatter_keeps_its_memory_advantage() -> None:
-    m = _mesh("8")
+    m = make_mesh("8")
     ring, _ = _compiled("ring", m, P(None, "x"), P("x"), 2048)
     rs, _ = _compiled("reduce_scatter", m, P(None, "x"), P("x"), 2048)
     assert ring.count("collective-permute") == 7
@@ -235,7 +231,7 @@ def test_ring_reduce_scatter_keeps_its_memory_advantage() -> None:
     ],
 )
 def test_ring_rotation_predicted_peak_is_the_compiled_peak(shape, sa, sb) -> None:  # type: ignore[no-untyped-def]
-    report, cand = _compiled("ring", _mesh(shape), sa, sb, 256)
+    report, cand = _compiled("ring", make_mesh(shape), sa, sb, 256)
     assert cand.detail.startswith("rotate b's row" if sb != P() else "rotate a's column")
     assert report.memory is not None
     # Only scalars (loop counters, indices) are left out of the prediction.
@@ -246,7 +242,7 @@ def test_ring_rotation_predicted_peak_is_the_compiled_peak(shape, sa, sb) -> Non
 
 
 def test_auto_picks_the_cheapest_and_explains() -> None:
-    m = _mesh("8")
+    m = make_mesh("8")
     x, y = _data()
     a, b = shard(x, m, "None,x"), shard(y, m, "x")
     ex = matmul(a, b, explain=True)
@@ -262,7 +258,7 @@ def test_auto_picks_the_cheapest_and_explains() -> None:
 
 
 def test_second_eager_call_does_not_recompile() -> None:
-    m = _mesh("8")
+    m = make_mesh("8")
     x, y = _data()
     a, b = shard(x, m, "None,x"), shard(y, m, "x")
     matmul(a, b)
@@ -286,7 +282,7 @@ def test_algorithm_names() -> None:
 
 
 def test_errors_name_the_problem() -> None:
-    m = _mesh("2x4")
+    m = make_mesh("2x4")
     x, y = _data()
     a, b = shard(x, m, "x,y"), shard(y, m, "y,None")
     with pytest.raises(ValueError, match=r"algorithm='fast'.*legal values are \['auto', 'local'"):
@@ -304,4 +300,4 @@ def test_errors_name_the_problem() -> None:
     with pytest.raises(ValueError, match="split a's batch dims"):
         matmul(shard(np.ones((2, 8, 8)), m, "x"), shard(np.ones((8, 8)), m, "x"))
     with pytest.raises(ValueError, match=r"different|on mesh"):
-        matmul(a, shard(y, _mesh("8"), "x"))
+        matmul(a, shard(y, make_mesh("8"), "x"))

@@ -11,16 +11,12 @@ import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from _meshes import make_mesh
 from shardkit.inspect import comms
-from shardkit.layout import mesh, shard
+from shardkit.layout import shard
 from shardkit.linalg import SingularMatrixError, lstsq, qr
 from shardkit.linalg.qr import RankDeficientError
 from shardkit.testing import assert_close
-
-
-def make_mesh(shape: str, types: Any = "explicit") -> Any:
-    """A mesh named ``x`` (1-D) or ``x,y`` (2-D)."""
-    return mesh(shape, "x" if "x" not in shape else "x,y", axis_types=types)
 
 
 def ill(n: int, kappa: float, dtype: Any, seed: int = 0) -> np.ndarray:

@@ -6,7 +6,7 @@ import jax
 import numpy as np
 from jax.sharding import AxisType, Mesh
 
-import shardkit
+from _meshes import make_mesh as shared_mesh
 from shardkit import train
 
 SIZES = (16, 32, 32, 8)
@@ -28,8 +28,7 @@ AXIS_TYPES = {"auto": AxisType.Auto, "explicit": AxisType.Explicit}
 def make_mesh(shape: str | None, axis_types: str = "auto") -> Mesh | None:
     if shape is None:
         return None
-    names = "x" if "x" not in shape else "data,model"
-    return shardkit.mesh(shape, names, axis_types=AXIS_TYPES[axis_types])
+    return shared_mesh(shape, axis_types, None if "x" not in shape else "data,model")
 
 
 def losses(step, state, batch, steps: int = STEPS):  # type: ignore[no-untyped-def]

@@ -17,8 +17,8 @@ import pytest
 
 import shardkit
 import shardkit.fft as skfft
-from shardkit.fft._plan import normalize_spec
 from shardkit.inspect import comms
+from shardkit.layout.internal import normalize as normalize_spec
 from shardkit.testing import assert_close
 
 NAMES = {"8": "x", "2x4": "x,y"}

@@ -23,8 +23,8 @@ import shardkit
 import shardkit.fft as skfft
 from _matrix import FULL
 from _meshes import make_mesh
-from shardkit.fft._plan import normalize_spec
 from shardkit.inspect import comms
+from shardkit.layout.internal import normalize as normalize_spec
 from shardkit.testing import assert_close
 
 NAMES = {"8": "x", "2x4": "x,y", "4x2": "x,y", "1x8": "x,y"}

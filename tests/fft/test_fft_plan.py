@@ -8,7 +8,9 @@ import math
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from shardkit.fft._plan import make_plan, normalize_spec
+from shardkit.fft._plan import make_plan
+from shardkit.fft._problem import Problem
+from shardkit.layout.internal import normalize as normalize_spec
 
 SIZES8 = {"x": 8}
 SIZES24 = {"x": 2, "y": 4}
@@ -17,7 +19,8 @@ SIZES24 = {"x": 2, "y": 4}
 def _plan(shape, spec, sizes, axes=None, **kw):  # type: ignore[no-untyped-def]
     axes = tuple(range(len(shape))) if axes is None else axes
     s = kw.pop("s", tuple(shape[a] for a in axes))
-    return make_plan("fftn", shape, spec, sizes, axes=axes, sizes=s, **kw)
+    name = "ifftn" if kw.pop("inverse", False) else "fftn"
+    return make_plan(Problem(name, shape, axes, s, **kw).placed(spec, sizes))
 
 
 def test_slab_moves_once_to_the_next_axis() -> None:
@@ -95,16 +98,14 @@ def test_split_1d_array_is_not_implemented() -> None:
 
 
 def test_rfft_halved_axis_joins_the_cycle_only_when_divisible() -> None:
-    slab = make_plan(
-        "rfftn", (16, 16, 16), P("x"), SIZES8, axes=(0, 1, 2), sizes=(16,) * 3, kind="r2c"
-    )
+    slab = make_plan(Problem("rfftn", (16, 16, 16), (0, 1, 2), (16,) * 3).placed(P("x"), SIZES8))
     assert (slab.all_to_alls, slab.out_spec, slab.out_shape) == (1, P(None, "x", None), (16, 16, 9))
     pencil = make_plan(
-        "rfftn", (16, 16, 16), P("x", "y"), SIZES24, axes=(0, 1, 2), sizes=(16,) * 3, kind="r2c"
+        Problem("rfftn", (16, 16, 16), (0, 1, 2), (16,) * 3).placed(P("x", "y"), SIZES24)
     )
     assert (pencil.out_spec, pencil.layout) == (P("x", "y", None), "natural")
     wide = make_plan(
-        "rfftn", (16, 16, 14), P("x", "y"), SIZES24, axes=(0, 1, 2), sizes=(16, 16, 14), kind="r2c"
+        Problem("rfftn", (16, 16, 14), (0, 1, 2), (16, 16, 14)).placed(P("x", "y"), SIZES24)
     )
     assert (wide.all_to_alls, wide.out_spec) == (2, P(None, "x", "y"))
 
@@ -115,7 +116,7 @@ def test_plan_text_lists_steps() -> None:
 
 
 def test_r2c_with_only_the_halved_axis_free_pads_it() -> None:
-    p = make_plan("rfftn", (8, 8), P("x"), SIZES8, axes=(0, 1), sizes=(8, 8), kind="r2c")
+    p = make_plan(Problem("rfftn", (8, 8), (0, 1), (8, 8)).placed(P("x"), SIZES8))
     assert (p.all_to_alls, p.out_spec, p.out_shape) == (2, P("x", None), (8, 5))
     assert p.steps[1].pad == ((8, 5, 8),)
     assert p.steps[3].trim == ((8, 5, 8),)
@@ -124,13 +125,7 @@ def test_r2c_with_only_the_halved_axis_free_pads_it() -> None:
 def test_split_r2c_axis_with_a_split_neighbour_is_rejected_clearly() -> None:
     with pytest.raises(NotImplementedError, match=r"R2C axis 2 is split and the next"):
         make_plan(
-            "rfftn",
-            (8, 8, 8),
-            P("x", None, "y"),
-            SIZES24,
-            axes=(0, 1, 2),
-            sizes=(8,) * 3,
-            kind="r2c",
+            Problem("rfftn", (8, 8, 8), (0, 1, 2), (8,) * 3).placed(P("x", None, "y"), SIZES24)
         )
 
 
@@ -145,13 +140,7 @@ def test_no_layout_divides_is_reported_with_the_remedy() -> None:
     # The R2C axis holds the split and is halved to 5; 12 and 12 are not multiples of 8.
     with pytest.raises(ValueError, match=r"no output layout divides.*axis 2 \(now of length 5\)"):
         make_plan(
-            "rfftn",
-            (12, 12, 8),
-            P(None, None, "x"),
-            SIZES8,
-            axes=(0, 1, 2),
-            sizes=(12, 12, 8),
-            kind="r2c",
+            Problem("rfftn", (12, 12, 8), (0, 1, 2), (12, 12, 8)).placed(P(None, None, "x"), SIZES8)
         )
 
 

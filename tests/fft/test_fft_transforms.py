@@ -13,7 +13,7 @@ from jax.sharding import PartitionSpec as P
 
 import shardkit
 import shardkit.fft as skfft
-from shardkit.fft._plan import normalize_spec
+from shardkit.layout.internal import normalize as normalize_spec
 from shardkit.testing import assert_close
 
 # name -> (numpy reference, kind, kwargs giving the transformed axes)

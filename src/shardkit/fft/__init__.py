@@ -7,7 +7,7 @@ the split ones (one for a slab, two for a pencil). They work eagerly, inside ``j
 rule) and under every transformation (``grad`` of any order, ``vmap``,
 ``jacfwd``/``jacrev``, ``linear_transpose``). Only the input's own split has to divide
 its lengths: moves pad what the mesh does not divide and trim it afterwards (see
-:mod:`shardkit.fft.transforms`). :func:`plan` exposes the per-shard form for use
+:func:`fftn`). :func:`plan` exposes the per-shard form for use
 inside your own ``shard_map``. For hand-written spectral and stencil codes:
 :func:`halo_exchange` (neighbours' cells, ``ppermute`` only) and the pencil
 transposes :func:`x_to_y`, :func:`y_to_z`, :func:`z_to_y`, :func:`y_to_x` and
@@ -17,8 +17,9 @@ transposes :func:`x_to_y`, :func:`y_to_z`, :func:`z_to_y`, :func:`y_to_x` and
 from shardkit.fft._api import fftfreq, plan, rfftfreq
 from shardkit.fft._halo import halo_exchange
 from shardkit.fft._pencils import transpose_split, x_to_y, y_to_x, y_to_z, z_to_y
-from shardkit.fft._plan import FFTPlan, Step
-from shardkit.fft.transforms import (
+from shardkit.fft._plan import FFTPlan
+from shardkit.fft._steps import Step
+from shardkit.fft._transforms import (
     fft,
     fft2,
     fftn,

@@ -14,6 +14,7 @@ Routing, by what is known about the input's sharding:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import operator
 from collections.abc import Callable, Sequence
@@ -24,8 +25,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from shardkit.fft._fourstep import planned
 from shardkit.fft._partition import Op, apply, auto_layout
-from shardkit.fft._plan import FFTPlan, Kind, Layout, planned
+from shardkit.fft._plan import FFTPlan
+from shardkit.fft._problem import KINDS, Kind, Layout, Name, Problem, is_name
 from shardkit.layout.internal import (
     check_mesh_arg,
     check_placement,
@@ -41,13 +44,6 @@ __all__ = ["plan", "transform"]
 
 _NORMS = (None, "backward", "ortho", "forward")
 _LAYOUTS = ("default", "natural")
-# name -> (kind, inverse, jnp function)
-_KINDS: dict[str, tuple[Kind, bool, Callable[..., jax.Array]]] = {
-    "fftn": ("c2c", False, jnp.fft.fftn),
-    "ifftn": ("c2c", True, jnp.fft.ifftn),
-    "rfftn": ("r2c", False, jnp.fft.rfftn),
-    "irfftn": ("c2r", True, jnp.fft.irfftn),
-}
 
 
 def _normalize_axes(
@@ -98,35 +94,26 @@ def _normalize_sizes(
     return tuple(sizes)
 
 
-def _auto_op(
-    name: str,
-    kind: Kind,
-    inverse: bool,
-    axes: tuple[int, ...],
-    sizes: tuple[int, ...],
-    norm: str | None,
-    out_layout: Layout,
-    arr: jax.Array,
-) -> Op:
+def _auto_op(problem: Problem, arr: jax.Array) -> Op:
     """The primitive's parameter; non-float inputs are cast as ``jnp.fft`` casts them."""
     dtype = np.dtype(arr.dtype)
     if not jnp.issubdtype(dtype, jnp.inexact):
         # jnp.fft promotes ints and bools to the default float dtype's complex twin
         # through its own rules; match its output dtype exactly.
-        reference = _KINDS[name][2]
         out = jax.eval_shape(
-            functools.partial(reference, s=sizes, axes=axes),
+            functools.partial(problem.reference, s=problem.sizes, axes=problem.axes),
             jax.ShapeDtypeStruct(arr.shape, dtype),
         ).dtype
         dtype = (
-            np.dtype(jnp.finfo(out).dtype) if kind != "c2r" else np.result_type(out, np.complex64)
+            np.dtype(jnp.finfo(out).dtype)
+            if problem.kind != "c2r"
+            else np.result_type(out, np.complex64)
         )
-    shape = tuple(arr.shape)
     mesh = jax.sharding.get_abstract_mesh()
     if mesh is None or mesh.empty:  # no jax.set_mesh: the operand's type may carry it
         mesh = getattr(getattr(jax.typeof(arr), "sharding", None), "mesh", None)
-    layout, cycle = auto_layout(kind, axes, sizes, shape, out_layout, mesh)
-    return Op(name, kind, inverse, axes, sizes, norm, shape, str(dtype), layout, cycle)
+    layout, cycle = auto_layout(problem, mesh)
+    return Op(dataclasses.replace(problem, out_layout=layout), str(dtype), cycle)
 
 
 def _check_options(where: str, norm: str | None, out_layout: str) -> None:
@@ -150,7 +137,26 @@ def _placement(x: jax.Array) -> tuple[str, Any, PartitionSpec | None]:
 
 @functools.cache
 def _shard_mapped(p: FFTPlan, mesh: Mesh) -> Callable[[jax.Array], jax.Array]:
-    return jax.jit(jax.shard_map(p.local, mesh=mesh, in_specs=p.in_spec, out_specs=p.out_spec))  # type: ignore[arg-type]
+    return jax.jit(jax.shard_map(p.local, mesh=mesh, in_specs=p.in_spec, out_specs=p.out_spec))
+
+
+def _describe(
+    name: Name,
+    shape: tuple[int, ...],
+    s: Sequence[int] | None,
+    axes: Sequence[int] | None,
+    norm: str | None,
+    out_layout: Layout,
+) -> Problem:
+    """The one :class:`~shardkit.fft._problem.Problem` of a public call (axes and ``s`` checked)."""
+    axes_t = _normalize_axes(name, shape, s, axes)
+    sizes = _normalize_sizes(name, KINDS[name][0], shape, s, axes_t)
+    return Problem(name, shape, axes_t, sizes, norm, out_layout)
+
+
+def _reference(problem: Problem, arr: jax.Array) -> jax.Array:
+    """``jnp.fft``'s transform, for inputs on one device."""
+    return problem.reference(arr, s=problem.sizes, axes=problem.axes, norm=problem.norm)
 
 
 def _ctx(x_shape: tuple[int, ...], spec: PartitionSpec, mesh: Any) -> str:
@@ -158,7 +164,7 @@ def _ctx(x_shape: tuple[int, ...], spec: PartitionSpec, mesh: Any) -> str:
 
 
 def transform(
-    name: str,
+    name: Name,
     x: jax.typing.ArrayLike,
     s: Sequence[int] | None,
     axes: Sequence[int] | None,
@@ -166,7 +172,7 @@ def transform(
     out_layout: Layout,
 ) -> jax.Array:
     """Run transform ``name`` (``fftn``, ``ifftn``, ``rfftn``, ``irfftn``) on ``x``."""
-    kind, inverse, reference_fn = _KINDS[name]
+    kind = KINDS[name][0]
     _check_options(name, norm, out_layout)
     arr = x if isinstance(x, jax.Array) else jnp.asarray(x)
     if arr.ndim == 0:
@@ -176,19 +182,16 @@ def transform(
             f"{name}: x has dtype {arr.dtype}; the R2C transform takes a real input. "
             "Use fftn for complex inputs."
         )
-    shape = tuple(arr.shape)
-    axes_t = _normalize_axes(name, shape, s, axes)
-    sizes = _normalize_sizes(name, kind, shape, s, axes_t)
-    reference = functools.partial(reference_fn, s=sizes, axes=axes_t, norm=norm)
-    if not axes_t:
-        return reference(arr)
+    problem = _describe(name, tuple(arr.shape), s, axes, norm, out_layout)
+    if not problem.axes:
+        return _reference(problem, arr)
     route, mesh, spec = _placement(arr)
     if route == "local":
-        return reference(arr)
+        return _reference(problem, arr)
     if route == "auto":
-        return apply(_auto_op(name, kind, inverse, axes_t, sizes, norm, out_layout, arr), arr)
+        return apply(_auto_op(problem, arr), arr)
     assert spec is not None
-    p = _checked_plan(name, name, shape, spec, mesh, axes_t, sizes, out_layout, norm)
+    p = _checked_plan(name, problem, spec, mesh)
     if route == "eager":
         return _shard_mapped(p, mesh)(arr)
     return _explicit(p, mesh)(arr)
@@ -203,7 +206,7 @@ def _explicit(p: FFTPlan, mesh: Any) -> Callable[[jax.Array], jax.Array]:
     it first. The tangent map is the same ``shard_map``, whose transpose and
     batching rules serve reverse mode, ``vmap`` and higher derivatives.
     """
-    run = jax.jit(jax.shard_map(p.local, mesh=mesh, in_specs=p.in_spec, out_specs=p.out_spec))  # type: ignore[arg-type]
+    run = jax.jit(jax.shard_map(p.local, mesh=mesh, in_specs=p.in_spec, out_specs=p.out_spec))
 
     @jax.custom_jvp
     def op(x: jax.Array) -> jax.Array:
@@ -267,45 +270,21 @@ def plan(
       >>> complex(np.asarray(f(x))[0, 0, 0])
       (4096+0j)
     """
-    if name not in _KINDS:
-        raise ValueError(f"plan: name={name!r}; legal values are {sorted(_KINDS)}")
+    if not is_name(name):
+        raise ValueError(f"plan: name={name!r}; legal values are {sorted(KINDS)}")
     check_mesh_arg("plan", mesh)
     _check_options("plan", norm, out_layout)
-    kind = _KINDS[name][0]
     shape_t = tuple(int(n) for n in shape)
     p_spec = parse_spec(spec)
-    axes_t = _normalize_axes(name, shape_t, s, axes)
-    sizes = _normalize_sizes(name, kind, shape_t, s, axes_t)
-    return _checked_plan("plan", name, shape_t, p_spec, mesh, axes_t, sizes, out_layout, norm)
+    problem = _describe(name, shape_t, s, axes, norm, out_layout)
+    return _checked_plan("plan", problem, p_spec, mesh)
 
 
-def _checked_plan(
-    where: str,
-    name: str,
-    shape: tuple[int, ...],
-    spec: PartitionSpec,
-    mesh: Mesh,
-    axes: tuple[int, ...],
-    sizes: tuple[int, ...],
-    out_layout: Layout,
-    norm: str | None,
-) -> FFTPlan:
-    """Check ``shape`` fits ``spec`` on ``mesh`` (errors name ``where``), then plan."""
-    check_placement(where, shape, spec, mesh)
-    kind, inverse, _ = _KINDS[name]
-    return planned(
-        name,
-        shape,
-        spec,
-        dict(mesh.shape),
-        axes=axes,
-        sizes=sizes,
-        kind=kind,
-        inverse=inverse,
-        out_layout=out_layout,
-        norm=norm,
-        ctx=_ctx(shape, spec, mesh),
-    )
+def _checked_plan(where: str, problem: Problem, spec: PartitionSpec, mesh: Mesh) -> FFTPlan:
+    """Check ``problem``'s input fits ``spec`` on ``mesh`` (errors name ``where``), then plan."""
+    check_placement(where, problem.shape, spec, mesh)
+    placed = problem.placed(spec, dict(mesh.shape))
+    return planned(placed, ctx=_ctx(problem.shape, spec, mesh))
 
 
 def _frequencies(
@@ -313,7 +292,7 @@ def _frequencies(
     values: np.ndarray,
     like: jax.Array | None,
     axis: int,
-    dtype: Any,
+    dtype: jax.typing.DTypeLike | None,
 ) -> jax.Array:
     out = jnp.asarray(values, dtype=dtype)
     if like is None:
@@ -333,8 +312,8 @@ def _frequencies(
     sharding = like.sharding if not is_traced(like) else None
     if isinstance(sharding, NamedSharding):
         entry = normalize(sharding.spec, rank)[axis]
-        spec = [None] * rank
-        spec[axis] = entry or None  # type: ignore[call-overload]
+        spec: list[tuple[str, ...] | None] = [None] * rank
+        spec[axis] = entry or None
         out = jax.device_put(out, NamedSharding(sharding.mesh, PartitionSpec(*spec)))
     return out
 
@@ -345,7 +324,7 @@ def fftfreq(
     *,
     like: jax.Array | None = None,
     axis: int = -1,
-    dtype: Any = None,
+    dtype: jax.typing.DTypeLike | None = None,
 ) -> jax.Array:
     """Sample frequencies of an ``n``-point FFT, placed like a transform's output.
 
@@ -384,7 +363,7 @@ def rfftfreq(
     *,
     like: jax.Array | None = None,
     axis: int = -1,
-    dtype: Any = None,
+    dtype: jax.typing.DTypeLike | None = None,
 ) -> jax.Array:
     """Sample frequencies of an ``n``-point real FFT (``n // 2 + 1`` of them).
 

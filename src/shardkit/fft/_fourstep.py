@@ -12,24 +12,27 @@ columns once more so that each device holds a contiguous block of ``X`` (in
 ``x``'s layout). Needs ``P`` to divide both ``N1`` and ``N2`` (so ``P**2 | N``);
 ``N1`` is the divisor closest to ``sqrt(N)``. Each move sends ``(P - 1) / P`` of
 the block; the peak is one block plus its twiddles.
+
+:func:`planned` is the planners' entry point: the plan of
+:func:`~shardkit.fft._plan.make_plan`, or this one where that finds no axis to move
+a split to.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import PartitionSpec
 
-from shardkit.fft._plan import FFTPlan, Step
-from shardkit.layout.internal import normalize
+from shardkit.fft._plan import FFTPlan, make_plan
+from shardkit.fft._problem import Problem
+from shardkit.fft._steps import Step
 from shardkit.layout.internal import to_pspec as _to_spec
 
-__all__ = ["FourStepPlan", "four_step_plan"]
+__all__ = ["FourStepPlan", "four_step_plan", "planned"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,9 +55,9 @@ class FourStepPlan(FFTPlan):
     parts: int = 1
     inverse: bool = False
 
-    def local(self, block: object, /) -> object:
+    def local(self, block: jax.Array, /) -> jax.Array:
         """Run the four steps on this device's block (inside ``shard_map``)."""
-        return _four_step(block, self)  # type: ignore[arg-type]
+        return _four_step(block, self)
 
 
 def _factor(n: int, parts: int) -> int | None:
@@ -63,27 +66,17 @@ def _factor(n: int, parts: int) -> int | None:
     return min(options, key=lambda d: abs(math.log(d / math.sqrt(n)))) if options else None
 
 
-def four_step_plan(
-    name: str,
-    shape: Sequence[int],
-    spec: PartitionSpec | Sequence[object],
-    mesh_sizes: Mapping[str, int],
-    *,
-    axes: Sequence[int],
-    sizes: Sequence[int],
-    inverse: bool,
-    norm: str | None,
-) -> FourStepPlan | None:
+def four_step_plan(problem: Problem, /) -> FourStepPlan | None:
     """The four-step plan for a C2C transform of one split axis, or ``None`` if none fits.
 
     Fits when one axis is transformed, to its own length, split over ``P`` devices
     with ``P**2`` dividing its length, and no other axis is split.
     """
+    shape, entries, mesh_sizes = problem.shape, problem.spec, problem.mesh_sizes
     rank = len(shape)
-    entries = normalize(spec, rank)
-    if len(axes) != 1:
+    if len(problem.axes) != 1:
         return None
-    (axis,), (n,) = axes, sizes
+    (axis,), (n,) = problem.axes, problem.sizes
     group = tuple(entries[axis])
     parts = math.prod(mesh_sizes[a] for a in group)
     others = [
@@ -103,10 +96,10 @@ def four_step_plan(
         dst=axis,
         group=parts,
         block=tuple(block),
-        shape=tuple(shape),
+        shape=shape,
         parts=tuple(parts if d == axis else 1 for d in range(rank)),
     )
-    op = "ifft" if inverse else "fft"
+    op = "ifft" if problem.inverse else "fft"
     steps = (
         move,
         Step(op, axes=(axis,), sizes=(n1,)),
@@ -116,22 +109,39 @@ def four_step_plan(
     )
     in_spec = _to_spec(entries)
     return FourStepPlan(
-        name=name,
-        in_shape=tuple(shape),
+        name=problem.name,
+        in_shape=shape,
         in_spec=in_spec,
-        out_shape=tuple(shape),
+        out_shape=shape,
         out_spec=in_spec,
         steps=steps,
         decomposition="four-step",
         layout="natural",
-        norm=norm,
+        norm=problem.norm,
         axis=axis,
         n1=n1,
         n2=n // n1,
         mesh_axes=group,
         parts=parts,
-        inverse=inverse,
+        inverse=problem.inverse,
     )
+
+
+def planned(problem: Problem, /, *, ctx: str = "") -> FFTPlan:
+    """:func:`~shardkit.fft._plan.make_plan`, or the four-step plan where no axis can take the split.
+
+    A C2C transform of one split axis with no other axis to move the split to (a
+    split 1-D signal) runs the four-step algorithm instead of being refused.
+    """
+    try:
+        return make_plan(problem, ctx=ctx)
+    except NotImplementedError:
+        if problem.kind != "c2c":
+            raise
+        four = four_step_plan(problem)
+        if four is None:
+            raise
+        return four
 
 
 def _four_step(block: jax.Array, p: FourStepPlan) -> jax.Array:

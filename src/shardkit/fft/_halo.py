@@ -22,6 +22,7 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec
 
 from shardkit.layout.internal import (
+    SpecLike,
     check_placement,
     mesh_summary,
     normalize,
@@ -34,7 +35,7 @@ from shardkit.layout.internal import (
 __all__ = ["halo_exchange", "located"]
 
 
-def located(where: str, x: jax.Array, spec: Any) -> tuple[Any, PartitionSpec, bool]:
+def located(where: str, x: jax.Array, spec: SpecLike) -> tuple[Any, PartitionSpec, bool]:
     """``(mesh, spec, eager)`` of ``x``; ``spec=`` is required on Auto axes under ``jit``."""
     found = placement(x)
     if spec is not None:
@@ -118,7 +119,7 @@ def halo_exchange(
     halo: int | Sequence[int],
     *,
     periodic: bool | Sequence[bool] = True,
-    spec: Any = None,
+    spec: SpecLike = None,
 ) -> jax.Array:
     """Extend every device's block by ``halo`` cells from its neighbours' blocks.
 

@@ -8,8 +8,8 @@ moves).
 
 ``custom_partitioning`` itself has no differentiation, transposition or batching
 rules, so it is hidden behind a JAX primitive, ``shardkit_fft``, whose parameter is
-an :class:`Op` (the transform, its axes and lengths, the input shape and dtype, and
-whether it is the transpose). The transform is linear, which fixes every rule:
+an :class:`Op` (the transform's :class:`~shardkit.fft._problem.Problem`, the input
+dtype, and whether it is the transpose). The transform is linear, which fixes every rule:
 
 * JVP: the tangent goes through the same primitive (``ad.deflinear2``), so
   ``jacfwd`` and derivatives of any order stay on shardkit's plans;
@@ -67,16 +67,12 @@ from jax.interpreters import ad, batching, mlir
 from jax.sharding import NamedSharding, PartitionSpec
 
 from shardkit.fft._compat import require_devices_during_lowering
-from shardkit.fft._plan import FFTPlan, Kind, Layout, normalize_spec, planned
+from shardkit.fft._fourstep import planned
+from shardkit.fft._plan import FFTPlan
+from shardkit.fft._problem import Kind, Layout, Problem
+from shardkit.layout.internal import normalize
 
 __all__ = ["Op", "apply", "auto_layout"]
-
-_JNP: dict[str, Callable[..., jax.Array]] = {
-    "fftn": jnp.fft.fftn,
-    "ifftn": jnp.fft.ifftn,
-    "rfftn": jnp.fft.rfftn,
-    "irfftn": jnp.fft.irfftn,
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,47 +80,37 @@ class Op:
     """A transform as the primitive's parameter (hashable, so programs are cached).
 
     Attributes:
-      name: ``"fftn"``, ``"ifftn"``, ``"rfftn"`` or ``"irfftn"``.
-      kind: ``"c2c"``, ``"r2c"`` or ``"c2r"``.
-      inverse: whether it is an inverse transform.
-      axes: transformed axes (non-negative).
-      sizes: numpy's ``s``.
-      norm: numpy's ``norm``.
-      in_shape: the forward transform's input shape.
+      problem: the forward transform, unplaced (the partitioner supplies the
+        split), its ``out_layout`` the layout the Shardy rule promises (see
+        :func:`auto_layout`).
       in_dtype: the forward transform's input dtype.
-      layout: the output layout the Shardy rule promises (see :func:`auto_layout`).
       cycle: for the default layout, the axes whose splits move round.
       transposed: the op is the transpose: it maps the forward output's cotangent
-        (shape :attr:`out_shape`) to the input's (shape :attr:`in_shape`).
+        (shape :attr:`out`) to the input's (shape ``problem.shape``).
     """
 
-    name: str
-    kind: Kind
-    inverse: bool
-    axes: tuple[int, ...]
-    sizes: tuple[int, ...]
-    norm: str | None
-    in_shape: tuple[int, ...]
+    problem: Problem
     in_dtype: str
-    layout: Layout = "natural"
     cycle: tuple[int, ...] = ()
     transposed: bool = False
 
     @property
     def scale(self) -> float:
         """Factor turning numpy's ``"backward"`` result into ``norm``'s."""
-        n = math.prod(self.sizes)
-        if self.norm in (None, "backward"):
+        t = self.problem
+        n = math.prod(t.sizes)
+        if t.norm in (None, "backward"):
             return 1.0
-        if self.norm == "ortho":
-            return math.sqrt(n) if self.inverse else 1 / math.sqrt(n)
-        return float(n) if self.inverse else 1 / n
+        if t.norm == "ortho":
+            return math.sqrt(n) if t.inverse else 1 / math.sqrt(n)
+        return float(n) if t.inverse else 1 / n
 
     def reference(self, x: jax.Array) -> jax.Array:
         """The single-device forward transform (``jnp.fft``)."""
         # Tracing jnp's "ortho"/"forward" scaling leaves constants in the jaxpr, which
         # custom_partitioning rejects: scale by a Python float instead.
-        y = _JNP[self.name](x, s=self.sizes, axes=self.axes, norm="backward")
+        t = self.problem
+        y = t.reference(x, s=t.sizes, axes=t.axes, norm="backward")
         return y if self.scale == 1.0 else y * self.scale
 
     @property
@@ -134,17 +120,19 @@ class Op:
 
     def batched(self, size: int) -> Op:
         """The same op with a new leading (untransformed) axis of length ``size``."""
+        t = self.problem
         return dataclasses.replace(
             self,
-            in_shape=(size, *self.in_shape),
-            axes=tuple(a + 1 for a in self.axes),
+            problem=dataclasses.replace(
+                t, shape=(size, *t.shape), axes=tuple(a + 1 for a in t.axes)
+            ),
             cycle=tuple(a + 1 for a in self.cycle),
         )
 
     def plan(self, spec: Any, mesh: Any, *, strict: bool = False) -> FFTPlan:
-        """The forward plan for an input split as ``spec``, in :attr:`layout` if possible.
+        """The forward plan for an input split as ``spec``, in the promised layout if possible.
 
-        The other layout is taken where :attr:`layout` is impossible for this split
+        The other layout is taken where the promised one is impossible for this split
         (e.g. a split R2C axis; the partitioner then reshards the output). Where no
         layout fits the split (e.g. a split 1-D signal the four-step algorithm
         cannot take), ``strict`` raises shardkit's error; otherwise the plan for a
@@ -155,23 +143,14 @@ class Op:
         """
 
         def make(layout: Layout, where: Any) -> FFTPlan:
-            return planned(
-                self.name,
-                self.in_shape,
-                where,
-                dict(mesh.shape),
-                axes=self.axes,
-                sizes=self.sizes,
-                kind=self.kind,
-                inverse=self.inverse,
-                norm=self.norm,
-                out_layout=layout,
-            )
+            problem = dataclasses.replace(self.problem, out_layout=layout)
+            return planned(problem.placed(where, dict(mesh.shape)))
 
-        other: Layout = "default" if self.layout == "natural" else "natural"
+        promised = self.problem.out_layout
+        other: Layout = "default" if promised == "natural" else "natural"
         try:
             try:
-                return make(self.layout, spec)
+                return make(promised, spec)
             except ValueError:
                 return make(other, spec)
         except (ValueError, NotImplementedError):
@@ -180,12 +159,12 @@ class Op:
             return make("natural", PartitionSpec())
 
     def destinations(self) -> tuple[int, ...]:
-        """Where each input axis's split lands in :attr:`layout` (the Shardy rule's map)."""
-        dest = list(range(len(self.in_shape)))
-        if self.layout == "natural":
+        """Where each input axis's split lands in the promised layout (the Shardy rule's map)."""
+        dest = list(range(len(self.problem.shape)))
+        if self.problem.out_layout == "natural":
             return tuple(dest)
         cycle = self.cycle
-        step = -1 if self.inverse else 1
+        step = -1 if self.problem.inverse else 1
         for k, a in enumerate(cycle):
             dest[a] = cycle[(k + step) % len(cycle)]
         return tuple(dest)
@@ -198,14 +177,7 @@ def _cycle(kind: Kind, axes: tuple[int, ...], half: int, devices: int) -> list[i
     return sorted(axes[:-1])
 
 
-def auto_layout(
-    kind: Kind,
-    axes: tuple[int, ...],
-    sizes: tuple[int, ...],
-    in_shape: tuple[int, ...],
-    asked: Layout,
-    mesh: Any,
-) -> tuple[Layout, tuple[int, ...]]:
+def auto_layout(problem: Problem, mesh: Any) -> tuple[Layout, tuple[int, ...]]:
     """The layout an Auto-axes op promises the partitioner before the split is known.
 
     The Shardy rule is fixed while tracing, when only the mesh is known (``mesh``:
@@ -220,7 +192,8 @@ def auto_layout(
     Returns:
       The layout and, for the default one, the cycle of axes.
     """
-    if asked == "natural" or mesh is None or mesh.empty:
+    kind, axes, sizes = problem.kind, problem.axes, problem.sizes
+    if problem.out_layout == "natural" or mesh is None or mesh.empty:
         return "natural", ()
     devices = math.prod(mesh.axis_sizes)
     big = sum(n > 1 for n in mesh.axis_sizes)
@@ -228,7 +201,7 @@ def auto_layout(
     if kind == "r2c":
         lengths[axes[-1]] = sizes[-1] // 2 + 1
     elif kind == "c2r":
-        lengths[axes[-1]] = in_shape[axes[-1]]
+        lengths[axes[-1]] = problem.shape[axes[-1]]
     cycle = _cycle(kind, axes, lengths[axes[-1]], devices) if devices > 1 else []
     if len(cycle) <= big or any(lengths[a] % devices for a in cycle):
         return "natural", ()
@@ -237,7 +210,7 @@ def auto_layout(
 
 @functools.cache
 def _out_struct(op: Op) -> jax.ShapeDtypeStruct:
-    return jax.eval_shape(op.reference, jax.ShapeDtypeStruct(op.in_shape, op.in_dtype))
+    return jax.eval_shape(op.reference, jax.ShapeDtypeStruct(op.problem.shape, op.in_dtype))
 
 
 def _rule(op: Op, *, transposed: bool) -> tuple[str, dict[str, int]]:
@@ -247,7 +220,7 @@ def _rule(op: Op, *, transposed: bool) -> tuple[str, dict[str, int]]:
     divisor, as the major part of both axes, so a split that divides it carries
     over instead of being dropped (which would make the partitioner gather).
     """
-    in_shape, out_shape = op.in_shape, tuple(op.out.shape)
+    in_shape, out_shape = op.problem.shape, tuple(op.out.shape)
     dest = op.destinations()
     ins: list[str] = [""] * len(in_shape)
     outs: list[str] = [""] * len(out_shape)
@@ -290,7 +263,7 @@ def _local_shape(shape: tuple[int, ...], spec: Any, mesh: Any) -> tuple[int, ...
     sizes = dict(mesh.shape)
     return tuple(
         n // math.prod(sizes[a] for a in entry)
-        for n, entry in zip(shape, normalize_spec(spec, len(shape)), strict=True)
+        for n, entry in zip(shape, normalize(spec, len(shape)), strict=True)
     )
 
 
@@ -322,7 +295,7 @@ def _forward(op: Op) -> Callable[[jax.Array], jax.Array]:
 
 @functools.cache
 def _backward(op: Op) -> Callable[[jax.Array], jax.Array]:
-    in_struct = jax.ShapeDtypeStruct(op.in_shape, op.in_dtype)
+    in_struct = jax.ShapeDtypeStruct(op.problem.shape, op.in_dtype)
 
     def reference(ct: jax.Array) -> jax.Array:
         (out,) = jax.linear_transpose(op.reference, in_struct)(ct)
@@ -382,7 +355,7 @@ def _impl(x: jax.Array, *, op: Op) -> jax.Array:
 
 def _abstract_eval(x: Any, *, op: Op) -> Any:
     if op.transposed:
-        shape, dtype = op.in_shape, np.dtype(op.in_dtype)
+        shape, dtype = op.problem.shape, np.dtype(op.in_dtype)
     else:
         shape, dtype = tuple(op.out.shape), np.dtype(op.out.dtype)
     return x.update(shape=shape, dtype=dtype, weak_type=False)
@@ -430,12 +403,13 @@ def _check_traced(op: Op, x: Any) -> None:
         other than the one in context.
       TypeError: the dtype differs from the op's.
     """
-    shape = op.out.shape if op.transposed else op.in_shape
+    name = op.problem.name
+    shape = op.out.shape if op.transposed else op.problem.shape
     dtype = op.out.dtype if op.transposed else np.dtype(op.in_dtype)
     if tuple(x.shape) != tuple(shape):
-        raise ValueError(f"{op.name}: x has shape {tuple(x.shape)}; the transform expects {shape}")
+        raise ValueError(f"{name}: x has shape {tuple(x.shape)}; the transform expects {shape}")
     if np.dtype(x.dtype) != np.dtype(dtype):
-        raise TypeError(f"{op.name}: x has dtype {x.dtype}; the transform expects {dtype}")
+        raise TypeError(f"{name}: x has dtype {x.dtype}; the transform expects {dtype}")
     context = jax.sharding.get_abstract_mesh()
     own = getattr(getattr(jax.typeof(x), "sharding", None), "mesh", None)
     if context is None or context.empty or own is None or own.empty:
@@ -444,7 +418,7 @@ def _check_traced(op: Op, x: Any) -> None:
         own.axis_sizes
     ):
         raise ValueError(
-            f"{op.name}: x (shape={tuple(x.shape)}) lives on mesh {_mesh_summary(own)} but "
+            f"{name}: x (shape={tuple(x.shape)}) lives on mesh {_mesh_summary(own)} but "
             f"the mesh in context (jax.set_mesh) is {_mesh_summary(context)}; shard x on "
             "the context mesh or call the transform under x's mesh"
         )

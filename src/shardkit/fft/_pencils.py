@@ -21,6 +21,7 @@ from jax.sharding import PartitionSpec
 from shardkit.fft._halo import located
 from shardkit.fft._transpose import move
 from shardkit.layout.internal import (
+    SpecLike,
     check_placement,
     mesh_summary,
     normalize,
@@ -46,7 +47,7 @@ def _program(mesh: Any, spec: PartitionSpec, src: int, dst: int, rank: int) -> A
 
 
 def transpose_split(
-    x: jax.typing.ArrayLike, /, *, src: int, dst: int, spec: Any = None
+    x: jax.typing.ArrayLike, /, *, src: int, dst: int, spec: SpecLike = None
 ) -> jax.Array:
     """Move the split of axis ``src`` onto axis ``dst`` (one ``all_to_all``).
 
@@ -102,7 +103,7 @@ def transpose_split(
     return jax.jit(program)(arr) if eager else program(arr)
 
 
-def x_to_y(x: jax.typing.ArrayLike, /, *, spec: Any = None) -> jax.Array:
+def x_to_y(x: jax.typing.ArrayLike, /, *, spec: SpecLike = None) -> jax.Array:
     """X pencil -> Y pencil: axis 1's split moves to axis 0 (one ``all_to_all``).
 
     Example:
@@ -114,7 +115,7 @@ def x_to_y(x: jax.typing.ArrayLike, /, *, spec: Any = None) -> jax.Array:
     return transpose_split(x, src=1, dst=0, spec=spec)
 
 
-def y_to_z(x: jax.typing.ArrayLike, /, *, spec: Any = None) -> jax.Array:
+def y_to_z(x: jax.typing.ArrayLike, /, *, spec: SpecLike = None) -> jax.Array:
     """Y pencil -> Z pencil: axis 2's split moves to axis 1 (one ``all_to_all``).
 
     Example:
@@ -126,7 +127,7 @@ def y_to_z(x: jax.typing.ArrayLike, /, *, spec: Any = None) -> jax.Array:
     return transpose_split(x, src=2, dst=1, spec=spec)
 
 
-def z_to_y(x: jax.typing.ArrayLike, /, *, spec: Any = None) -> jax.Array:
+def z_to_y(x: jax.typing.ArrayLike, /, *, spec: SpecLike = None) -> jax.Array:
     """Z pencil -> Y pencil: axis 1's split moves back to axis 2 (inverse of :func:`y_to_z`).
 
     Example:
@@ -138,7 +139,7 @@ def z_to_y(x: jax.typing.ArrayLike, /, *, spec: Any = None) -> jax.Array:
     return transpose_split(x, src=1, dst=2, spec=spec)
 
 
-def y_to_x(x: jax.typing.ArrayLike, /, *, spec: Any = None) -> jax.Array:
+def y_to_x(x: jax.typing.ArrayLike, /, *, spec: SpecLike = None) -> jax.Array:
     """Y pencil -> X pencil: axis 0's split moves back to axis 1 (inverse of :func:`x_to_y`).
 
     Example:

@@ -45,72 +45,21 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal
 
+import jax
 import numpy as np
 from jax.sharding import PartitionSpec
 
+from shardkit.fft._problem import Problem
+from shardkit.fft._steps import LocalOp, Pad, Step
+from shardkit.fft._transpose import run_steps
 from shardkit.layout.internal import NormSpec as Entries
-from shardkit.layout.internal import normalize as normalize_spec
 from shardkit.layout.internal import to_pspec as _to_spec
 
-__all__ = ["FFTPlan", "Kind", "Layout", "Step", "make_plan", "normalize_spec", "planned"]
+__all__ = ["FFTPlan", "make_plan"]
 
-Kind = Literal["c2c", "r2c", "c2r"]
-Layout = Literal["default", "natural"]
-# A padded split: (devices g, block length before, length after padding = g * piece).
-Pad = tuple[int, int, int]
 # One mesh axis splitting an array axis: (mesh axis, length before, padded length).
 _Level = tuple[str, int, int]
-
-
-@dataclass(frozen=True)
-class Step:
-    """One step of a plan.
-
-    Attributes:
-      op: ``"fft"``, ``"ifft"``, ``"rfft"``, ``"irfft"`` (local, along ``axes`` to
-        lengths ``sizes``) or ``"all_to_all"`` (moving ``mesh_axes`` from array axis
-        ``src`` to array axis ``dst``).
-      axes: array axes of a local transform.
-      sizes: output lengths along ``axes`` (numpy's ``s``).
-      mesh_axes: mesh axes an ``all_to_all`` moves.
-      src: the axis that loses ``mesh_axes``.
-      dst: the axis that gains them (as its minor-most split).
-      group: devices in the ``all_to_all``'s group.
-      block: the per-device block it exchanges (logical axis order, padding
-        included); each device sends ``(group - 1) / group`` of it.
-      shape: the global (unpadded) shape at the move.
-      parts: how many pieces each axis is split into at the move.
-      pad: the padded levels pushed on ``dst`` before the move, outermost first, as
-        ``(g, before, after)``: each piece of length ``before`` is zero-padded to
-        ``after`` and cut into ``g``; empty when nothing is padded.
-      trim: the levels popped from ``src`` after the move (same form): the joined
-        pieces are trimmed back to ``before``, innermost first; empty when none pads.
-    """
-
-    op: Literal["fft", "ifft", "rfft", "irfft", "all_to_all"]
-    axes: tuple[int, ...] = ()
-    sizes: tuple[int, ...] = ()
-    mesh_axes: tuple[str, ...] = ()
-    src: int = -1
-    dst: int = -1
-    group: int = 1
-    block: tuple[int, ...] = ()
-    shape: tuple[int, ...] = ()
-    parts: tuple[int, ...] = ()
-    pad: tuple[Pad, ...] = ()
-    trim: tuple[Pad, ...] = ()
-
-    def __str__(self) -> str:
-        if self.op == "all_to_all":
-            text = f"all_to_all({','.join(self.mesh_axes)}: axis {self.src} -> {self.dst}"
-            pads = [f"{b}->{a}" for _, b, a in self.pad if b != a]
-            trims = [f"{a}->{b}" for _, b, a in self.trim if b != a]
-            text += f", pad {','.join(pads)}" if pads else ""
-            text += f", trim {','.join(trims)}" if trims else ""
-            return text + ")"
-        return f"{self.op}(axes={self.axes}, n={self.sizes})"
 
 
 @dataclass(frozen=True)
@@ -154,7 +103,7 @@ class FFTPlan:
         """Whether some move pads its block (a length the mesh does not divide)."""
         return any(s.pad or s.trim for s in self.steps)
 
-    def sent_bytes(self, dtype: object, /) -> int:
+    def sent_bytes(self, dtype: jax.typing.DTypeLike, /) -> int:
         """Bytes one device sends over the plan, for an input of ``dtype``.
 
         Each ``all_to_all`` over ``g`` devices sends ``(g - 1) / g`` of its block
@@ -165,7 +114,7 @@ class FFTPlan:
             (s.group - 1) * math.prod(s.block) * size // s.group for s, size in self._moves(dtype)
         )
 
-    def padding_bytes(self, dtype: object, /) -> int:
+    def padding_bytes(self, dtype: jax.typing.DTypeLike, /) -> int:
         """What padding adds to :meth:`sent_bytes`: zero when the mesh divides every move.
 
         A move's block holds ``prod(block)`` elements where an even split would hold
@@ -178,9 +127,9 @@ class FFTPlan:
             extra += Fraction(s.group - 1, s.group) * size * (math.prod(s.block) - even)
         return math.floor(extra)
 
-    def _moves(self, dtype: object) -> list[tuple[Step, int]]:
+    def _moves(self, dtype: jax.typing.DTypeLike) -> list[tuple[Step, int]]:
         """Each ``all_to_all`` with the item size of the data it moves."""
-        current = np.dtype(dtype)  # type: ignore[call-overload]
+        current = np.dtype(dtype)
         out = []
         for s in self.steps:
             if s.op == "all_to_all":
@@ -191,11 +140,9 @@ class FFTPlan:
                 current = np.result_type(current, np.complex64)
         return out
 
-    def local(self, block: object, /) -> object:
+    def local(self, block: jax.Array, /) -> jax.Array:
         """Run the plan on this device's block (inside ``shard_map``)."""
-        from shardkit.fft._transpose import run_steps
-
-        return run_steps(block, self.steps, self.norm)  # type: ignore[arg-type]
+        return run_steps(block, self.steps, self.norm)
 
     def __str__(self) -> str:
         steps = "; ".join(map(str, self.steps)) or "identity"
@@ -335,7 +282,7 @@ class _Builder:
         self.steps.append(step)
         self.moves.append((step, list(popped)))
 
-    def transform(self, op: str, axes: Sequence[int], n: Sequence[int]) -> None:
+    def transform(self, op: LocalOp, axes: Sequence[int], n: Sequence[int]) -> None:
         if not axes:
             return
         for a, size in zip(axes, n, strict=True):
@@ -344,7 +291,7 @@ class _Builder:
             self.shape[a] = size // 2 + 1 if op == "rfft" else size
             # Only mesh axes of size 1 remain: they keep splitting the new length.
             self.levels[a] = [(m, self.shape[a], self.shape[a]) for m, _, _ in self.levels[a]]
-        self.steps.append(Step(op, axes=tuple(axes), sizes=tuple(n)))  # type: ignore[arg-type]
+        self.steps.append(Step(op, axes=tuple(axes), sizes=tuple(n)))
 
     def unwind(self, *, until_divisible: bool = False) -> None:
         """Append the reverse of every move so far: back to the input's layout.
@@ -376,23 +323,10 @@ def _padded_output_error(b: _Builder, asked: str) -> ValueError:
     )
 
 
-def make_plan(
-    name: str,
-    shape: Sequence[int],
-    spec: PartitionSpec | Sequence[object],
-    mesh_sizes: Mapping[str, int],
-    *,
-    axes: Sequence[int],
-    sizes: Sequence[int],
-    kind: Kind = "c2c",
-    inverse: bool = False,
-    out_layout: Layout = "default",
-    norm: str | None = None,
-    ctx: str = "",
-) -> FFTPlan:
-    """Plan a transform of ``shape`` split as ``spec`` over ``axes`` to lengths ``sizes``.
+def make_plan(problem: Problem, /, *, ctx: str = "") -> FFTPlan:
+    """Plan ``problem``: its input split as ``problem.spec``, transformed along its ``axes``.
 
-    ``sizes`` are numpy's ``s`` (for ``c2r`` the real output length of the last axis).
+    ``ctx`` describes the input in error messages (default: its shape).
 
     Intermediate moves pad what the mesh does not divide (see the module
     docstring); the output is never padded: when the default layout would be, the
@@ -409,11 +343,12 @@ def make_plan(
       NotImplementedError: a 1-D array split along its only axis (no axis to receive
         the split); an R2C axis that is split when no transformed axis is free.
     """
+    name, shape, axes, kind = problem.name, problem.shape, problem.axes, problem.kind
+    inverse, out_layout, entries = problem.inverse, problem.out_layout, problem.spec
     rank = len(shape)
-    entries = normalize_spec(spec, rank)
-    b = _Builder(name, shape, entries, mesh_sizes, ctx or f"array shape={tuple(shape)}")
-    want = dict(zip(axes, sizes, strict=True))
-    step_op = "ifft" if inverse else "fft"
+    b = _Builder(name, shape, entries, problem.mesh_sizes, ctx or f"array shape={shape}")
+    want = dict(zip(axes, problem.sizes, strict=True))
+    step_op: LocalOp = "ifft" if inverse else "fft"
     real_axis = axes[-1] if kind != "c2c" else None
     complex_axes = [a for a in axes if a != real_axis]
     direction = -1 if (inverse or kind == "c2r") else 1
@@ -568,52 +503,5 @@ def make_plan(
         steps=tuple(b.steps),
         decomposition=decomposition,
         layout="natural" if out_entries == entries else "default",
-        norm=norm,
+        norm=problem.norm,
     )
-
-
-def planned(
-    name: str,
-    shape: Sequence[int],
-    spec: PartitionSpec | Sequence[object],
-    mesh_sizes: Mapping[str, int],
-    *,
-    axes: Sequence[int],
-    sizes: Sequence[int],
-    kind: Kind = "c2c",
-    inverse: bool = False,
-    out_layout: Layout = "default",
-    norm: str | None = None,
-    ctx: str = "",
-) -> FFTPlan:
-    """:func:`make_plan`, or the four-step plan where no axis can take the split.
-
-    A C2C transform of one split axis with no other axis to move the split to (a
-    split 1-D signal) runs the four-step algorithm
-    (:mod:`shardkit.fft._fourstep`) instead of being refused.
-    """
-    try:
-        return make_plan(
-            name,
-            shape,
-            spec,
-            mesh_sizes,
-            axes=axes,
-            sizes=sizes,
-            kind=kind,
-            inverse=inverse,
-            out_layout=out_layout,
-            norm=norm,
-            ctx=ctx,
-        )
-    except NotImplementedError:
-        if kind != "c2c":
-            raise
-        from shardkit.fft._fourstep import four_step_plan
-
-        four = four_step_plan(
-            name, shape, spec, mesh_sizes, axes=axes, sizes=sizes, inverse=inverse, norm=norm
-        )
-        if four is None:
-            raise
-        return four

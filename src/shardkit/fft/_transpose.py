@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import jax
 import jax.numpy as jnp
 
-from shardkit.fft._plan import Pad, Step
+from shardkit.fft._steps import Pad, Step
 from shardkit.layout.internal import padding_scope
 
 __all__ = ["move", "pad_levels", "run_steps", "trim_levels"]
@@ -96,7 +96,7 @@ def _local_fft(block: jax.Array, step: Step, k: int, norm: str | None) -> jax.Ar
 
 
 def run_steps(block: jax.Array, steps: Sequence[Step], norm: str | None) -> jax.Array:
-    """Apply ``steps`` (see :class:`~shardkit.fft._plan.Step`) to ``block`` in order.
+    """Apply ``steps`` (see :class:`~shardkit.fft._steps.Step`) to ``block`` in order.
 
     ``order[i]`` is the logical axis stored at physical position ``i``; the result
     is returned in the logical order.

@@ -33,6 +33,7 @@ from shardkit.layout._validate import (
     check_same_devices,
     is_int,
 )
+from shardkit.layout.spec import SpecLike
 
 __all__ = [
     "AnyMesh",
@@ -40,6 +41,7 @@ __all__ = [
     "NormSpec",
     "PaddingMark",
     "Placement",
+    "SpecLike",
     "as_count",
     "as_real",
     "canonical",

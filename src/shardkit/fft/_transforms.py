@@ -59,7 +59,7 @@ import jax
 import jax.numpy as jnp
 
 from shardkit.fft._api import transform
-from shardkit.fft._plan import Layout
+from shardkit.fft._problem import Layout
 from shardkit.fft._shift import shift
 
 __all__ = [

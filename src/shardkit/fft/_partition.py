@@ -69,7 +69,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from shardkit.fft._compat import require_devices_during_lowering
 from shardkit.fft._fourstep import planned
 from shardkit.fft._plan import FFTPlan
-from shardkit.fft._problem import Kind, Layout, Problem
+from shardkit.fft._problem import Layout, Problem
 from shardkit.layout.internal import normalize
 
 __all__ = ["Op", "apply", "auto_layout"]
@@ -170,11 +170,11 @@ class Op:
         return tuple(dest)
 
 
-def _cycle(kind: Kind, axes: tuple[int, ...], half: int, devices: int) -> list[int]:
+def _cycle(problem: Problem, half: int, devices: int) -> list[int]:
     """The transformed axes that pass splits round (the plan's cycle; see ``_plan``)."""
-    if kind == "c2c" or half % devices == 0:
-        return sorted(axes)
-    return sorted(axes[:-1])
+    if problem.kind == "c2c" or half % devices == 0:
+        return sorted(problem.axes)
+    return sorted(problem.axes[:-1])
 
 
 def auto_layout(problem: Problem, mesh: Any) -> tuple[Layout, tuple[int, ...]]:
@@ -202,7 +202,7 @@ def auto_layout(problem: Problem, mesh: Any) -> tuple[Layout, tuple[int, ...]]:
         lengths[axes[-1]] = sizes[-1] // 2 + 1
     elif kind == "c2r":
         lengths[axes[-1]] = problem.shape[axes[-1]]
-    cycle = _cycle(kind, axes, lengths[axes[-1]], devices) if devices > 1 else []
+    cycle = _cycle(problem, lengths[axes[-1]], devices) if devices > 1 else []
     if len(cycle) <= big or any(lengths[a] % devices for a in cycle):
         return "natural", ()
     return "default", tuple(cycle)

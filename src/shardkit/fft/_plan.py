@@ -53,7 +53,6 @@ from jax.sharding import PartitionSpec
 from shardkit.fft._problem import Problem
 from shardkit.fft._steps import LocalOp, Pad, Step
 from shardkit.fft._transpose import run_steps
-from shardkit.layout.internal import NormSpec as Entries
 from shardkit.layout.internal import to_pspec as _to_spec
 
 __all__ = ["FFTPlan", "make_plan"]
@@ -189,13 +188,11 @@ class _Builder:
     axis ``d``, outermost first, each with the length it cut and its padded length.
     """
 
-    def __init__(
-        self, where: str, shape: Sequence[int], entries: Entries, sizes: Mapping[str, int], ctx: str
-    ) -> None:
-        self.where, self.ctx = where, ctx
-        self.shape = list(shape)
-        self.sizes = sizes
-        self.levels = [self.fresh(n, e) for n, e in zip(shape, entries, strict=True)]
+    def __init__(self, problem: Problem, ctx: str) -> None:
+        self.where, self.ctx = problem.name, ctx
+        self.shape = list(problem.shape)
+        self.sizes: Mapping[str, int] = problem.mesh_sizes
+        self.levels = [self.fresh(n, e) for n, e in zip(problem.shape, problem.spec, strict=True)]
         self.start = [list(lv) for lv in self.levels]
         self.steps: list[Step] = []
         self.moves: list[tuple[Step, list[_Level]]] = []
@@ -346,7 +343,7 @@ def make_plan(problem: Problem, /, *, ctx: str = "") -> FFTPlan:
     name, shape, axes, kind = problem.name, problem.shape, problem.axes, problem.kind
     inverse, out_layout, entries = problem.inverse, problem.out_layout, problem.spec
     rank = len(shape)
-    b = _Builder(name, shape, entries, problem.mesh_sizes, ctx or f"array shape={shape}")
+    b = _Builder(problem, ctx or f"array shape={shape}")
     want = dict(zip(axes, problem.sizes, strict=True))
     step_op: LocalOp = "ifft" if inverse else "fft"
     real_axis = axes[-1] if kind != "c2c" else None

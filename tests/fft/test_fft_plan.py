@@ -166,3 +166,14 @@ def test_inverse_retraces_every_unpadded_forward_plan(
         inv = _plan(shape, fwd.out_spec, sizes, inverse=True)
         assert (normalize_spec(inv.out_spec, 3), inv.padded) == (entries, False), f"{fwd}\n{inv}"
     assert unpadded >= 10
+
+
+def test_problem_is_one_hashable_description() -> None:
+    # Spellings of the same split give equal problems (they key the cached programs).
+    a = Problem("ifftn", (16, 16, 16), (0, 1, 2), (16,) * 3).placed(P("x"), SIZES8)
+    b = Problem("ifftn", (16, 16, 16), (0, 1, 2), (16,) * 3).placed(P(("x",), None), SIZES8)
+    assert a == b
+    assert len({a, b}) == 1
+    assert (a.kind, a.inverse, a.spec, a.mesh) == ("c2c", True, (("x",), (), ()), (("x", 8),))
+    assert make_plan(a) == make_plan(b)
+    assert Problem("rfftn", (8, 8), (0, 1), (8, 8)).kind == "r2c"

@@ -14,8 +14,9 @@ from typing import Literal, TypeGuard
 
 import jax
 import jax.numpy as jnp
+from jax.sharding import PartitionSpec
 
-from shardkit.layout.internal import NormSpec, SpecLike, normalize
+from shardkit.layout.internal import NormSpec, normalize
 
 __all__ = ["KINDS", "Kind", "Layout", "Name", "Problem", "is_name"]
 
@@ -91,7 +92,7 @@ class Problem:
         """:attr:`mesh` as a mapping from axis name to size."""
         return dict(self.mesh)
 
-    def placed(self, spec: SpecLike, mesh_sizes: Mapping[str, int]) -> Problem:
+    def placed(self, spec: PartitionSpec | NormSpec, mesh_sizes: Mapping[str, int]) -> Problem:
         """The same transform of an input split as ``spec`` over a mesh of ``mesh_sizes``."""
         return dataclasses.replace(
             self, spec=normalize(spec, len(self.shape)), mesh=tuple(mesh_sizes.items())

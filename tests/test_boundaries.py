@@ -3,15 +3,13 @@
 The checker reads the source with ``ast`` (nothing is imported), so it is fast and also
 sees the imports inside functions. Its model:
 
-- A module's *scope* is the package that holds its first underscored component
-  (``shardkit.linalg._matmul._cost`` -> ``shardkit.linalg``); a public module's scope is
-  its top-level package (``shardkit.inspect``), and the top-level modules
-  ``shardkit.cli``/``shardkit.random``/... are their own. A module may import anything
-  inside its own top-level package, and the root package's private modules
-  (``shardkit._config``) from anywhere.
-- Across top-level packages an import must go through the package itself (its
-  ``__init__``), taking only names in its ``__all__``, or through a declared
-  ``internal`` module (``shardkit.layout.internal``, as ``equinox.internal``).
+- A *package* is a top-level subpackage (``shardkit.linalg``) or top-level module
+  (``shardkit.cli``). A module may import anything inside its own package, and the
+  root's private modules (``shardkit._config``) from anywhere.
+- Across packages an import must go through the package itself (its ``__init__``) or
+  its declared ``internal`` module (``shardkit.layout.internal``, as
+  ``equinox.internal``), taking only names in that module's ``__all__``; a module with
+  an underscored component (``shardkit.linalg._matmul._cost``) is never reachable.
 - The import graph has an edge from the importing module to the module it names, to
   ``shardkit.x.y`` for ``from shardkit.x import y`` when ``y`` is a submodule, and to
   the package ``__init__`` of every package the import runs on the way (except the
@@ -172,15 +170,16 @@ def violations(modules: dict[str, Source], root: str = ROOT) -> list[str]:
     for source in modules.values():
         for imp in imports(source):
             for target in targets(imp, modules, source.name):
-                if within(source.name, top(target)) or target.rsplit(".", 1)[-1] == INTERNAL:
-                    continue  # own package, or a declared internal module
+                if within(source.name, top(target)):
+                    continue  # its own package
                 scope = private_scope(target)
                 where = f"{source.name}:{imp.line}"
                 if scope is not None:
                     if scope != root:  # the root's private modules serve every package
                         found.append(f"{where} imports private {target}")
                     continue
-                if target != top(target) and not modules[target].is_package:
+                internal = target == f"{top(target)}.{INTERNAL}"
+                if target != top(target) and not modules[target].is_package and not internal:
                     found.append(f"{where} imports {target}, not its package's export list")
                     continue
                 public = exports(modules[target])

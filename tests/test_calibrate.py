@@ -14,11 +14,11 @@ from typer.testing import CliRunner
 
 import shardkit
 from shardkit._config import config_dir
-from shardkit.bench.calibrate import Point, calibrate, fit_collective, fit_interconnect
-from shardkit.bench.collectives import prediction_summary
-from shardkit.bench.matmul import auto_summary
+from shardkit.bench._calibrate import Point, calibrate, fit_collective, fit_interconnect
+from shardkit.bench._suite_collectives import prediction_summary
+from shardkit.bench._suite_matmul import auto_summary
 from shardkit.cli import app
-from shardkit.inspect import CommReport, Interconnect, comms, interconnect
+from shardkit.inspect import CollectiveFit, CommReport, Interconnect, comms, interconnect
 from shardkit.inspect._presets import (
     PresetError,
     default_interconnect,
@@ -26,7 +26,6 @@ from shardkit.inspect._presets import (
     preset_path,
     save_preset,
 )
-from shardkit.inspect.interconnect import CollectiveFit
 from shardkit.linalg import matmul
 
 KINDS = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute")

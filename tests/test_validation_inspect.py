@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 
 import shardkit
-from shardkit.inspect import CommReport, MemoryStats, comms
-from shardkit.inspect.interconnect import interconnect
+from shardkit.inspect import CommReport, MemoryStats, comms, interconnect
 
 
 def _report(memory: MemoryStats, num_devices: int = 8) -> CommReport:

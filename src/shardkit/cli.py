@@ -162,7 +162,7 @@ def tour(
     ] = False,
 ) -> None:
     """Run every seed scenario on the devices, each checked against NumPy."""
-    from shardkit.examples.tour import list_tour, run_tour
+    from shardkit.examples import list_tour, run_tour
 
     if list_:
         with _usage("--only"):
@@ -192,7 +192,7 @@ def show(
     from shardkit._preflight import check_output_file
     from shardkit.layout import describe, parse_mesh_shape, sharding
     from shardkit.layout import mesh as make_mesh
-    from shardkit.layout._checks import check_placement
+    from shardkit.layout.internal import check_placement
     from shardkit.show import show as draw
 
     for option, path in (("--svg", svg), ("--html", html)):
@@ -258,8 +258,8 @@ def inspect(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Report every collective, the memory and the predicted time of a compiled function."""
-    from shardkit.inspect.examples import example as seed_example
-    from shardkit.inspect.examples import inspect_target
+    from shardkit._inspect_cli import example as seed_example
+    from shardkit._inspect_cli import inspect_target
 
     if (target is None) == (example is None):
         raise _BadValue(
@@ -328,8 +328,7 @@ def bench(
 def _calibrate(
     suites: list[str], *, sizes: str | None, meshes: str | None, repeat: int | None, quick: bool
 ) -> None:
-    from shardkit.bench import parse_size
-    from shardkit.bench.calibrate import calibrate
+    from shardkit.bench import calibrate, parse_size
 
     if suites != ["calibrate"]:
         raise _BadValue(

@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, Sharding
 
-from shardkit.layout._checks import check_placement
+from shardkit.layout.internal import check_placement
 
 __all__ = ["bernoulli", "normal", "randint", "uniform"]
 

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from shardkit.bench.collectives import COLLECTIVES, NCCL_NAMES, bandwidths, bus_factor, nccl_bytes
+from shardkit.bench._suite_collectives import (
+    COLLECTIVES,
+    NCCL_NAMES,
+    bandwidths,
+    bus_factor,
+    nccl_bytes,
+)
 
 # nccl-tests doc/PERFORMANCE.md: busbw = algbw * factor, with
 #   AllReduce 2(n-1)/n, ReduceScatter (n-1)/n, AllGather (n-1)/n, AllToAll (n-1)/n,

@@ -6,7 +6,7 @@ import jax
 import pytest
 
 from shardkit.bench import SuiteConfig, Timing, measure_case
-from shardkit.bench.fft import SUITE, jaxdecomp_status
+from shardkit.bench._suite_fft import SUITE, jaxdecomp_status
 
 
 def test_quick_cases_measure_every_candidate() -> None:

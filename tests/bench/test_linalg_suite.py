@@ -11,7 +11,7 @@ import pytest
 
 from _matrix import FULL
 from shardkit.bench import SuiteConfig, Timing, measure_case
-from shardkit.bench.linalg import OPS, SUITE
+from shardkit.bench._suite_linalg import OPS, SUITE
 
 
 def test_cases_cover_every_operation_on_every_mesh() -> None:

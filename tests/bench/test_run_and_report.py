@@ -12,13 +12,13 @@ from rich.console import Console
 from shardkit.bench import (
     SCHEMA,
     read_results,
-    registered_suites,
     run_bench,
+    suites,
     validate_results,
     write_report,
 )
-from shardkit.bench.collectives import COLLECTIVES
-from shardkit.bench.report import terminal_summary
+from shardkit.bench._report import terminal_summary
+from shardkit.bench._suite_collectives import COLLECTIVES
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +74,13 @@ def test_report_rerenders_from_json(quick: tuple[Any, Path, str], tmp_path: Path
     assert {f.name for f in files} >= {"report.md", "report.html"}
 
 
-def test_registry_has_the_suites() -> None:
-    assert {"collectives", "fft", "matmul"} <= set(registered_suites())
+def test_the_suites_are_listed_once_each() -> None:
+    from shardkit.bench._catalog import SUITES
+
+    names = [suite.name for suite in SUITES]
+    assert {"collectives", "fft", "matmul", "linalg", "train"} <= set(names)
+    assert len(names) == len(set(names))
+    assert list(suites()) == names
 
 
 @pytest.mark.parametrize(

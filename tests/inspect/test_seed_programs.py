@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import shardkit
-from shardkit.inspect.examples import EXAMPLES, example, inspect_target, parse_arg
+from shardkit._inspect_cli import EXAMPLES, example, inspect_target, parse_arg
 
 
 @pytest.fixture(autouse=True)

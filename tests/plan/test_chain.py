@@ -12,8 +12,7 @@ from jax.sharding import PartitionSpec as P
 from shardkit.inspect import INTERCONNECTS, comms
 from shardkit.layout import mesh
 from shardkit.layout.internal import normalize
-from shardkit.linalg._matmul_algos import ALGORITHMS, Problem
-from shardkit.linalg._matmul_cost import enumerate_variants, price
+from shardkit.linalg.internal import ALGORITHMS, Problem, enumerate_variants, price
 from shardkit.plan import ChainPlan, candidate_specs, matmul_chain
 from shardkit.testing import assert_close
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from shardkit.bench import SuiteConfig, Timing, measure_case
-from shardkit.bench.train import SUITE
+from shardkit.bench._suite_train import SUITE
 
 
 def test_quick_case_measures_every_strategy() -> None:

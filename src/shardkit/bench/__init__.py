@@ -1,25 +1,21 @@
 """Benchmarks: suites of interleaved, side-by-side timings and their reports.
 
-``run_bench(["collectives"], out="bench-out")`` runs the registered suites (see
-:mod:`shardkit.bench.registry`), each case compiled once, warmed up and timed in
-rounds that interleave candidates with their baseline, and writes ``results.json``
-(schema ``shardkit.bench/1``, :mod:`shardkit.bench.report`), ``report.md`` and
-``report.html`` with PNG plots (matplotlib: the ``bench`` extra).
+``run_bench(["collectives"], out="bench-out")`` runs built-in suites (:func:`suites`),
+each case compiled once, warmed up and timed in rounds that interleave candidates with
+their baseline, and writes ``results.json`` (schema ``shardkit.bench/1``, checked by
+:func:`validate_results`), ``report.md`` and ``report.html`` with PNG plots
+(matplotlib: the ``bench`` extra). :func:`calibrate` fits the cost model to the
+current devices (``shardkit bench calibrate``).
 """
 
-from shardkit.bench.env import environment
-from shardkit.bench.registry import (
-    Column,
-    PlotSpec,
-    Suite,
-    SuiteConfig,
-    register_suite,
-    registered_suites,
-)
-from shardkit.bench.report import SCHEMA, read_results, validate_results, write_report
-from shardkit.bench.run import DEFAULT_MESHES, BenchResult, parse_size, run_bench
-from shardkit.bench.runner import FULL_TIMING, QUICK_TIMING, Case, Timing, interleave, measure_case
-from shardkit.bench.stats import Summary, paired_ratios, ratio_median, summarize
+from shardkit.bench._calibrate import Calibration, calibrate
+from shardkit.bench._catalog import suites
+from shardkit.bench._env import environment
+from shardkit.bench._report import SCHEMA, read_results, validate_results, write_report
+from shardkit.bench._run_suites import DEFAULT_MESHES, BenchResult, parse_size, run_bench
+from shardkit.bench._stats import Summary, paired_ratios, ratio_median, summarize
+from shardkit.bench._suite import Column, PlotSpec, Suite, SuiteConfig
+from shardkit.bench._timing import FULL_TIMING, QUICK_TIMING, Case, Timing, interleave, measure_case
 
 __all__ = [
     "DEFAULT_MESHES",
@@ -27,6 +23,7 @@ __all__ = [
     "QUICK_TIMING",
     "SCHEMA",
     "BenchResult",
+    "Calibration",
     "Case",
     "Column",
     "PlotSpec",
@@ -34,6 +31,7 @@ __all__ = [
     "SuiteConfig",
     "Summary",
     "Timing",
+    "calibrate",
     "environment",
     "interleave",
     "measure_case",
@@ -41,9 +39,8 @@ __all__ = [
     "parse_size",
     "ratio_median",
     "read_results",
-    "register_suite",
-    "registered_suites",
     "run_bench",
+    "suites",
     "summarize",
     "validate_results",
     "write_report",

@@ -8,14 +8,14 @@ where ``script.py`` starts with :func:`initialize` and then works with global me
 and arrays as on one process; :func:`gather` brings a result to every process.
 """
 
-from shardkit.distributed.launch import (
+from shardkit.distributed._launch import (
     COORDINATOR_ENV,
     LOCAL_DEVICES_ENV,
     NUM_PROCESSES_ENV,
     PROCESS_ID_ENV,
     launch,
 )
-from shardkit.distributed.runtime import (
+from shardkit.distributed._runtime import (
     ProcessInfo,
     gather,
     initialize,

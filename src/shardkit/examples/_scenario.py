@@ -1,4 +1,4 @@
-"""The scenario registry and runner behind ``shardkit tour``.
+"""What a tour scenario is, and the runner behind ``shardkit tour``.
 
 A scenario is a function taking a :class:`Checks` recorder. It computes something with
 shardkit on simulated devices and records checks against NumPy; it may add pictures
@@ -20,7 +20,7 @@ from rich.text import Text
 
 from shardkit.testing import assert_close
 
-__all__ = ["Checks", "Outcome", "Scenario", "register", "run_scenario", "scenarios"]
+__all__ = ["Checks", "Outcome", "Scenario", "run_scenario", "scenario"]
 
 
 @dataclass(frozen=True)
@@ -34,43 +34,15 @@ class Scenario:
     min_devices: int = 8
 
 
-_REGISTRY: dict[str, Scenario] = {}
-
-
-def register(
+def scenario(
     key: str, title: str, *, seed: str, min_devices: int = 8
-) -> Callable[[Callable[[Checks], None]], Callable[[Checks], None]]:
-    """Decorator adding a scenario to the tour under a unique ``key``."""
+) -> Callable[[Callable[[Checks], None]], Scenario]:
+    """Decorator making a function a tour step; list it in its module's ``SCENARIOS``."""
 
-    def wrap(fn: Callable[[Checks], None]) -> Callable[[Checks], None]:
-        if key in _REGISTRY:
-            raise ValueError(f"register: scenario key={key!r} is already registered")
-        _REGISTRY[key] = Scenario(key, title, seed, fn, min_devices)
-        return fn
+    def wrap(fn: Callable[[Checks], None]) -> Scenario:
+        return Scenario(key, title, seed, fn, min_devices)
 
     return wrap
-
-
-def scenarios(only: str | None = None) -> list[Scenario]:
-    """Registered scenarios in key order, optionally those whose key or title match.
-
-    Raises:
-      ValueError: ``only`` is not a regular expression.
-    """
-    from shardkit.examples import load_all
-
-    load_all()
-    found = sorted(_REGISTRY.values(), key=lambda s: _natural_key(s.key))
-    if only is None:
-        return found
-    try:
-        pattern = re.compile(only, re.IGNORECASE)
-    except re.error as e:
-        raise ValueError(
-            f"only={only!r} is not a regular expression ({e}); write e.g. '002', "
-            "'fft|lu' or '004/train', or escape special characters with a backslash"
-        ) from None
-    return [s for s in found if pattern.search(s.key) or pattern.search(s.title)]
 
 
 def _natural_key(key: str) -> list[Any]:

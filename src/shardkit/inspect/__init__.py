@@ -5,13 +5,15 @@ collective (kind, shapes, bytes per device, loop counts, mesh axes), the per-dev
 memory and a predicted time under an :class:`Interconnect` model.
 """
 
-from shardkit.inspect.comms import comms, report_from_text
-from shardkit.inspect.interconnect import INTERCONNECTS, Interconnect, interconnect
-from shardkit.inspect.report import Collective, CommDiff, CommReport, MemoryStats, UnknownOp
+from shardkit.inspect._comms import comms, report_from_text
+from shardkit.inspect._interconnect import INTERCONNECTS, CollectiveFit, Interconnect
+from shardkit.inspect._presets import interconnect
+from shardkit.inspect._report import Collective, CommDiff, CommReport, MemoryStats, UnknownOp
 
 __all__ = [
     "INTERCONNECTS",
     "Collective",
+    "CollectiveFit",
     "CommDiff",
     "CommReport",
     "Interconnect",

@@ -28,13 +28,14 @@ from typing import Any
 import jax
 
 from shardkit._config import config_dir
-from shardkit.inspect.interconnect import INTERCONNECTS, Interconnect
+from shardkit.inspect._interconnect import INTERCONNECTS, Interconnect
 
 __all__ = [
     "DEFAULT_PRESET",
     "PRESET_VERSION",
     "PresetError",
     "default_interconnect",
+    "interconnect",
     "load_preset",
     "preset_path",
     "save_preset",
@@ -151,3 +152,34 @@ def default_interconnect() -> Interconnect:
     link = load_preset(path)
     _CACHE[path] = (mtime, link)
     return link
+
+
+def interconnect(value: str | Interconnect | None, /) -> Interconnect:
+    """An ``Interconnect`` from a preset name; ``Interconnect`` objects pass through.
+
+    ``None`` is the default model: the preset ``shardkit bench calibrate`` saved for
+    this process's devices if there is one, else ``"shared-memory"``.
+
+    Raises:
+      ValueError: an unknown preset name (the message lists the presets), or a
+        corrupt calibrated preset file (the message names it).
+      TypeError: ``value`` is neither a string nor an ``Interconnect``.
+
+    Example:
+      >>> interconnect("nvlink").bandwidth
+      450000000000.0
+    """
+    if value is None:
+        return default_interconnect()
+    if isinstance(value, Interconnect):
+        return value
+    if isinstance(value, str):
+        if value in INTERCONNECTS:
+            return INTERCONNECTS[value]
+        raise ValueError(
+            f"interconnect={value!r} is not a preset; legal values are "
+            f"{sorted(INTERCONNECTS)}, or pass an Interconnect(...)"
+        )
+    raise TypeError(
+        f"interconnect={value!r} ({type(value).__name__}) must be a preset name or an Interconnect"
+    )

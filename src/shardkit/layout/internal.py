@@ -5,7 +5,8 @@ operand lives (:func:`placement`), the one normalized spec (:data:`NormSpec`), t
 spec parser under a name that leaves ``spec`` free for parameters
 (:func:`parse_spec`), the traced-value test (:func:`is_traced`), the placement checks,
 the argument checks at the public boundary (:mod:`shardkit.layout._validate`: counts,
-tolerances, PRNG keys, operands on one set of devices) and the error builders. Like
+tolerances, PRNG keys, operands on one set of devices), the error builders and the
+axis-type alias the command line accepts (:data:`AxisTypeLike`). Like
 ``equinox.internal``, it may change without notice.
 """
 
@@ -33,10 +34,12 @@ from shardkit.layout._validate import (
     check_same_devices,
     is_int,
 )
+from shardkit.layout.mesh import AxisTypeLike
 from shardkit.layout.spec import SpecLike
 
 __all__ = [
     "AnyMesh",
+    "AxisTypeLike",
     "How",
     "NormSpec",
     "PaddingMark",

@@ -21,6 +21,7 @@ from shardkit.linalg._blockcyclic import (
     from_block_cyclic,
     to_block_cyclic,
 )
+from shardkit.linalg._matmul import ALGORITHM_NAMES, Algorithm, Candidate, Explanation, matmul
 from shardkit.linalg._status import (
     LinAlgStatusError,
     NotPositiveDefiniteError,
@@ -31,7 +32,6 @@ from shardkit.linalg.batched import batched_solve
 from shardkit.linalg.cholesky import CholeskyFactors, cho_factor, cho_solve, cholesky
 from shardkit.linalg.iterative import IterativeInfo, bicgstab, cg, gmres
 from shardkit.linalg.lu import LUFactors, det, inv, lu, lu_factor, lu_solve, slogdet, solve
-from shardkit.linalg.matmul import ALGORITHM_NAMES, Algorithm, Candidate, Explanation, matmul
 from shardkit.linalg.qr import lstsq, qr
 from shardkit.linalg.triangular import solve_triangular
 

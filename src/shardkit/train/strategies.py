@@ -50,8 +50,7 @@ import jax
 from jax.sharding import AxisType, Mesh, NamedSharding, Sharding, SingleDeviceSharding
 from jax.sharding import PartitionSpec as P
 
-from shardkit.layout._checks import check_placement
-from shardkit.layout._errors import mesh_summary
+from shardkit.layout.internal import check_placement, mesh_summary
 from shardkit.train.models import Model, Params
 
 __all__ = ["STRATEGIES", "Strategy", "StrategyLayout", "strategy_layout"]

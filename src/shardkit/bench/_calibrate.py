@@ -1,0 +1,400 @@
+"""``shardkit bench calibrate``: measure the collectives and a matmul, fit, save a preset.
+
+For every group size ``p`` the devices allow (the divisors of the device count above
+1), the five collectives of the ``collectives`` suite run over a mesh axis of size
+``p`` (mesh ``(N/p, p)``, so every device takes part, as in the suites) on ``float32``
+buffers whose full size ``n`` (what :meth:`Interconnect.time` takes: the operand, or
+the all-gather's gathered result) sweeps 1 KiB to 16 MiB, timed the way the suites
+time them (:func:`shardkit.bench._timing.measure_case`), in two passes (the second in
+reverse order), each point the median of both passes' rounds. Per collective kind and group
+size the preset keeps the median time at each ``n`` (made non-decreasing), which the
+model interpolates on log-log axes, and the least-squares ``t = alpha + n / beta`` on
+relative residuals, shown for reference: on CPU devices the cost per byte grows
+several-fold past the caches, which one line cannot follow. A per-device
+``s x s x s`` matmul run on all devices at once gives the FLOP rate one device gets
+while the others compute too.
+
+The result is an :class:`~shardkit.inspect.Interconnect` with those fits, saved as the
+preset of these devices (:mod:`shardkit.inspect._presets`), which ``inspect``,
+``comms`` and ``matmul(algorithm="auto")`` then use by default. The times include
+launching a one-collective program, so they are upper bounds for a collective inside
+a larger program.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+from rich.console import Console
+from rich.table import Table
+
+from shardkit._display import rich_text
+from shardkit.bench._suite_collectives import (
+    _HLO_KINDS,
+    _bodies,
+    _make_input,
+    _size_label,
+)
+from shardkit.bench._timing import FULL_TIMING, QUICK_TIMING, Case, Timing, measure_case
+from shardkit.inspect import CollectiveFit, Interconnect
+from shardkit.inspect.internal import preset_path, save_preset
+
+__all__ = [
+    "DEFAULT_SIZES",
+    "QUICK_SIZES",
+    "Calibration",
+    "Point",
+    "calibrate",
+    "fit_collective",
+    "fit_interconnect",
+]
+
+DEFAULT_SIZES = (1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20)
+"""The full buffers (``n``) of a full calibration: 1 KiB to 16 MiB (a 2048 x 2048
+float32 matmul on 8 devices moves blocks of 2 to 16 MiB)."""
+
+QUICK_SIZES = (4 << 10, 256 << 10, 4 << 20)
+"""The full buffers of ``--quick``: three sizes, one more than the line's two parameters."""
+
+FLOP_SIZE = 768
+"""``s`` of the per-device ``s x s x s`` float32 matmul that measures the FLOP rate."""
+
+QUICK_FLOP_SIZE = 384
+
+_ITEMSIZE = 4
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measured collective: ``seconds`` (median) for ``nbytes`` over ``group_size``."""
+
+    kind: str
+    group_size: int
+    nbytes: int
+    seconds: float
+
+
+def _isotonic(values: Sequence[float], /) -> list[float]:
+    """The non-decreasing sequence nearest ``values`` in least squares (pool adjacent violators)."""
+    blocks: list[list[float]] = []  # [mean, weight]
+    for v in values:
+        blocks.append([v, 1.0])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            (m2, w2), (m1, w1) = blocks.pop(), blocks.pop()
+            blocks.append([(m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2])
+    return [m for m, w in blocks for _ in range(int(w))]
+
+
+def fit_collective(points: Sequence[Point], /, *, table: bool = True) -> CollectiveFit:
+    """Fit ``t = alpha + n / beta`` to points of one kind and group size, and tabulate them.
+
+    Least squares on relative residuals ``(alpha + n g - t) / t`` with ``g = 1/beta``,
+    so a 1 KiB point weighs as much as a 16 MiB one. A negative ``alpha`` is refitted
+    as 0 (pure bandwidth); a non-positive slope as latency only (a huge ``beta``).
+    With ``table``, the fit also holds the median time per size, made non-decreasing
+    (isotonic regression), which :meth:`CollectiveFit.time` then follows.
+
+    Raises:
+      ValueError: fewer than two distinct sizes, or points of mixed kind/group.
+
+    Example:
+      >>> pts = [Point("all-reduce", 4, n, 1e-5 + n / 2e9) for n in (1e3, 1e6)]
+      >>> f = fit_collective(pts)
+      >>> round(f.latency_s * 1e6, 3), round(f.bandwidth / 1e9, 3), f.sizes
+      (10.0, 2.0, (1000.0, 1000000.0))
+    """
+    keys = {(p.kind, p.group_size) for p in points}
+    if len(keys) != 1 or len({p.nbytes for p in points}) < 2:
+        raise ValueError(
+            f"fit_collective: need points of one (kind, group_size) at two or more sizes; "
+            f"got {sorted(keys)} at sizes {sorted({p.nbytes for p in points})}"
+        )
+    ((kind, group),) = keys
+    t = np.array([p.seconds for p in points], float)
+    n = np.array([p.nbytes for p in points], float)
+    design = np.stack([1 / t, n / t], axis=1)  # rows: (alpha, g) -> predicted / t
+    (alpha, slope), *_ = np.linalg.lstsq(design, np.ones_like(t), rcond=None)
+    if alpha < 0:
+        alpha, slope = 0.0, float(np.sum(n / t) / np.sum((n / t) ** 2))
+    if slope <= 0:
+        alpha, slope = float(np.sum(1 / t) / np.sum((1 / t) ** 2)), 0.0
+    bandwidth = 1 / slope if slope > 0 else 1e18
+    sizes = sorted({p.nbytes for p in points}) if table else []
+    medians = [statistics.median(p.seconds for p in points if p.nbytes == s) for s in sizes]
+    return CollectiveFit(
+        kind, int(group), float(alpha), float(bandwidth), tuple(sizes), tuple(_isotonic(medians))
+    )
+
+
+def fit_interconnect(
+    points: Iterable[Point],
+    /,
+    *,
+    peak_flops: float,
+    name: str,
+    created: str,
+    description: str = "",
+    table: bool = True,
+) -> Interconnect:
+    """An ``Interconnect`` holding one :class:`CollectiveFit` per (kind, group size).
+
+    Its ``latency_s`` and ``bandwidth`` (used only for kinds that were not measured)
+    are the medians of the fits'.
+    """
+    by_key: dict[tuple[str, int], list[Point]] = {}
+    for p in points:
+        by_key.setdefault((p.kind, p.group_size), []).append(p)
+    if not by_key:
+        raise ValueError("fit_interconnect: no points to fit")
+    fits = tuple(fit_collective(by_key[k], table=table) for k in sorted(by_key))
+    return Interconnect(
+        name,
+        latency_s=statistics.median(f.latency_s for f in fits),
+        bandwidth=statistics.median(f.bandwidth for f in fits),
+        peak_flops=peak_flops,
+        description=description,
+        fits=fits,
+        calibrated=created,
+    )
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What :func:`calibrate` measured and fitted.
+
+    Attributes:
+      interconnect: the fitted model.
+      points: the measured collectives.
+      flops_per_s: measured per-device matmul FLOP rate (all devices busy).
+      path: the preset file written, or None when not saved.
+      wall_s: seconds the measurements took.
+    """
+
+    interconnect: Interconnect
+    points: tuple[Point, ...]
+    flops_per_s: float
+    path: Path | None
+    wall_s: float
+
+    def fit_errors(self, *, line: bool = False) -> dict[tuple[str, int], float]:
+        """(kind, group) -> median |predicted - measured| / measured over its points.
+
+        ``line``: of the least-squares ``alpha + n / beta`` alone, not the table.
+        """
+        fits = {(f.kind, f.group_size): f for f in self.interconnect.fits}
+        out: dict[tuple[str, int], list[float]] = {}
+        for p in self.points:
+            f = fits[(p.kind, p.group_size)]
+            pred = f.latency_s + p.nbytes / f.bandwidth if line else f.time(p.nbytes)
+            out.setdefault((p.kind, p.group_size), []).append(abs(pred - p.seconds) / p.seconds)
+        return {k: statistics.median(v) for k, v in out.items()}
+
+    def __rich__(self) -> Table:
+        link = self.interconnect
+        table = Table(
+            title=f"calibrated preset {link.name} ({len(self.points)} points, "
+            f"{self.wall_s:.1f} s; matmul {self.flops_per_s / 1e9:.2f} GFLOP/s per device)",
+            title_justify="left",
+        )
+        sizes = sorted({p.nbytes for p in self.points})
+        cols = ["collective", "p", "alpha", "beta", "line error", "table error"]
+        cols += [_size_label(n) for n in sizes]
+        for col in cols:
+            table.add_column(col, justify="left" if col == "collective" else "right")
+        line, tab = self.fit_errors(line=True), self.fit_errors()
+        for f in link.fits:
+            key = (f.kind, f.group_size)
+            table.add_row(
+                f.kind,
+                str(f.group_size),
+                f"{f.latency_s * 1e6:.0f} us",
+                f"{f.bandwidth / 1e9:.3g} GB/s" if f.bandwidth < 1e17 else "unbounded",
+                f"{line[key]:.0%}",
+                f"{tab[key]:.0%}",
+                *(_ms(f.time(n)) for n in sizes),
+            )
+        table.caption = (
+            "alpha, beta: least-squares t = alpha + n/beta (n: the full buffer); line error: "
+            "its median relative error; the model uses the table of median times (ms, "
+            "by n), interpolated on log-log axes."
+        )
+        return table
+
+    def __str__(self) -> str:
+        return rich_text(self, width=120)
+
+
+def _group_sizes(count: int) -> list[int]:
+    return [p for p in range(2, count + 1) if count % p == 0]
+
+
+def _ms(t: float) -> str:
+    return f"{t * 1e3:.3g}"
+
+
+def _collective_case(p: int, count: int, nbytes: int) -> Case:
+    """The five collectives on ``nbytes`` (the full buffer) over groups of ``p``.
+
+    Every collective but the all-gather gets ``nbytes`` per device; the all-gather gets
+    ``nbytes / p``, so that its gathered result is ``nbytes`` too.
+    """
+    from shardkit.layout import mesh
+
+    m = (
+        mesh((count,), ("x",), axis_types="explicit")
+        if p == count
+        else mesh((count // p, p), ("x", "y"), axis_types="explicit")
+    )
+    bodies = _bodies(m.axis_names[-1], p)
+
+    def pick(name: str) -> Callable[[jax.Array, jax.Array], jax.Array]:
+        body = bodies[name]
+        return (lambda x, small: body(small)) if name == "all_gather" else (lambda x, s: body(x))
+
+    spec = P(m.axis_names, None)
+    wrap = partial(jax.shard_map, mesh=m, in_specs=(spec, spec), out_specs=spec)
+    elems = nbytes // _ITEMSIZE
+    return Case(
+        name=f"p{p}/{_size_label(nbytes)}",
+        params={"group_size": p, "nbytes": nbytes},
+        candidates={c: wrap(pick(c)) for c in bodies},
+        make_args=lambda: (_make_input(m, elems), _make_input(m, elems // p)),
+    )
+
+
+def _flop_case(count: int, s: int) -> Case:
+    from shardkit.layout import mesh
+
+    m = mesh((count,), ("x",), axis_types="explicit")
+    spec = P("x", None)
+
+    def make() -> tuple[jax.Array, jax.Array]:
+        sharding = NamedSharding(m, spec)
+        make_one = partial(jnp.ones, (count * s, s), jnp.float32)
+        x = jax.jit(make_one, out_shardings=sharding)()
+        return x, x
+
+    body = jax.shard_map(jnp.matmul, mesh=m, in_specs=(spec, spec), out_specs=spec)
+    return Case(name=f"matmul/{s}", params={"s": s}, candidates={"matmul": body}, make_args=make)
+
+
+def calibrate(
+    *,
+    quick: bool = False,
+    sizes: Sequence[int] | None = None,
+    group_sizes: Sequence[int] | None = None,
+    repeat: int | None = None,
+    save: bool = True,
+    path: str | Path | None = None,
+    console: Console | None = None,
+) -> Calibration:
+    """Measure the collectives and a matmul on the current devices, fit, save the preset.
+
+    Args:
+      quick: three sizes and few rounds (about 20-30 s on 8 simulated CPU devices).
+      sizes: the full buffers ``n`` to sweep, in bytes (at least two), instead of the
+        defaults: each collective's operand, and the all-gather's gathered result.
+      group_sizes: the group sizes to measure; default every divisor of the device
+        count above 1 (other sizes borrow the nearest measured one).
+      repeat: exact timed rounds per size; ``None``: adaptive, as the suites.
+      save: write the preset (to ``path``, else the config directory's file for these
+        devices, ``shardkit.inspect.internal.preset_path``).
+      path: where to save instead of the config directory.
+      console: where progress goes; ``None``: silent.
+
+    Returns:
+      The :class:`Calibration`.
+
+    Raises:
+      ValueError: fewer than two devices, fewer than two sizes, a size that is not a
+        multiple of ``4 p**2`` bytes for the largest group ``p`` (float32 elements that
+        split evenly, twice over for the all-gather's input), or a group size that
+        does not divide the device count.
+    """
+    count = len(jax.devices())
+    groups = _group_sizes(count)
+    if group_sizes is not None:
+        bad = [p for p in group_sizes if p not in groups]
+        if bad or not group_sizes:
+            raise ValueError(
+                f"calibrate: group_sizes={list(group_sizes)}; legal values are divisors of "
+                f"the device count {count} above 1: {groups}"
+            )
+        groups = sorted(set(group_sizes))
+    if not groups:
+        raise ValueError(
+            f"calibrate: {count} device(s); collectives need at least 2 "
+            "(simulate more with `shardkit --devices 8 bench calibrate`)"
+        )
+    size_list = tuple(sizes) if sizes else (QUICK_SIZES if quick else DEFAULT_SIZES)
+    if len(set(size_list)) < 2:
+        raise ValueError(f"calibrate: sizes={list(size_list)}; give at least two distinct sizes")
+    for nbytes in size_list:
+        if nbytes % (_ITEMSIZE * max(groups) ** 2):
+            raise ValueError(
+                f"calibrate: size={nbytes} B is not a multiple of {_ITEMSIZE * max(groups) ** 2}"
+                f" B (float32 elements, divisible by the largest group {max(groups)} twice: "
+                "the all-gather's input is the size over the group)"
+            )
+    base = QUICK_TIMING if quick else FULL_TIMING
+    # Five rounds at least: with two parameters per fit, a stray round weighs heavily.
+    timing = Timing(
+        warmup=base.warmup,
+        repeat=repeat,
+        min_repeat=5,
+        max_repeat=max(base.max_repeat, 5),
+        budget_s=base.budget_s / 2,
+    )
+    start = datetime.datetime.now(datetime.UTC)
+    sweep = [_collective_case(p, count, n) for p in groups for n in size_list]
+    # Two passes, the second in reverse order, each point the median of both passes'
+    # rounds: on a shared machine a burst of load spoils one size of one pass, rarely both.
+    cases = [*sweep, _flop_case(count, QUICK_FLOP_SIZE if quick else FLOP_SIZE), *sweep[::-1]]
+    rounds: dict[tuple[str, int, int], list[float]] = {}
+    flops = 0.0
+    for i, case in enumerate(cases, 1):
+        if console is not None:
+            console.print(f"[{i}/{len(cases)}] calibrate {case.name}", highlight=False)
+        for rec in measure_case(case, suite="calibrate", timing=timing):
+            if rec["candidate"] == "matmul":
+                s = case.params["s"]
+                flops = 2 * s**3 / rec["median_s"]
+                continue
+            key = (_HLO_KINDS[rec["candidate"]], case.params["group_size"], case.params["nbytes"])
+            rounds.setdefault(key, []).extend(rec["times_s"])
+    points = [Point(k, p, n, statistics.median(t)) for (k, p, n), t in sorted(rounds.items())]
+    wall = (datetime.datetime.now(datetime.UTC) - start).total_seconds()
+    devs = jax.devices()
+    created = start.isoformat(timespec="seconds").replace("+00:00", "Z")
+    link = fit_interconnect(
+        points,
+        peak_flops=flops,
+        name=f"calibrated-{preset_path(devs).stem}",
+        created=created,
+        description=(
+            f"Measured by `shardkit bench calibrate` on {count} {devs[0].device_kind} "
+            f"device(s) at {created}: median times per collective kind and group size "
+            f"at {len(size_list)} sizes from {min(size_list)} to {max(size_list)} B (the "
+            "full buffer), interpolated on log-log axes, and their least-squares "
+            "t = alpha + n/beta; peak_flops is a float32 matmul with every device busy."
+        ),
+    )
+    written = None
+    if save:
+        written = save_preset(
+            link,
+            path=path,
+            measurements=[dataclasses.asdict(p) for p in points],
+        )
+    return Calibration(link, tuple(points), flops, written, wall)

@@ -1,0 +1,302 @@
+"""An alpha-beta cost model of collectives, with presets for common interconnects.
+
+A collective over ``p`` devices on ``n`` bytes costs ``steps * alpha + volume / beta``
+where ``alpha`` is the per-message latency, ``beta`` the per-device, per-direction
+link bandwidth, and ``steps`` and ``volume`` depend on the algorithm:
+
+=====================  ============================  ===============================
+collective             ring                          tree (logarithmic)
+=====================  ============================  ===============================
+all-reduce             2(p-1) a + 2(p-1)/p n/b       2 lg p a + 2(p-1)/p n/b
+all-gather             (p-1) a + (p-1)/p n/b         lg p a + (p-1)/p n/b
+reduce-scatter         (p-1) a + (p-1)/p n/b         lg p a + (p-1)/p n/b
+all-to-all             (p-1) a + (p-1)/p n/b         lg p a + (lg p / 2) n/b
+collective-permute     a + n/b                       a + n/b
+collective-broadcast   (p-1) a + n/b                 lg p (a + n/b)
+=====================  ============================  ===============================
+
+``n`` is the full buffer: the gathered result of an all-gather, the operand of the
+others. The ring column is NCCL's (the ``busbw`` factors in nccl-tests'
+``doc/PERFORMANCE.md``); the tree column is recursive doubling/halving, Rabenseifner's
+all-reduce, Bruck's all-to-all and the binomial-tree broadcast, as analysed in
+R. Thakur, R. Rabenseifner and W. Gropp, "Optimization of Collective Communication
+Operations in MPICH", IJHPCA 19(1), 2005. The model ignores contention, topology and
+overlap with compute: it ranks programs, it does not time them.
+
+A *calibrated* interconnect (``shardkit bench calibrate``, saved as a preset by
+:func:`~shardkit.inspect.interconnect`) also carries the measured times of each collective
+kind and group size (:class:`CollectiveFit`: a table of sizes and times, with its
+least-squares ``t = alpha + n / beta``), which replace the formulas above where they
+apply, and a measured ``peak_flops``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["INTERCONNECTS", "Algorithm", "CollectiveFit", "Interconnect"]
+
+Algorithm = Literal["ring", "tree"]
+_ALGORITHMS = ("ring", "tree")
+_KINDS = (
+    "all-gather",
+    "all-reduce",
+    "reduce-scatter",
+    "all-to-all",
+    "collective-permute",
+    "collective-broadcast",
+)
+
+
+@dataclass(frozen=True)
+class CollectiveFit:
+    """Measured times of one collective kind on one group size.
+
+    ``nbytes`` is what :meth:`Interconnect.time` takes (the full buffer: the gathered
+    result of an all-gather, the operand of the others), so ``bandwidth`` is an
+    *algorithm* bandwidth of that collective on that group size, not a link figure.
+
+    Without ``sizes``, the time is ``latency_s + nbytes / bandwidth``. With them (a
+    calibrated table), it follows the measured ``seconds``: interpolated between
+    neighbouring sizes on log-log axes (a power law per range of sizes), the smallest
+    size's time below it, and beyond the largest the last range's growth exponent
+    (at least linear, at most cubic). On CPU devices the cost per byte grows several
+    times past the caches, which one ``alpha + n / beta`` line cannot follow.
+
+    Attributes:
+      kind: the HLO collective kind, e.g. ``"all-gather"``.
+      group_size: devices per group.
+      latency_s: ``alpha`` of the least-squares line, seconds at zero bytes (for a
+        one-collective program this includes launching it).
+      bandwidth: ``beta`` of that line, bytes of ``nbytes`` per second.
+      sizes: measured ``nbytes``, increasing (empty: the line alone).
+      seconds: the measured times at ``sizes`` (made non-decreasing).
+
+    Example:
+      >>> CollectiveFit("all-reduce", 4, 1e-5, 1e9).time(1e6)
+      0.00101
+      >>> table = CollectiveFit("all-reduce", 4, 1e-5, 1e9, (1e3, 1e6), (1e-5, 1e-3))
+      >>> round(table.time(1e6) * 1e3, 6), round(table.time(4e6) * 1e3, 6)
+      (1.0, 4.0)
+    """
+
+    kind: str
+    group_size: int
+    latency_s: float
+    bandwidth: float
+    sizes: tuple[float, ...] = ()
+    seconds: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sizes", tuple(float(n) for n in self.sizes))
+        object.__setattr__(self, "seconds", tuple(float(t) for t in self.seconds))
+        if self.kind not in _KINDS:
+            raise ValueError(f"CollectiveFit: kind={self.kind!r}; legal values are {_KINDS}")
+        if self.group_size < 1 or not self.latency_s >= 0 or not self.bandwidth > 0:
+            raise ValueError(
+                f"CollectiveFit: group_size={self.group_size!r}, latency_s={self.latency_s!r}, "
+                f"bandwidth={self.bandwidth!r} need group_size >= 1, latency_s >= 0 and "
+                "bandwidth > 0"
+            )
+        n, t = self.sizes, self.seconds
+        if (
+            len(n) != len(t)
+            or len(n) == 1
+            or any(b <= a for a, b in itertools.pairwise(n))
+            or any(b < a for a, b in itertools.pairwise(t))
+            or any(not v > 0 for v in (*n, *t))
+        ):
+            raise ValueError(
+                f"CollectiveFit: sizes={n!r}, seconds={t!r} need as many positive times as "
+                "sizes (none, or two or more), sizes increasing, times non-decreasing"
+            )
+
+    def time(self, nbytes: float) -> float:
+        """Predicted seconds for ``nbytes``."""
+        n, t = self.sizes, self.seconds
+        if not n:
+            return self.latency_s + nbytes / self.bandwidth
+        if nbytes <= n[0]:
+            return t[0]
+        i = next((j for j in range(1, len(n)) if nbytes <= n[j]), len(n) - 1)
+        slope = math.log(t[i] / t[i - 1]) / math.log(n[i] / n[i - 1])
+        if nbytes > n[-1]:
+            return t[-1] * (nbytes / n[-1]) ** min(max(slope, 1.0), 3.0)
+        return t[i - 1] * (nbytes / n[i - 1]) ** slope
+
+
+def _as_fit(value: CollectiveFit | dict | list | tuple) -> CollectiveFit:
+    if isinstance(value, CollectiveFit):
+        return value
+    if isinstance(value, dict):
+        return CollectiveFit(**value)
+    return CollectiveFit(*value)
+
+
+@dataclass(frozen=True)
+class Interconnect:
+    """How fast devices talk (alpha-beta) and compute, for predicted times.
+
+    Attributes:
+      name: short name, e.g. ``"nvlink"``.
+      latency_s: ``alpha``, seconds per message step.
+      bandwidth: ``beta``, bytes per second per device in each direction.
+      algorithm: ``"ring"`` or ``"tree"`` (logarithmic) collective algorithms.
+      peak_flops: peak floating-point operations per second of one device joined by
+        this link, for the compute-time estimate.
+      description: what the figures describe and where they come from.
+      fits: measured per-(kind, group size) fits that override the formulas (a
+        calibrated preset); empty for the built-in presets.
+      calibrated: when the fits were measured (ISO 8601), or None for a built-in preset.
+
+    Example:
+      >>> link = Interconnect("toy", latency_s=1e-6, bandwidth=1e9, peak_flops=1e12)
+      >>> round(link.time("all-reduce", 4, 1_000_000) * 1e6, 1)  # microseconds
+      1506.0
+    """
+
+    name: str
+    latency_s: float
+    bandwidth: float
+    algorithm: Algorithm = "ring"
+    peak_flops: float = 1e12
+    description: str = ""
+    fits: tuple[CollectiveFit, ...] = ()
+    calibrated: str | None = None
+
+    def __post_init__(self) -> None:
+        # Fits may arrive as JSON (lists of dicts, from a preset file or a saved report).
+        object.__setattr__(self, "fits", tuple(_as_fit(f) for f in self.fits))
+        if self.algorithm not in _ALGORITHMS:
+            raise ValueError(
+                f"Interconnect: algorithm={self.algorithm!r}; legal values are {_ALGORITHMS}"
+            )
+        for field in ("latency_s", "bandwidth", "peak_flops"):
+            value = getattr(self, field)
+            if not (value >= 0 if field == "latency_s" else value > 0):
+                raise ValueError(f"Interconnect: {field}={value!r} must be positive")
+
+    def with_algorithm(self, algorithm: Algorithm, /) -> Interconnect:
+        """The same link with another collective algorithm."""
+        return dataclasses.replace(self, algorithm=algorithm)
+
+    @property
+    def label(self) -> str:
+        """The name and where the figures come from, as reports print it."""
+        if self.calibrated is None:
+            return f"{self.name} (built-in preset)"
+        return f"{self.name} (calibrated on {self.calibrated[:10]})"
+
+    def fit(self, kind: str, group_size: int) -> CollectiveFit | None:
+        """The measured fit for ``kind`` nearest to ``group_size`` (log scale), if any.
+
+        A group size that was not measured borrows the nearest measured one of the same
+        kind; the fits do not extrapolate to groups of one, which cost nothing.
+        """
+        same = [f for f in self.fits if f.kind == kind]
+        if not same or group_size <= 1 < min(f.group_size for f in same):
+            return None
+        return min(
+            same,
+            key=lambda f: (abs(math.log2(f.group_size) - math.log2(group_size)), f.group_size),
+        )
+
+    def time(self, kind: str, group_size: int, nbytes: float) -> float:
+        """Predicted seconds for one collective of ``nbytes`` over ``group_size`` devices.
+
+        ``nbytes`` is the full buffer: the gathered result of an all-gather, the
+        operand of the others. A group of one costs nothing.
+
+        Raises:
+          ValueError: ``kind`` is not one of the six collectives.
+        """
+        p, a, b = group_size, self.latency_s, self.bandwidth
+        fit = self.fit(kind, p) if self.fits else None
+        if fit is not None:
+            return fit.time(nbytes)
+        if kind == "collective-permute":
+            return a + nbytes / b
+        if p <= 1:
+            return 0.0
+        frac = (p - 1) / p * nbytes / b
+        lg = math.ceil(math.log2(p))
+        ring = self.algorithm == "ring"
+        if kind == "all-reduce":
+            return (2 * (p - 1) if ring else 2 * lg) * a + 2 * frac
+        if kind in ("all-gather", "reduce-scatter"):
+            return ((p - 1) if ring else lg) * a + frac
+        if kind == "all-to-all":
+            return (p - 1) * a + frac if ring else lg * a + lg / 2 * nbytes / b
+        if kind == "collective-broadcast":
+            return (p - 1) * a + nbytes / b if ring else lg * (a + nbytes / b)
+        raise ValueError(
+            f"Interconnect.time: kind={kind!r} is not a collective; legal values are "
+            "all-gather, all-reduce, reduce-scatter, all-to-all, collective-permute, "
+            "collective-broadcast"
+        )
+
+
+INTERCONNECTS: dict[str, Interconnect] = {
+    "shared-memory": Interconnect(
+        "shared-memory",
+        latency_s=1e-6,
+        bandwidth=10e9,
+        peak_flops=100e9,
+        description=(
+            "CPU devices of one host exchanging through shared memory: ~1 us per "
+            "synchronised hand-off, ~10 GB/s single-core copy bandwidth (the order of "
+            "one core's STREAM Copy figure, J. McCalpin, www.cs.virginia.edu/stream), "
+            "~100 GFLOP/s per core (AVX2: 2 FMA units x 8 fp32 lanes x 2 flops x 3 GHz)."
+        ),
+    ),
+    "pcie": Interconnect(
+        "pcie",
+        latency_s=10e-6,
+        bandwidth=31.5e9,
+        peak_flops=19.5e12,
+        description=(
+            "GPUs on PCIe 4.0 x16: 16 GT/s x 16 lanes with 128b/130b coding = 31.5 GB/s "
+            "per direction (PCI-SIG, PCI Express Base Specification 4.0); ~10 us per "
+            "step through host bridges; 19.5 TFLOP/s fp32 per device (NVIDIA A100 PCIe "
+            "datasheet)."
+        ),
+    ),
+    "nvlink": Interconnect(
+        "nvlink",
+        latency_s=3e-6,
+        bandwidth=450e9,
+        peak_flops=67e12,
+        description=(
+            "NVLink 4 GPUs (H100 SXM): 900 GB/s total, 450 GB/s per direction, per GPU "
+            "(NVIDIA H100 Tensor Core GPU datasheet); ~3 us per step (NCCL small-message "
+            "latency); 67 TFLOP/s fp32 (989 TFLOP/s dense bf16 with tensor cores)."
+        ),
+    ),
+    "ici": Interconnect(
+        "ici",
+        latency_s=2e-6,
+        bandwidth=200e9,
+        peak_flops=197e12,
+        description=(
+            "TPU inter-chip interconnect (TPU v5e): 1,600 Gbps = 200 GB/s of ICI "
+            "bandwidth per chip and 197 TFLOP/s bf16 (Google Cloud TPU v5e "
+            "documentation, 'System architecture'); ~2 us per hop."
+        ),
+    ),
+    "ethernet": Interconnect(
+        "ethernet",
+        latency_s=20e-6,
+        bandwidth=12.5e9,
+        peak_flops=19.5e12,
+        description=(
+            "Hosts joined by 100 Gb/s Ethernet (IEEE 802.3ba/802.3bj): 12.5 GB/s per "
+            "direction; ~20 us per step through the network stack (RoCE is lower, TCP "
+            "higher); devices as the PCIe preset."
+        ),
+    ),
+}
+"""Preset interconnects by name; each ``description`` cites the source of its figures."""

@@ -25,7 +25,7 @@ import dataclasses
 import functools
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, NamedTuple, TypeAlias, get_args
 
 import jax
@@ -41,6 +41,7 @@ from shardkit.layout.internal import (
     spec_summary,
     to_pspec,
 )
+from shardkit.linalg._inputs import ArrayInput
 
 __all__ = [
     "DEFAULT_BLOCK",
@@ -57,6 +58,8 @@ __all__ = [
 
 Order: TypeAlias = Literal["cyclic", "natural"]
 AnyMesh: TypeAlias = Mesh | AbstractMesh
+SpecLike: TypeAlias = PartitionSpec | str | Sequence[str | tuple[str, ...] | None] | None
+"""What ``spec=`` takes: the forms :func:`shardkit.layout.spec` parses (``"x,y"``, a ``P``)."""
 ORDER_NAMES: tuple[str, ...] = get_args(Order)
 """The legal values of ``order=``."""
 
@@ -448,13 +451,13 @@ def _relayout(x: jax.Array, m: AnyMesh, p: PartitionSpec, plan: Plan, forward: b
 
 
 def to_block_cyclic(
-    a: Any,
+    a: ArrayInput,
     /,
     *,
     nb: int = DEFAULT_BLOCK,
     order: Order = "cyclic",
     mesh: AnyMesh | None = None,
-    spec: Any = None,
+    spec: SpecLike = None,
 ) -> BlockCyclic:
     """Put a sharded square matrix in the block-cyclic layout of the factorizations.
 

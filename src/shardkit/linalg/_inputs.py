@@ -16,15 +16,18 @@ and the callers answer as NumPy does (``det`` 1, empty solutions).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeAlias
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpy.typing as npt
+from jax.typing import ArrayLike as JaxArrayLike
 
 from shardkit.layout.internal import is_traced
 
 __all__ = [
+    "ArrayInput",
     "as_rhs",
     "empty_solution",
     "nan_unless_finite",
@@ -32,6 +35,11 @@ __all__ = [
     "require_finite",
     "rhs_shape",
 ]
+
+
+ArrayInput: TypeAlias = JaxArrayLike | npt.ArrayLike
+"""A matrix or right-hand side as the linear-algebra functions take it, as SciPy does:
+a ``jax.Array`` (or tracer), a NumPy array, a scalar or nested sequences of numbers."""
 
 
 def _all_finite(x: Any) -> Any:

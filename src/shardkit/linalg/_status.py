@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Any, TypeVar
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -30,8 +30,6 @@ __all__ = [
     "is_traced",
     "succeeded",
 ]
-
-R = TypeVar("R")
 
 
 class LinAlgStatusError(np.linalg.LinAlgError):
@@ -128,7 +126,7 @@ class Problem:
 
 
 def finish(
-    problem: Problem, result: R, status: jax.Array, *, traced: bool, return_status: bool
+    problem: Problem, result: Any, status: jax.Array, *, traced: bool, return_status: bool
 ) -> Any:
     """Apply the status convention to ``result`` (an array or a pytree of arrays).
 
@@ -153,6 +151,6 @@ def finish(
     return jax.tree.map(fill, result)
 
 
-def succeeded(result: R, return_status: bool) -> Any:
+def succeeded(result: Any, return_status: bool) -> Any:
     """``result`` of a problem that cannot fail (empty input), with status 0 when asked."""
     return (result, jnp.zeros((), jnp.int32)) if return_status else result

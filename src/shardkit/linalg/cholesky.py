@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any
+from typing import Any, Literal, overload
 
 import jax
 import jax.numpy as jnp
@@ -30,6 +30,7 @@ from shardkit.linalg._blockcyclic import (
     AnyMesh,
     Order,
     Plan,
+    SpecLike,
     Spmd,
     dslice,
     dupdate,
@@ -42,6 +43,7 @@ from shardkit.linalg._blockcyclic import (
 )
 from shardkit.linalg._dtype import as_inexact, common
 from shardkit.linalg._inputs import (
+    ArrayInput,
     as_rhs,
     empty_solution,
     nan_unless_finite,
@@ -233,19 +235,67 @@ def _natural_status(status: jax.Array, plan: Plan) -> jax.Array:
     return jnp.where(status > 0, sigma[jnp.maximum(status - 1, 0)] + 1, 0).astype(jnp.int32)
 
 
+@overload
 def cho_factor(
-    a: Any,
+    a: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    order: Order = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    stages: int = ...,
+    return_status: Literal[False] = ...,
+    check_finite: bool = ...,
+    overwrite_a: bool = ...,
+) -> CholeskyFactors: ...
+
+
+@overload
+def cho_factor(
+    a: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    order: Order = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    stages: int = ...,
+    return_status: Literal[True],
+    check_finite: bool = ...,
+    overwrite_a: bool = ...,
+) -> tuple[CholeskyFactors, jax.Array]: ...
+
+
+@overload
+def cho_factor(
+    a: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    order: Order = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    stages: int = ...,
+    return_status: bool = ...,
+    check_finite: bool = ...,
+    overwrite_a: bool = ...,
+) -> CholeskyFactors | tuple[CholeskyFactors, jax.Array]: ...
+
+
+def cho_factor(
+    a: ArrayInput,
     /,
     *,
     nb: int = DEFAULT_BLOCK,
     order: Order = "cyclic",
     mesh: AnyMesh | None = None,
-    spec: Any = None,
+    spec: SpecLike = None,
     stages: int = DEFAULT_STAGES,
     return_status: bool = False,
     check_finite: bool = True,
     overwrite_a: bool = False,
-) -> Any:
+) -> CholeskyFactors | tuple[CholeskyFactors, jax.Array]:
     """Cholesky-factor a sharded Hermitian positive definite matrix, keeping it distributed.
 
     Reads only the lower triangle. Communication per panel: all-reduces of
@@ -312,17 +362,59 @@ def cho_factor(
     return finish(problem, f, f.status, traced=is_traced(a), return_status=False)
 
 
+@overload
 def cholesky(
-    a: Any,
+    a: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    return_status: Literal[False] = ...,
+    check_finite: bool = ...,
+    overwrite_a: bool = ...,
+) -> jax.Array: ...
+
+
+@overload
+def cholesky(
+    a: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    return_status: Literal[True],
+    check_finite: bool = ...,
+    overwrite_a: bool = ...,
+) -> tuple[jax.Array, jax.Array]: ...
+
+
+@overload
+def cholesky(
+    a: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    return_status: bool = ...,
+    check_finite: bool = ...,
+    overwrite_a: bool = ...,
+) -> jax.Array | tuple[jax.Array, jax.Array]: ...
+
+
+def cholesky(
+    a: ArrayInput,
     /,
     *,
     nb: int = DEFAULT_BLOCK,
     mesh: AnyMesh | None = None,
-    spec: Any = None,
+    spec: SpecLike = None,
     return_status: bool = False,
     check_finite: bool = True,
     overwrite_a: bool = False,
-) -> Any:
+) -> jax.Array | tuple[jax.Array, jax.Array]:
     """Lower Cholesky factor ``L`` (``a = L L^H``) of sharded ``a``, like ``jnp.linalg.cholesky``.
 
     Natural elimination order, so ``L`` is exactly LAPACK's, sharded like ``a`` (the
@@ -399,7 +491,9 @@ def _cho_solve_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec) -> Any:
     return Spmd(body, mesh, (spec, rep), out)
 
 
-def cho_solve(factors: CholeskyFactors, b: Any, /, *, check_finite: bool = True) -> jax.Array:
+def cho_solve(
+    factors: CholeskyFactors, b: ArrayInput, /, *, check_finite: bool = True
+) -> jax.Array:
     """Solve ``a x = b`` from :func:`cho_factor`'s factors (``b`` replicated).
 
     Communication: ``2 n / nb`` all-reduces of ``nb x (nb + nrhs)`` elements; padded

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any
+from typing import Any, Literal, overload
 
 import jax
 import jax.numpy as jnp
@@ -66,6 +66,7 @@ from shardkit.linalg._blockcyclic import (
     AnyMesh,
     Order,
     Plan,
+    SpecLike,
     Spmd,
     dslice,
     local_tables,
@@ -74,7 +75,13 @@ from shardkit.linalg._blockcyclic import (
     psum,
 )
 from shardkit.linalg._dtype import as_inexact, common, real_dtype
-from shardkit.linalg._inputs import as_rhs, empty_solution, nan_unless_finite, require_finite
+from shardkit.linalg._inputs import (
+    ArrayInput,
+    as_rhs,
+    empty_solution,
+    nan_unless_finite,
+    require_finite,
+)
 from shardkit.linalg._lu_kernel import PIVOTING_NAMES, Pivoting, factor_local
 from shardkit.linalg._pad import (
     Padding,
@@ -222,27 +229,78 @@ def _problem(where: str, f: LUFactors) -> Problem:
 
 
 def _finish_traced(
-    where: str, out: Any, status: jax.Array, a: jax.Array, dtype: Any, return_status: bool
+    where: str, out: Any, status: jax.Array, a: Any, dtype: Any, return_status: bool
 ) -> Any:
     """:func:`finish` for the Auto-axes jit paths: always traced, a singular status."""
     problem = Problem(where, Failure.SINGULAR, tuple(a.shape), dtype)
     return finish(problem, out, status, traced=True, return_status=return_status)
 
 
+@overload
 def lu_factor(
-    a: Any,
+    a: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    order: Order = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    stages: int = ...,
+    pivoting: Pivoting = ...,
+    return_status: Literal[False] = ...,
+    check_finite: bool = ...,
+    overwrite_a: bool = ...,
+) -> LUFactors: ...
+
+
+@overload
+def lu_factor(
+    a: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    order: Order = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    stages: int = ...,
+    pivoting: Pivoting = ...,
+    return_status: Literal[True],
+    check_finite: bool = ...,
+    overwrite_a: bool = ...,
+) -> tuple[LUFactors, jax.Array]: ...
+
+
+@overload
+def lu_factor(
+    a: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    order: Order = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    stages: int = ...,
+    pivoting: Pivoting = ...,
+    return_status: bool = ...,
+    check_finite: bool = ...,
+    overwrite_a: bool = ...,
+) -> LUFactors | tuple[LUFactors, jax.Array]: ...
+
+
+def lu_factor(
+    a: ArrayInput,
     /,
     *,
     nb: int = DEFAULT_BLOCK,
     order: Order = "cyclic",
     mesh: AnyMesh | None = None,
-    spec: Any = None,
+    spec: SpecLike = None,
     stages: int = DEFAULT_STAGES,
     pivoting: Pivoting = "tournament",
     return_status: bool = False,
     check_finite: bool = True,
     overwrite_a: bool = False,
-) -> Any:
+) -> LUFactors | tuple[LUFactors, jax.Array]:
     """Factor a sharded square matrix with pivoting over whole columns, keeping it distributed.
 
     Communication per panel: one ``(n/R) x nb`` all-reduce over the column axes; over
@@ -357,7 +415,7 @@ def _solve_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec, trans: bool) 
 
 
 def lu_solve(
-    factors: LUFactors, b: Any, /, *, trans: int = 0, check_finite: bool = True
+    factors: LUFactors, b: ArrayInput, /, *, trans: int = 0, check_finite: bool = True
 ) -> jax.Array:
     """Solve ``a x = b`` (``trans=1``: ``a^T x = b``, ``2``: ``a^H x = b``) from :func:`lu_factor`.
 
@@ -425,20 +483,71 @@ def lu_solve(
     return x[:, 0] if vec else x
 
 
+@overload
 def solve(
-    a: Any,
-    b: Any,
+    a: ArrayInput,
+    b: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    stages: int = ...,
+    pivoting: Pivoting = ...,
+    return_status: Literal[False] = ...,
+    check_finite: bool = ...,
+    overwrite_a: bool = ...,
+) -> jax.Array: ...
+
+
+@overload
+def solve(
+    a: ArrayInput,
+    b: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    stages: int = ...,
+    pivoting: Pivoting = ...,
+    return_status: Literal[True],
+    check_finite: bool = ...,
+    overwrite_a: bool = ...,
+) -> tuple[jax.Array, jax.Array]: ...
+
+
+@overload
+def solve(
+    a: ArrayInput,
+    b: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    stages: int = ...,
+    pivoting: Pivoting = ...,
+    return_status: bool = ...,
+    check_finite: bool = ...,
+    overwrite_a: bool = ...,
+) -> jax.Array | tuple[jax.Array, jax.Array]: ...
+
+
+def solve(
+    a: ArrayInput,
+    b: ArrayInput,
     /,
     *,
     nb: int = DEFAULT_BLOCK,
     mesh: AnyMesh | None = None,
-    spec: Any = None,
+    spec: SpecLike = None,
     stages: int = DEFAULT_STAGES,
     pivoting: Pivoting = "tournament",
     return_status: bool = False,
     check_finite: bool = True,
     overwrite_a: bool = False,
-) -> Any:
+) -> jax.Array | tuple[jax.Array, jax.Array]:
     """Solve ``a x = b`` for sharded ``a``, like ``jnp.linalg.solve``, without gathering ``a``.
 
     :func:`lu_factor` (balanced block-cyclic order) then :func:`lu_solve`; see them for
@@ -614,12 +723,12 @@ def _sign_log(d: jax.Array, swaps: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 
 def det(
-    a: Any,
+    a: ArrayInput,
     /,
     *,
     nb: int = DEFAULT_BLOCK,
     mesh: AnyMesh | None = None,
-    spec: Any = None,
+    spec: SpecLike = None,
     pivoting: Pivoting = "tournament",
     check_finite: bool = True,
 ) -> jax.Array:
@@ -659,12 +768,12 @@ def det(
 
 
 def slogdet(
-    a: Any,
+    a: ArrayInput,
     /,
     *,
     nb: int = DEFAULT_BLOCK,
     mesh: AnyMesh | None = None,
-    spec: Any = None,
+    spec: SpecLike = None,
     pivoting: Pivoting = "tournament",
     check_finite: bool = True,
 ) -> tuple[jax.Array, jax.Array]:
@@ -700,17 +809,59 @@ def slogdet(
     return _det_parts("slogdet", a, nb, mesh, spec, pivoting, check_finite)
 
 
+@overload
 def inv(
-    a: Any,
+    a: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    pivoting: Pivoting = ...,
+    return_status: Literal[False] = ...,
+    check_finite: bool = ...,
+) -> jax.Array: ...
+
+
+@overload
+def inv(
+    a: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    pivoting: Pivoting = ...,
+    return_status: Literal[True],
+    check_finite: bool = ...,
+) -> tuple[jax.Array, jax.Array]: ...
+
+
+@overload
+def inv(
+    a: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    pivoting: Pivoting = ...,
+    return_status: bool = ...,
+    check_finite: bool = ...,
+) -> jax.Array | tuple[jax.Array, jax.Array]: ...
+
+
+def inv(
+    a: ArrayInput,
     /,
     *,
     nb: int = DEFAULT_BLOCK,
     mesh: AnyMesh | None = None,
-    spec: Any = None,
+    spec: SpecLike = None,
     pivoting: Pivoting = "tournament",
     return_status: bool = False,
     check_finite: bool = True,
-) -> Any:
+) -> jax.Array | tuple[jax.Array, jax.Array]:
     """Inverse of sharded ``a``, like ``jnp.linalg.inv``: ``solve(a, I)``.
 
     Cost: the factorization as :func:`solve`, then ``n`` right-hand sides, which are
@@ -795,17 +946,65 @@ def _plu_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec) -> Any:
     )
 
 
+@overload
 def lu(
-    a: Any,
+    a: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    pivoting: Pivoting = ...,
+    return_status: Literal[False] = ...,
+    check_finite: bool = ...,
+) -> tuple[jax.Array, jax.Array, jax.Array]: ...
+
+
+@overload
+def lu(
+    a: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    pivoting: Pivoting = ...,
+    return_status: Literal[True],
+    check_finite: bool = ...,
+) -> tuple[tuple[jax.Array, jax.Array, jax.Array], jax.Array]: ...
+
+
+@overload
+def lu(
+    a: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    pivoting: Pivoting = ...,
+    return_status: bool = ...,
+    check_finite: bool = ...,
+) -> (
+    tuple[jax.Array, jax.Array, jax.Array]
+    | tuple[tuple[jax.Array, jax.Array, jax.Array], jax.Array]
+): ...
+
+
+def lu(
+    a: ArrayInput,
     /,
     *,
     nb: int = DEFAULT_BLOCK,
     mesh: AnyMesh | None = None,
-    spec: Any = None,
+    spec: SpecLike = None,
     pivoting: Pivoting = "partial",
     return_status: bool = False,
     check_finite: bool = True,
-) -> Any:
+) -> (
+    tuple[jax.Array, jax.Array, jax.Array]
+    | tuple[tuple[jax.Array, jax.Array, jax.Array], jax.Array]
+):
     """``(p, l, u)`` with ``a = p @ l @ u``, like ``jax.scipy.linalg.lu``, all sharded like ``a``.
 
     Uses ``order="natural"`` so that the factors are exactly LAPACK's (partial pivoting

@@ -66,7 +66,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Any
+from typing import Any, Literal, overload
 
 import jax
 import jax.numpy as jnp
@@ -77,6 +77,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from shardkit.layout.internal import check_same_devices, mesh_summary, spec_summary
 from shardkit.linalg._blockcyclic import (
     AnyMesh,
+    SpecLike,
     Spmd,
     axis_index,
     dslice,
@@ -87,7 +88,7 @@ from shardkit.linalg._blockcyclic import (
     resolve,
 )
 from shardkit.linalg._dtype import as_inexact, common, real_dtype
-from shardkit.linalg._inputs import nan_unless_finite, require_finite, rhs_shape
+from shardkit.linalg._inputs import ArrayInput, nan_unless_finite, require_finite, rhs_shape
 from shardkit.linalg._pad import cut, pad_tall, scale, tall_sizes
 from shardkit.linalg._partitioned import on_layout, unknown
 from shardkit.linalg._status import (
@@ -345,16 +346,55 @@ def _finish(
     return finish(problem, result, status, traced=is_traced(status), return_status=return_status)
 
 
+@overload
 def qr(
-    a: Any,
+    a: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    return_status: Literal[False] = ...,
+    check_finite: bool = ...,
+) -> tuple[jax.Array, jax.Array]: ...
+
+
+@overload
+def qr(
+    a: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    return_status: Literal[True],
+    check_finite: bool = ...,
+) -> tuple[tuple[jax.Array, jax.Array], jax.Array]: ...
+
+
+@overload
+def qr(
+    a: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    return_status: bool = ...,
+    check_finite: bool = ...,
+) -> tuple[jax.Array, jax.Array] | tuple[tuple[jax.Array, jax.Array], jax.Array]: ...
+
+
+def qr(
+    a: ArrayInput,
     /,
     *,
     nb: int = DEFAULT_PANEL,
     mesh: AnyMesh | None = None,
-    spec: Any = None,
+    spec: SpecLike = None,
     return_status: bool = False,
     check_finite: bool = True,
-) -> Any:
+) -> tuple[jax.Array, jax.Array] | tuple[tuple[jax.Array, jax.Array], jax.Array]:
     """Reduced QR ``a = q r`` of a sharded ``(M, n)`` matrix, like ``jnp.linalg.qr``.
 
     TSQR for ``P(rows, None)`` with ``M / R >= n`` (one all-gather of ``R`` blocks
@@ -619,18 +659,69 @@ def _lstsq_local(lay: _Layout, rcond: float) -> Any:
     return local, (lay.spec, b_spec), (rep,) * 5
 
 
+@overload
 def lstsq(
-    a: Any,
-    b: Any,
+    a: ArrayInput,
+    b: ArrayInput,
+    /,
+    *,
+    rcond: float | None = ...,
+    nb: int = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    return_status: Literal[False] = ...,
+    check_finite: bool = ...,
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]: ...
+
+
+@overload
+def lstsq(
+    a: ArrayInput,
+    b: ArrayInput,
+    /,
+    *,
+    rcond: float | None = ...,
+    nb: int = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    return_status: Literal[True],
+    check_finite: bool = ...,
+) -> tuple[tuple[jax.Array, jax.Array, jax.Array, jax.Array], jax.Array]: ...
+
+
+@overload
+def lstsq(
+    a: ArrayInput,
+    b: ArrayInput,
+    /,
+    *,
+    rcond: float | None = ...,
+    nb: int = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    return_status: bool = ...,
+    check_finite: bool = ...,
+) -> (
+    tuple[jax.Array, jax.Array, jax.Array, jax.Array]
+    | tuple[tuple[jax.Array, jax.Array, jax.Array, jax.Array], jax.Array]
+): ...
+
+
+def lstsq(
+    a: ArrayInput,
+    b: ArrayInput,
     /,
     *,
     rcond: float | None = None,
     nb: int = DEFAULT_PANEL,
     mesh: AnyMesh | None = None,
-    spec: Any = None,
+    spec: SpecLike = None,
     return_status: bool = False,
     check_finite: bool = True,
-) -> Any:
+) -> (
+    tuple[jax.Array, jax.Array, jax.Array, jax.Array]
+    | tuple[tuple[jax.Array, jax.Array, jax.Array, jax.Array], jax.Array]
+):
     """Least squares ``min ||a x - b||`` for sharded ``a``, like ``jnp.linalg.lstsq``.
 
     Through :func:`qr`. **Rank deficiency** is handled as ``numpy.linalg.lstsq`` handles
@@ -735,7 +826,7 @@ def lstsq(
         out = (x, res, jnp.zeros((), jnp.int32), s)
         return succeeded(out, return_status)
     if b.ndim == 2 and b.shape[1] == 0:  # rank and s still describe a
-        out = lstsq(
+        inner: Any = lstsq(  # one of lstsq's return types, by return_status
             a,
             jnp.zeros((a.shape[0],), dt),
             rcond=rcond,
@@ -745,7 +836,7 @@ def lstsq(
             return_status=return_status,
             check_finite=False,
         )
-        (x, res, rank, s), status = out if return_status else (out, None)
+        (x, res, rank, s), status = inner if return_status else (inner, None)
         out = (jnp.zeros((a.shape[1], 0), dt), jnp.zeros((0,), res.dtype), rank, s)
         return (out, status) if return_status else out
     if a.shape[0] < a.shape[1]:

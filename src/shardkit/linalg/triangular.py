@@ -26,6 +26,7 @@ from shardkit.linalg._blockcyclic import (
     AnyMesh,
     LocalTables,
     Plan,
+    SpecLike,
     Spmd,
     dslice,
     dupdate,
@@ -36,6 +37,7 @@ from shardkit.linalg._blockcyclic import (
 )
 from shardkit.linalg._dtype import as_inexact, common
 from shardkit.linalg._inputs import (
+    ArrayInput,
     as_rhs,
     empty_solution,
     nan_unless_finite,
@@ -122,8 +124,8 @@ def triangular_program(
 
 
 def solve_triangular(
-    a: Any,
-    b: Any,
+    a: ArrayInput,
+    b: ArrayInput,
     /,
     *,
     trans: int | str = 0,
@@ -131,7 +133,7 @@ def solve_triangular(
     unit_diagonal: bool = False,
     nb: int = DEFAULT_BLOCK,
     mesh: AnyMesh | None = None,
-    spec: Any = None,
+    spec: SpecLike = None,
     check_finite: bool = True,
 ) -> jax.Array:
     """Solve ``op(a) x = b`` for triangular sharded ``a``, like ``jax.scipy.linalg.solve_triangular``.

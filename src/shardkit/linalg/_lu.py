@@ -95,8 +95,8 @@ from shardkit.linalg._pad import (
 )
 from shardkit.linalg._partitioned import on_layout, unknown
 from shardkit.linalg._status import Failure, Problem, finish, is_traced, succeeded
+from shardkit.linalg._triangular import substitute
 from shardkit.linalg._wide import replicated
-from shardkit.linalg.triangular import substitute
 
 __all__ = ["LUFactors", "det", "inv", "lu", "lu_factor", "lu_solve", "slogdet", "solve"]
 

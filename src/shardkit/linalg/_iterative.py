@@ -27,7 +27,7 @@ import enum
 import functools
 import math
 from collections.abc import Callable
-from typing import Any, Literal, NamedTuple, TypeAlias
+from typing import Any, Literal, NamedTuple, TypeAlias, cast
 
 import jax
 import jax.numpy as jnp
@@ -398,7 +398,8 @@ def _solve(
         dot = lambda u, v: jnp.sum(jnp.conj(u) * v, axis=-1)  # noqa: E731  (explicit-mode safe)
         thresh = jnp.maximum(tol * jnp.sqrt(_sq(dot, b)), atol)
         its = maxiter if maxiter is not None else 10 * n
-        out = _iterate(Krylov(method, its, restart), (a, dot), pre, b, x, thresh)
+        op = cast(LinearOperator, a)  # callable(a) narrows it to (...) -> object
+        out = _iterate(Krylov(method, its, restart), (op, dot), pre, b, x, thresh)
     else:
         if callable(M):
             raise ValueError(

@@ -61,7 +61,7 @@ from shardkit.linalg._pad import (
 )
 from shardkit.linalg._partitioned import on_layout, unknown
 from shardkit.linalg._status import Failure, Problem, finish, is_traced, succeeded
-from shardkit.linalg.triangular import substitute
+from shardkit.linalg._triangular import substitute
 
 __all__ = ["CholeskyFactors", "cho_factor", "cho_solve", "cholesky"]
 

@@ -99,9 +99,9 @@ from shardkit.linalg._status import (
     is_traced,
     succeeded,
 )
+from shardkit.linalg._triangular import solve_triangular
+from shardkit.linalg._triangular import triangular_program as _trsm_program
 from shardkit.linalg._wide import wide_lstsq, wide_qr
-from shardkit.linalg.triangular import solve_triangular
-from shardkit.linalg.triangular import triangular_program as _trsm_program
 
 __all__ = ["DEFAULT_PANEL", "MIN_NORM_GUARD", "RankDeficientError", "lstsq", "qr"]
 
@@ -836,7 +836,7 @@ def lstsq(
             return_status=return_status,
             check_finite=False,
         )
-        (x, res, rank, s), status = inner if return_status else (inner, None)
+        (x, res, rank, s), status = inner if return_status else (inner, jnp.zeros((), jnp.int32))
         out = (jnp.zeros((a.shape[1], 0), dt), jnp.zeros((0,), res.dtype), rank, s)
         return (out, status) if return_status else out
     if a.shape[0] < a.shape[1]:

@@ -14,6 +14,7 @@ import pytest
 
 import shardkit
 from shardkit import linalg
+from shardkit.linalg._status import Failure, Problem
 
 
 @pytest.fixture(scope="module")
@@ -128,3 +129,23 @@ def test_matmul_operands_on_an_explicit_and_an_auto_mesh() -> None:
 def test_callable_operator_needs_a_vector_b(b: float | np.ndarray) -> None:
     with pytest.raises(ValueError, match=r"cg: b\.shape=\(.*\) is not a vector; .*shape \(n,\)"):
         linalg.cg(lambda v: 2 * v, b)
+
+
+@pytest.mark.parametrize("solver", [linalg.solve, linalg.solve_triangular, linalg.lstsq])
+def test_every_solve_says_the_same_about_a_right_hand_side_that_does_not_fit(
+    a: jax.Array, solver: object
+) -> None:
+    pattern = (
+        r": b\.shape=\(3,\) does not fit a\.shape=\(8, 8\); pass b of shape \(8,\) or \(8, nrhs\)"
+    )
+    with pytest.raises(ValueError, match=pattern):
+        solver(a, np.ones(3))  # type: ignore[operator]
+
+
+def test_a_status_of_an_unknown_failure_kind_fails_loudly() -> None:
+    assert isinstance(
+        Problem("qr", Failure.RANK_DEFICIENT, (4, 4), np.float64).error(2),
+        linalg.RankDeficientError,
+    )
+    with pytest.raises(TypeError, match=r"failure='not_pd' is not a Failure"):
+        Problem("cholesky", "not_pd", (4, 4), np.float64).error(1)  # type: ignore[arg-type]

@@ -34,6 +34,8 @@ each panel of ``nb`` columns:
 Every collective is panel- or vector-sized; none moves the matrix. The loops are
 ``lax.fori_loop``: the program size does not grow with ``n`` (``stages`` static
 sub-loops shrink the working set so the flops stay within ~1.3x of LU's ``2n^3/3P``).
+The per-shard kernel is :mod:`shardkit.linalg._lu_kernel`; this module holds the
+public functions around it.
 
 A pivot with ``|u_jj| <= n * eps * max|a|`` marks the matrix (numerically) singular:
 eagerly :class:`~shardkit.linalg.SingularMatrixError` (a ``numpy.linalg.LinAlgError``)

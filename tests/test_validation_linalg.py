@@ -8,32 +8,34 @@ from __future__ import annotations
 
 from typing import Any
 
+import jax
 import numpy as np
 import pytest
 
 import shardkit
 from shardkit import linalg
+from shardkit.linalg._status import Failure, Problem
 
 
 @pytest.fixture(scope="module")
-def a() -> object:
+def a() -> jax.Array:
     return shardkit.shard(np.diag(np.arange(1.0, 9.0)), shardkit.mesh("8", "x"), "x,None")
 
 
 @pytest.mark.parametrize("solver", [linalg.cg, linalg.bicgstab, linalg.gmres])
 @pytest.mark.parametrize("maxiter", [-5, 0])
-def test_maxiter_below_one_is_refused(a: object, solver: object, maxiter: int) -> None:
+def test_maxiter_below_one_is_refused(a: jax.Array, solver: object, maxiter: int) -> None:
     pattern = rf"maxiter={maxiter} must be at least 1; pass the iteration limit.*or None"
     with pytest.raises(ValueError, match=pattern):
         solver(a, np.ones(8), maxiter=maxiter)  # type: ignore[operator]
 
 
-def test_maxiter_of_the_wrong_type(a: object) -> None:
+def test_maxiter_of_the_wrong_type(a: jax.Array) -> None:
     with pytest.raises(TypeError, match=r"cg: maxiter=2\.5 \(float\) must be an integer"):
         linalg.cg(a, np.ones(8), maxiter=2.5)  # type: ignore[arg-type]
 
 
-def test_numpy_integer_maxiter_tol_and_restart_are_accepted(a: object) -> None:
+def test_numpy_integer_maxiter_tol_and_restart_are_accepted(a: jax.Array) -> None:
     # They pass the boundary (as Python numbers): the first complaint is about x0.
     with pytest.raises(ValueError, match=r"cg: x0\.shape"):
         linalg.cg(a, np.ones(8), np.ones(3), maxiter=np.int64(5), tol=np.float32(1e-6))  # type: ignore[arg-type]
@@ -50,12 +52,12 @@ def test_numpy_integer_maxiter_tol_and_restart_are_accepted(a: object) -> None:
         ({"tol": "small"}, r"cg: tol='small' \(str\) must be a real number"),
     ],
 )
-def test_bad_tolerances(a: object, kwargs: dict[str, object], pattern: str) -> None:
+def test_bad_tolerances(a: jax.Array, kwargs: dict[str, object], pattern: str) -> None:
     with pytest.raises((TypeError, ValueError), match=pattern):
         linalg.cg(a, np.ones(8), **kwargs)  # type: ignore[arg-type]
 
 
-def test_an_initial_guess_of_the_wrong_shape(a: object) -> None:
+def test_an_initial_guess_of_the_wrong_shape(a: jax.Array) -> None:
     pattern = r"cg: x0\.shape=\(4,\) does not match b\.shape=\(8,\); pass x0 of shape \(8,\)"
     with pytest.raises(ValueError, match=pattern):
         linalg.cg(a, np.ones(8), np.ones(4))
@@ -63,17 +65,17 @@ def test_an_initial_guess_of_the_wrong_shape(a: object) -> None:
         linalg.cg(lambda v: 2.0 * v, np.ones(8), np.ones(4))
 
 
-def test_an_initial_guess_that_is_not_numeric(a: object) -> None:
+def test_an_initial_guess_that_is_not_numeric(a: jax.Array) -> None:
     with pytest.raises(TypeError, match=r"cg: x0 of type ndarray \(dtype <U1\) is not a numeric"):
         linalg.cg(a, np.ones(8), np.array(["a"] * 8))
 
 
-def test_a_restart_below_one(a: object) -> None:
+def test_a_restart_below_one(a: jax.Array) -> None:
     with pytest.raises(ValueError, match=r"gmres: restart=0 must be at least 1; e\.g\. restart=20"):
         linalg.gmres(a, np.ones(8), restart=0)
 
 
-def test_solver_operands_on_other_devices(a: object) -> None:
+def test_solver_operands_on_other_devices(a: jax.Array) -> None:
     other = shardkit.shard(np.ones(8), shardkit.mesh("4", "x", devices=[4, 5, 6, 7]), "x")
     small = shardkit.shard(np.eye(8), shardkit.mesh("4", "x", devices=[0, 1, 2, 3]), "x,None")
     with pytest.raises(ValueError, match=r"cg: the operands live on different devices: a is on"):
@@ -124,6 +126,26 @@ def test_matmul_operands_on_an_explicit_and_an_auto_mesh() -> None:
 
 
 @pytest.mark.parametrize("b", [1.0, np.ones((4, 2))], ids=["scalar", "matrix"])
-def test_callable_operator_needs_a_vector_b(b: object) -> None:
+def test_callable_operator_needs_a_vector_b(b: float | np.ndarray) -> None:
     with pytest.raises(ValueError, match=r"cg: b\.shape=\(.*\) is not a vector; .*shape \(n,\)"):
         linalg.cg(lambda v: 2 * v, b)
+
+
+@pytest.mark.parametrize("solver", [linalg.solve, linalg.solve_triangular, linalg.lstsq])
+def test_every_solve_says_the_same_about_a_right_hand_side_that_does_not_fit(
+    a: jax.Array, solver: object
+) -> None:
+    pattern = (
+        r": b\.shape=\(3,\) does not fit a\.shape=\(8, 8\); pass b of shape \(8,\) or \(8, nrhs\)"
+    )
+    with pytest.raises(ValueError, match=pattern):
+        solver(a, np.ones(3))  # type: ignore[operator]
+
+
+def test_a_status_of_an_unknown_failure_kind_fails_loudly() -> None:
+    assert isinstance(
+        Problem("qr", Failure.RANK_DEFICIENT, (4, 4), np.float64).error(2),
+        linalg.RankDeficientError,
+    )
+    with pytest.raises(TypeError, match=r"failure='not_pd' is not a Failure"):
+        Problem("cholesky", "not_pd", (4, 4), np.float64).error(1)  # type: ignore[arg-type]

@@ -29,7 +29,7 @@ from shardkit.linalg import (
     solve,
     to_block_cyclic,
 )
-from shardkit.linalg.lu import _panel_permutation
+from shardkit.linalg._lu_kernel import _panel_permutation
 from shardkit.testing import assert_close
 
 

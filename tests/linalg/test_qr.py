@@ -14,8 +14,7 @@ from jax.sharding import PartitionSpec as P
 from _meshes import make_mesh
 from shardkit.inspect import comms
 from shardkit.layout import shard
-from shardkit.linalg import SingularMatrixError, lstsq, qr
-from shardkit.linalg.qr import RankDeficientError
+from shardkit.linalg import RankDeficientError, SingularMatrixError, lstsq, qr
 from shardkit.testing import assert_close
 
 

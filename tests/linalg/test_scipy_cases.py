@@ -40,8 +40,8 @@ from shardkit.linalg import (
     solve,
     solve_triangular,
 )
+from shardkit.linalg._lu import _factor_program
 from shardkit.linalg._pad import square_plan
-from shardkit.linalg.lu import _factor_program
 from shardkit.testing import assert_close
 
 MESHES = {"8": ("x", "x,None"), "2x4": ("x,y", "x,y")}

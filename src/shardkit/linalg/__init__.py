@@ -14,6 +14,7 @@ takes the eager default layout (a free local slice); factors made there
 (``lu_factor``, ``cho_factor``) are in natural order so that any layout reads them.
 """
 
+from shardkit.linalg._batched import batched_solve
 from shardkit.linalg._blockcyclic import (
     ORDER_NAMES,
     BlockCyclic,
@@ -21,19 +22,18 @@ from shardkit.linalg._blockcyclic import (
     from_block_cyclic,
     to_block_cyclic,
 )
+from shardkit.linalg._cholesky import CholeskyFactors, cho_factor, cho_solve, cholesky
+from shardkit.linalg._iterative import IterativeInfo, bicgstab, cg, gmres
+from shardkit.linalg._lu import LUFactors, det, inv, lu, lu_factor, lu_solve, slogdet, solve
 from shardkit.linalg._matmul import ALGORITHM_NAMES, Algorithm, Candidate, Explanation, matmul
+from shardkit.linalg._qr import lstsq, qr
 from shardkit.linalg._status import (
     LinAlgStatusError,
     NotPositiveDefiniteError,
     RankDeficientError,
     SingularMatrixError,
 )
-from shardkit.linalg.batched import batched_solve
-from shardkit.linalg.cholesky import CholeskyFactors, cho_factor, cho_solve, cholesky
-from shardkit.linalg.iterative import IterativeInfo, bicgstab, cg, gmres
-from shardkit.linalg.lu import LUFactors, det, inv, lu, lu_factor, lu_solve, slogdet, solve
-from shardkit.linalg.qr import lstsq, qr
-from shardkit.linalg.triangular import solve_triangular
+from shardkit.linalg._triangular import solve_triangular
 
 __all__ = [
     "ALGORITHM_NAMES",

@@ -25,8 +25,8 @@ import dataclasses
 import functools
 import itertools
 import math
-from collections.abc import Callable
-from typing import Any, Literal, TypeAlias, get_args
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, NamedTuple, TypeAlias, get_args
 
 import jax
 import jax.numpy as jnp
@@ -41,9 +41,11 @@ from shardkit.layout.internal import (
     spec_summary,
     to_pspec,
 )
+from shardkit.linalg._inputs import ArrayInput
 
 __all__ = [
     "DEFAULT_BLOCK",
+    "DEFAULT_STAGES",
     "ORDER_NAMES",
     "BlockCyclic",
     "Order",
@@ -56,11 +58,37 @@ __all__ = [
 
 Order: TypeAlias = Literal["cyclic", "natural"]
 AnyMesh: TypeAlias = Mesh | AbstractMesh
+SpecLike: TypeAlias = PartitionSpec | str | Sequence[str | tuple[str, ...] | None] | None
+"""What ``spec=`` takes: the forms :func:`shardkit.layout.spec` parses (``"x,y"``, a ``P``)."""
 ORDER_NAMES: tuple[str, ...] = get_args(Order)
 """The legal values of ``order=``."""
 
 DEFAULT_BLOCK = 128
 """Default block size ``nb`` (rounded down to a divisor of the local block sizes)."""
+DEFAULT_STAGES = 8
+"""Default ``stages=`` of LU and Cholesky: static sub-loops over which the working set shrinks."""
+
+
+class PlanTables(NamedTuple):
+    """A plan's index tables (NumPy): who owns each elimination block and where it sits.
+
+    Attributes:
+      own_r, slot_r: device row and local block slot of step ``e``'s rows.
+      perm_r: ``perm_r[r]``, the natural local blocks of device row ``r`` in slot order.
+      elim_r: ``elim_r[r, slot]``, the step of that slot.
+      own_c, slot_c, perm_c, elim_c: likewise for columns.
+      sigma: the element-wise natural index of each elimination index.
+    """
+
+    own_r: np.ndarray
+    slot_r: np.ndarray
+    perm_r: np.ndarray
+    elim_r: np.ndarray
+    own_c: np.ndarray
+    slot_c: np.ndarray
+    perm_c: np.ndarray
+    elim_c: np.ndarray
+    sigma: np.ndarray
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,20 +129,14 @@ class Plan:
         return self.n // self.nc
 
     @functools.cached_property
-    def tables(self) -> dict[str, np.ndarray]:
-        """Index tables (NumPy): who owns each elimination block and where it sits locally.
-
-        ``own_r[e]``, ``slot_r[e]``: device row and local block slot of step ``e``'s
-        rows (likewise ``own_c``/``slot_c`` for columns); ``perm_r[r]``: the natural
-        local blocks of device row ``r`` in slot order; ``elim_r[r, slot]``: the step of
-        that slot; ``sigma``: element-wise natural index of each elimination index.
-        """
+    def tables(self) -> PlanTables:
+        """Index tables (NumPy): who owns each elimination block and where it sits locally."""
         b, nb = self.blocks, self.nb
         order = np.asarray(self.order)
         step = np.empty(b, np.int64)
         step[order] = np.arange(b)
-        out: dict[str, np.ndarray] = {}
-        for side, parts in (("r", self.nr), ("c", self.nc)):
+        sides = []
+        for parts in (self.nr, self.nc):
             per = b // parts
             natural = np.arange(b).reshape(parts, per)
             perm = np.argsort(step[natural], axis=1, kind="stable")  # local slot -> local block
@@ -124,10 +146,10 @@ class Plan:
             for dev in range(parts):
                 own[elim[dev]] = dev
                 slot[elim[dev]] = np.arange(per)
-            out[f"own_{side}"], out[f"slot_{side}"] = own, slot
-            out[f"perm_{side}"], out[f"elim_{side}"] = perm, elim
-        out["sigma"] = (order[:, None] * nb + np.arange(nb)[None, :]).reshape(-1)
-        return out
+            sides.append((own, slot, perm, elim))
+        (own_r, slot_r, perm_r, elim_r), (own_c, slot_c, perm_c, elim_c) = sides
+        sigma = (order[:, None] * nb + np.arange(nb)[None, :]).reshape(-1)
+        return PlanTables(own_r, slot_r, perm_r, elim_r, own_c, slot_c, perm_c, elim_c, sigma)
 
     def stage_bounds(self, stages: int) -> list[tuple[int, int, int, int]]:
         """``(first step, end step, row slot bound, col slot bound)`` of each stage.
@@ -141,8 +163,8 @@ class Plan:
         t = self.tables
         out = []
         for s0, s1 in itertools.pairwise(cuts):
-            lr = int((t["elim_r"] < s0).sum(axis=1).min())
-            lc = int((t["elim_c"] < s0).sum(axis=1).min())
+            lr = int((t.elim_r < s0).sum(axis=1).min())
+            lc = int((t.elim_c < s0).sum(axis=1).min())
             out.append((s0, s1, lr, lc))
         return out
 
@@ -323,26 +345,48 @@ def psum(x: Any, axes: tuple[str, ...]) -> Any:
     return jax.lax.psum(x, axes) if axes else x
 
 
-def local_tables(plan: Plan) -> dict[str, jax.Array]:
+class LocalTables(NamedTuple):
+    """One device's tables inside ``shard_map`` (int32): :class:`PlanTables` plus its place.
+
+    Attributes:
+      r, c: the device's mesh row and column.
+      perm_r, perm_c: its natural local blocks in slot order.
+      g_r, g_c: the elimination index of each local row (column).
+      own_r, slot_r, own_c, slot_c: as in :class:`PlanTables`.
+    """
+
+    r: jax.Array
+    c: jax.Array
+    perm_r: jax.Array
+    perm_c: jax.Array
+    g_r: jax.Array
+    g_c: jax.Array
+    own_r: jax.Array
+    slot_r: jax.Array
+    own_c: jax.Array
+    slot_c: jax.Array
+
+
+def local_tables(plan: Plan) -> LocalTables:
     """This device's row/column tables (inside ``shard_map``): slot orders and step indices."""
     t = plan.tables
     r, c = axis_index(plan.row_axes), axis_index(plan.col_axes)
     nb = plan.nb
-    out = {"r": r, "c": c}
-    for side, dev in (("r", r), ("c", c)):
-        elim = jnp.asarray(t[f"elim_{side}"], jnp.int32)[dev]  # step of each local slot
-        out[f"perm_{side}"] = jnp.asarray(t[f"perm_{side}"], jnp.int32)[dev]
-        out[f"g_{side}"] = (elim[:, None] * nb + jnp.arange(nb, dtype=jnp.int32)[None, :]).reshape(
-            -1
-        )
-    for name in ("own_r", "slot_r", "own_c", "slot_c"):
-        out[name] = jnp.asarray(t[name], jnp.int32)
-    return out
+    elim_r = jnp.asarray(t.elim_r, jnp.int32)[r]  # step of each local slot
+    perm_r = jnp.asarray(t.perm_r, jnp.int32)[r]
+    g_r = (elim_r[:, None] * nb + jnp.arange(nb, dtype=jnp.int32)[None, :]).reshape(-1)
+    elim_c = jnp.asarray(t.elim_c, jnp.int32)[c]
+    perm_c = jnp.asarray(t.perm_c, jnp.int32)[c]
+    g_c = (elim_c[:, None] * nb + jnp.arange(nb, dtype=jnp.int32)[None, :]).reshape(-1)
+    own_r, slot_r, own_c, slot_c = (
+        jnp.asarray(x, jnp.int32) for x in (t.own_r, t.slot_r, t.own_c, t.slot_c)
+    )
+    return LocalTables(r, c, perm_r, perm_c, g_r, g_c, own_r, slot_r, own_c, slot_c)
 
 
-def to_local_order(x: jax.Array, plan: Plan, tab: dict[str, jax.Array]) -> jax.Array:
+def to_local_order(x: jax.Array, plan: Plan, tab: LocalTables) -> jax.Array:
     """Reorder a device's ``(m, k)`` block so its blocks are in elimination order (a copy)."""
-    return _reorder(x, plan, tab["perm_r"], tab["perm_c"])
+    return _reorder(x, plan, tab.perm_r, tab.perm_c)
 
 
 def _reorder(x: jax.Array, plan: Plan, pr: jax.Array, pc: jax.Array) -> jax.Array:
@@ -351,8 +395,8 @@ def _reorder(x: jax.Array, plan: Plan, pr: jax.Array, pc: jax.Array) -> jax.Arra
     nb = plan.nb
     m, k = x.shape
     t = plan.tables
-    same_r = bool((t["perm_r"] == np.arange(m // nb)).all())
-    same_c = bool((t["perm_c"] == np.arange(k // nb)).all())
+    same_r = bool((t.perm_r == np.arange(m // nb)).all())
+    same_c = bool((t.perm_c == np.arange(k // nb)).all())
     ri = (pr[:, None] * nb + jnp.arange(nb)[None, :]).reshape(-1)
     ci = (pc[:, None] * nb + jnp.arange(nb)[None, :]).reshape(-1)
     if same_r and same_c:
@@ -364,9 +408,9 @@ def _reorder(x: jax.Array, plan: Plan, pr: jax.Array, pc: jax.Array) -> jax.Arra
     return x[ri[:, None], ci[None, :]]
 
 
-def from_local_order(x: jax.Array, plan: Plan, tab: dict[str, jax.Array]) -> jax.Array:
+def from_local_order(x: jax.Array, plan: Plan, tab: LocalTables) -> jax.Array:
     """Inverse of :func:`to_local_order`."""
-    return _reorder(x, plan, jnp.argsort(tab["perm_r"]), jnp.argsort(tab["perm_c"]))
+    return _reorder(x, plan, jnp.argsort(tab.perm_r), jnp.argsort(tab.perm_c))
 
 
 # ---- public helpers -----------------------------------------------------------------
@@ -407,13 +451,13 @@ def _relayout(x: jax.Array, m: AnyMesh, p: PartitionSpec, plan: Plan, forward: b
 
 
 def to_block_cyclic(
-    a: Any,
+    a: ArrayInput,
     /,
     *,
     nb: int = DEFAULT_BLOCK,
     order: Order = "cyclic",
     mesh: AnyMesh | None = None,
-    spec: Any = None,
+    spec: SpecLike = None,
 ) -> BlockCyclic:
     """Put a sharded square matrix in the block-cyclic layout of the factorizations.
 

@@ -35,7 +35,7 @@ def _check(where: str, name: str, shape: tuple[int, ...], dt: np.dtype[Any]) -> 
     return dt
 
 
-def as_inexact(where: str, name: str, x: Any) -> Any:
+def as_inexact(where: str, name: str, x: Any) -> jax.Array | np.ndarray[Any, Any]:
     """``x`` as an array of a supported dtype (a tracer or ``jax.Array`` stays on device).
 
     Raises:

@@ -16,15 +16,30 @@ and the callers answer as NumPy does (``det`` 1, empty solutions).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeAlias
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpy.typing as npt
+from jax.typing import ArrayLike as JaxArrayLike
 
 from shardkit.layout.internal import is_traced
 
-__all__ = ["empty_solution", "nan_unless_finite", "referenced", "require_finite", "rhs_shape"]
+__all__ = [
+    "ArrayInput",
+    "as_rhs",
+    "empty_solution",
+    "nan_unless_finite",
+    "referenced",
+    "require_finite",
+    "rhs_shape",
+]
+
+
+ArrayInput: TypeAlias = JaxArrayLike | npt.ArrayLike
+"""A matrix or right-hand side as the linear-algebra functions take it, as SciPy does:
+a ``jax.Array`` (or tracer), a NumPy array, a scalar or nested sequences of numbers."""
 
 
 def _all_finite(x: Any) -> Any:
@@ -76,19 +91,35 @@ def nan_unless_finite(result: Any, check: bool, *arrays: Any) -> Any:
     return jax.tree.map(fill, result)
 
 
-def rhs_shape(where: str, b: Any, n: int) -> tuple[int, ...]:
-    """``b``'s shape after checking that it is ``(n,)`` or ``(n, nrhs)``.
+def rhs_shape(
+    where: str, b: Any, rows: int, a_shape: tuple[int, ...] | None = None
+) -> tuple[int, ...]:
+    """``b``'s shape after checking that it is ``(rows,)`` or ``(rows, nrhs)``.
+
+    The one check of every solve's right-hand side (LU, Cholesky, triangular, least
+    squares), so that all of them say the same. ``a_shape`` is the matrix's shape for
+    the message (``(rows, rows)`` when not given).
 
     Raises:
       ValueError: it is not.
     """
     shape = tuple(np.shape(b))
-    if len(shape) not in (1, 2) or shape[0] != n:
+    if len(shape) not in (1, 2) or shape[0] != rows:
+        a_shape = (rows, rows) if a_shape is None else tuple(a_shape)
         raise ValueError(
-            f"{where}: b.shape={shape} does not fit an ({n}, {n}) matrix; "
-            f"pass b of shape ({n},) or ({n}, nrhs)"
+            f"{where}: b.shape={shape} does not fit a.shape={a_shape}; "
+            f"pass b of shape ({rows},) or ({rows}, nrhs)"
         )
     return shape
+
+
+def as_rhs(
+    where: str, b: Any, rows: int, dtype: Any, a_shape: tuple[int, ...] | None = None
+) -> tuple[jax.Array, bool]:
+    """``b`` checked by :func:`rhs_shape`, as a ``(rows, nrhs)`` array of ``dtype``, and whether it was a vector."""
+    rhs_shape(where, b, rows, a_shape)
+    b = jnp.asarray(b).astype(dtype)
+    return (b[:, None], True) if b.ndim == 1 else (b, False)
 
 
 def empty_solution(where: str, a: Any, b: Any, dtype: Any) -> jax.Array | None:
@@ -101,7 +132,7 @@ def empty_solution(where: str, a: Any, b: Any, dtype: Any) -> jax.Array | None:
     """
     if len(a.shape) != 2 or a.shape[0] != a.shape[1]:
         return None
-    shape = rhs_shape(where, b, int(a.shape[0]))
+    shape = rhs_shape(where, b, int(a.shape[0]), tuple(a.shape))
     return jnp.zeros(shape, dtype) if 0 in shape else None
 
 

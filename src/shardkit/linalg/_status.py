@@ -9,6 +9,8 @@ Called eagerly, a nonzero status raises one of the errors below; traced inside
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 from typing import Any
 
 import jax
@@ -18,12 +20,15 @@ import numpy as np
 from shardkit.layout.internal import is_traced
 
 __all__ = [
+    "Failure",
     "LinAlgStatusError",
     "NotPositiveDefiniteError",
+    "Problem",
     "RankDeficientError",
     "SingularMatrixError",
     "finish",
     "is_traced",
+    "succeeded",
 ]
 
 
@@ -60,59 +65,81 @@ class RankDeficientError(SingularMatrixError):
     """Block Gram-Schmidt QR met a numerically zero ``|r_jj|``: ``a``'s columns are (nearly) dependent."""
 
 
-def _raise(where: str, status: int, kind: str, shape: tuple[int, ...], dtype: Any) -> None:
-    col = status - 1
-    if kind == "singular":
-        raise SingularMatrixError(
-            where,
-            col,
-            f"{where}: the matrix (shape={shape}, dtype={np.dtype(dtype).name}) is singular "
-            f"to working precision: no pivot in column {col} is larger than "
-            "n * eps * max|a|. Check the input for dependent rows or columns; under "
-            "jax.jit pass return_status=True to receive this status instead.",
+class Failure(enum.Enum):
+    """What a nonzero status of a factorization means: the error it raises eagerly."""
+
+    SINGULAR = "singular"
+    """LU: a numerically zero pivot (:class:`SingularMatrixError`)."""
+    NOT_POSITIVE_DEFINITE = "not_positive_definite"
+    """Cholesky: a non-positive pivot (:class:`NotPositiveDefiniteError`)."""
+    RANK_DEFICIENT = "rank_deficient"
+    """Block Gram-Schmidt QR: a numerically zero ``|r_jj|`` (:class:`RankDeficientError`)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """Which call's status it is, and the matrix it names in its error message.
+
+    Attributes:
+      where: the public function.
+      failure: what a nonzero status means.
+      shape, dtype: the matrix's (its own, not padded).
+    """
+
+    where: str
+    failure: Failure
+    shape: tuple[int, ...]
+    dtype: Any
+
+    def error(self, status: int) -> LinAlgStatusError:
+        """The error of a nonzero ``status`` (``j + 1``: column ``j`` failed)."""
+        where, col = self.where, status - 1
+        matrix = f"(shape={self.shape}, dtype={np.dtype(self.dtype).name})"
+        under_jit = "under jax.jit pass return_status=True to receive this status instead."
+        if self.failure is Failure.SINGULAR:
+            return SingularMatrixError(
+                where,
+                col,
+                f"{where}: the matrix {matrix} is singular to working precision: no pivot in "
+                f"column {col} is larger than n * eps * max|a|. Check the input for dependent "
+                f"rows or columns; {under_jit}",
+            )
+        if self.failure is Failure.RANK_DEFICIENT:
+            return RankDeficientError(
+                where,
+                col,
+                f"{where}: a {matrix} is numerically rank deficient: |r_jj| of column {col} is "
+                "at most n * eps * max|r_jj| (or NaN), so block Gram-Schmidt cannot make q "
+                "orthonormal. Check a for dependent columns, or use the layout P(rows, None) "
+                f"with M / R >= n (Householder TSQR copes with rank deficiency); {under_jit}",
+            )
+        if self.failure is Failure.NOT_POSITIVE_DEFINITE:
+            return NotPositiveDefiniteError(
+                where,
+                col,
+                f"{where}: the matrix {matrix} is not positive definite: the pivot of column "
+                f"{col} is not positive. Use lu/solve for indefinite matrices; {under_jit}",
+            )
+        raise TypeError(
+            f"{where}: failure={self.failure!r} is not a Failure; pass one of {list(Failure)}"
         )
-    if kind == "rank_deficient":
-        raise RankDeficientError(
-            where,
-            col,
-            f"{where}: a (shape={shape}, dtype={np.dtype(dtype).name}) is numerically "
-            f"rank deficient: |r_jj| of column {col} is at most n * eps * max|r_jj| (or "
-            "NaN), so block Gram-Schmidt cannot make q orthonormal. Check a for dependent "
-            "columns, or use the layout P(rows, None) with M / R >= n (Householder TSQR "
-            "copes with rank deficiency); under jax.jit pass return_status=True to "
-            "receive this status instead.",
-        )
-    raise NotPositiveDefiniteError(
-        where,
-        col,
-        f"{where}: the matrix (shape={shape}, dtype={np.dtype(dtype).name}) is not positive "
-        f"definite: the pivot of column {col} is not positive. Use lu/solve for indefinite "
-        "matrices; under jax.jit pass return_status=True to receive this status instead.",
-    )
 
 
 def finish(
-    where: str,
-    result: Any,
-    status: jax.Array,
-    *,
-    kind: str,
-    shape: tuple[int, ...],
-    dtype: Any,
-    traced: bool,
-    return_status: bool,
+    problem: Problem, result: Any, status: jax.Array, *, traced: bool, return_status: bool
 ) -> Any:
-    """Apply the status convention to ``result`` (an array or a tuple of arrays).
+    """Apply the status convention to ``result`` (an array or a pytree of arrays).
 
-    ``return_status``: ``(result, status)``. Otherwise, eagerly: raise on a nonzero
-    status; traced: NaN-fill every inexact array of ``result`` when the status is nonzero.
+    ``return_status``: ``(result, status)``. Otherwise, eagerly: raise ``problem``'s
+    error on a nonzero status; traced: NaN-fill every inexact array of ``result`` when
+    the status is nonzero.
     """
     if return_status:
         return result, status
     if not traced:
         s = int(status)
         if s != 0:
-            _raise(where, s, kind, shape, dtype)
+            raise problem.error(s)
         return result
     bad = status != 0
 
@@ -122,3 +149,8 @@ def finish(
         return x
 
     return jax.tree.map(fill, result)
+
+
+def succeeded(result: Any, return_status: bool) -> Any:
+    """``result`` of a problem that cannot fail (empty input), with status 0 when asked."""
+    return (result, jnp.zeros((), jnp.int32)) if return_status else result

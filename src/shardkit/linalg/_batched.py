@@ -7,7 +7,7 @@ an LU solve inside ``jax.shard_map``), so the compiled program holds no collecti
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, Literal, overload
 
 import jax
 import jax.numpy as jnp
@@ -17,9 +17,9 @@ from jax.scipy.linalg import lu_solve as _lu_solve
 from jax.sharding import NamedSharding, PartitionSpec
 
 from shardkit.layout.internal import check_same_devices, indivisible_error, placement
-from shardkit.linalg._blockcyclic import AnyMesh, place
+from shardkit.linalg._blockcyclic import AnyMesh, SpecLike, place
 from shardkit.linalg._dtype import as_inexact, common
-from shardkit.linalg._inputs import require_finite
+from shardkit.linalg._inputs import ArrayInput, require_finite
 from shardkit.linalg._pad import choose, is_host, pad_rows, unpad_rows
 from shardkit.linalg._status import SingularMatrixError, is_traced
 
@@ -59,16 +59,55 @@ def _program(mesh: AnyMesh, a_spec: PartitionSpec, b_spec: PartitionSpec, vec: b
     )
 
 
+@overload
 def batched_solve(
-    a: Any,
-    b: Any,
+    a: ArrayInput,
+    b: ArrayInput,
+    /,
+    *,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    return_status: Literal[False] = ...,
+    check_finite: bool = ...,
+) -> jax.Array: ...
+
+
+@overload
+def batched_solve(
+    a: ArrayInput,
+    b: ArrayInput,
+    /,
+    *,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    return_status: Literal[True],
+    check_finite: bool = ...,
+) -> tuple[jax.Array, jax.Array]: ...
+
+
+@overload
+def batched_solve(
+    a: ArrayInput,
+    b: ArrayInput,
+    /,
+    *,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    return_status: bool = ...,
+    check_finite: bool = ...,
+) -> jax.Array | tuple[jax.Array, jax.Array]: ...
+
+
+def batched_solve(
+    a: ArrayInput,
+    b: ArrayInput,
     /,
     *,
     mesh: AnyMesh | None = None,
-    spec: Any = None,
+    spec: SpecLike = None,
     return_status: bool = False,
     check_finite: bool = True,
-) -> Any:
+) -> jax.Array | tuple[jax.Array, jax.Array]:
     """Solve ``a[i] x[i] = b[i]`` for a batch sharded over its first axis; no communication.
 
     Each device runs a batched LAPACK LU on its own systems. ``b`` is resharded to
@@ -140,6 +179,7 @@ def batched_solve(
     b_spec = PartitionSpec(entry, None) if vec else PartitionSpec(entry, None, None)
     # A batch the mesh does not divide gets identity systems (zero right-hand sides).
     padding = choose(int(a.shape[0]), parts, 1, None)[0]
+    system = tuple(a.shape[1:])
     if padding.size != padding.n:
         n = int(a.shape[1])
         eye = (padding.index() < 0)[:, None, None] * np.eye(n)
@@ -164,7 +204,7 @@ def batched_solve(
             raise SingularMatrixError(
                 where,
                 int(s[i]) - 1,
-                f"{where}: system {i} of {padding.n} (a[{i}], shape={tuple(a.shape[1:])}) "
+                f"{where}: system {i} of {padding.n} (a[{i}], shape={system}) "
                 f"is singular to working precision at column {int(s[i]) - 1} "
                 f"({len(bad)} singular systems in all: {bad[:8]}). Under jax.jit pass "
                 "return_status=True to receive the statuses.",

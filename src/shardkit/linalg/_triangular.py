@@ -24,7 +24,9 @@ from shardkit.layout.internal import check_same_devices
 from shardkit.linalg._blockcyclic import (
     DEFAULT_BLOCK,
     AnyMesh,
+    LocalTables,
     Plan,
+    SpecLike,
     Spmd,
     dslice,
     dupdate,
@@ -34,7 +36,14 @@ from shardkit.linalg._blockcyclic import (
     trsm,
 )
 from shardkit.linalg._dtype import as_inexact, common
-from shardkit.linalg._inputs import empty_solution, nan_unless_finite, referenced, require_finite
+from shardkit.linalg._inputs import (
+    ArrayInput,
+    as_rhs,
+    empty_solution,
+    nan_unless_finite,
+    referenced,
+    require_finite,
+)
 from shardkit.linalg._pad import pad_matrix, pad_rows, square_plan, unpad_rows
 from shardkit.linalg._partitioned import on_layout, unknown
 from shardkit.linalg._status import is_traced
@@ -46,7 +55,7 @@ def substitute(
     a: jax.Array,
     rhs: jax.Array,
     plan: Plan,
-    tab: dict[str, jax.Array],
+    tab: LocalTables,
     *,
     lower: bool,
     unit: bool,
@@ -59,28 +68,28 @@ def substitute(
     """
     nb, blocks = plan.nb, plan.blocks
     m, k = a.shape
-    r, c = tab["r"], tab["c"]
+    r, c = tab.r, tab.c
     axes = plan.row_axes + plan.col_axes
     forward = lower != trans
 
     def step(i: jax.Array, x: jax.Array) -> jax.Array:
         e = i if forward else blocks - 1 - i
-        re, rs = tab["own_r"][e], tab["slot_r"][e]
-        ce, cs = tab["own_c"][e], tab["slot_c"][e]
+        re, rs = tab.own_r[e], tab.slot_r[e]
+        ce, cs = tab.own_c[e], tab.slot_c[e]
         # Only the solved part of the triangle is read: the other triangle (and the
         # unsolved columns) may hold anything, NaN included, so they are selected away
         # before the product rather than multiplied by x's zeros.
         if not trans:
             blk = dslice(a, (rs * nb, 0), (nb, k))
             mine = r == re
-            g = tab["g_c"]
+            g = tab.g_c
             done = (g < e * nb) if forward else (g >= (e + 1) * nb)
             part = jnp.where(done[None, :], blk, 0) @ x[g]
             diag = dslice(blk, (0, cs * nb), (nb, nb))
         else:
             blk = dslice(a, (0, cs * nb), (m, nb))
             mine = c == ce
-            g = tab["g_r"]
+            g = tab.g_r
             done = (g < e * nb) if forward else (g >= (e + 1) * nb)
             part = jnp.where(done[:, None], blk, 0).T @ x[g]
             diag = dslice(blk, (rs * nb, 0), (nb, nb)).T
@@ -107,7 +116,7 @@ def triangular_program(
         tab = local_tables(plan)
         # Natural order: local slots are the natural blocks, elimination index = row index.
         x = substitute(a, b, plan, tab, lower=lower, unit=unit, trans=trans)
-        r = tab["r"]
+        r = tab.r
         return dslice(x, (r * plan.m, 0), (plan.m, b.shape[1]))
 
     out = PartitionSpec(plan.row_axes or None, None)
@@ -115,8 +124,8 @@ def triangular_program(
 
 
 def solve_triangular(
-    a: Any,
-    b: Any,
+    a: ArrayInput,
+    b: ArrayInput,
     /,
     *,
     trans: int | str = 0,
@@ -124,7 +133,7 @@ def solve_triangular(
     unit_diagonal: bool = False,
     nb: int = DEFAULT_BLOCK,
     mesh: AnyMesh | None = None,
-    spec: Any = None,
+    spec: SpecLike = None,
     check_finite: bool = True,
 ) -> jax.Array:
     """Solve ``op(a) x = b`` for triangular sharded ``a``, like ``jax.scipy.linalg.solve_triangular``.
@@ -185,16 +194,14 @@ def solve_triangular(
     if check_finite and len(a.shape) == 2:
         tri = referenced(a, lower=bool(lower), unit=bool(unit_diagonal))
         require_finite(where, True, a=tri, b=b)
-    b = jnp.asarray(b).astype(dt)
-    vec = b.ndim == 1
+    # Auto axes inside jit: the partitioner gives the layout.
+    layout = None if unknown(a, mesh, spec) else square_plan(where, a, mesh, spec, nb, "natural")
+    b2, vec = as_rhs(where, b, int(a.shape[0]), dt, tuple(a.shape))
     # op(a) = a^H: a^T conj(x) = conj(b).
-    conj = trans in (2, "C") and jnp.iscomplexobj(b)
+    conj = trans in (2, "C") and jnp.iscomplexobj(b2)
     flags = (bool(lower), bool(unit_diagonal), tmap[trans])
-    if unknown(a, mesh, spec):  # Auto axes inside jit: the partitioner gives the layout
-        if b.ndim not in (1, 2) or b.shape[0] != a.shape[0]:
-            raise ValueError(f"{where}: b.shape={b.shape} does not fit a.shape={a.shape}")
-        b2 = jnp.conj(b) if conj else b
-        b2 = b2[:, None] if vec else b2
+    b2 = jnp.conj(b2) if conj else b2
+    if layout is None:
 
         def make(plan: Plan, m: AnyMesh, p: PartitionSpec) -> Any:
             out = PartitionSpec(plan.row_axes or None, None)
@@ -206,14 +213,8 @@ def solve_triangular(
         x = x[:, 0] if vec else x
         tri = referenced(a, lower=bool(lower), unit=bool(unit_diagonal))
         return nan_unless_finite(x, check_finite, tri, b)
-    m, p, plan, padding = square_plan(where, a, mesh, spec, nb, "natural")
-    if b.ndim not in (1, 2) or b.shape[0] != padding.n:
-        raise ValueError(
-            f"{where}: b.shape={tuple(b.shape)} does not fit a.shape={tuple(a.shape)}; pass "
-            f"b of shape ({padding.n},) or ({padding.n}, nrhs)"
-        )
-    b2 = jnp.conj(b) if conj else b
-    b2 = pad_rows(b2[:, None] if vec else b2, padding, m)
+    m, p, plan, padding = layout
+    b2 = pad_rows(b2, padding, m)
     ap = pad_matrix(a, padding, plan, m, p)
     ap = ap if ap.dtype == dt else ap.astype(dt)
     x = triangular_program(plan, m, p, *flags)(ap, place(b2, m, PartitionSpec()))

@@ -22,10 +22,12 @@ ran out, ``-1`` on breakdown (a NaN or a zero denominator).
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import functools
 import math
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeAlias, cast
 
 import jax
 import jax.numpy as jnp
@@ -36,6 +38,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from shardkit.layout.internal import as_count, as_real, check_same_devices
 from shardkit.linalg._blockcyclic import (
     AnyMesh,
+    SpecLike,
     axis_index,
     check_matrix,
     dslice,
@@ -45,10 +48,16 @@ from shardkit.linalg._blockcyclic import (
     resolve,
 )
 from shardkit.linalg._dtype import as_inexact, common, real_dtype
+from shardkit.linalg._inputs import ArrayInput
 from shardkit.linalg._pad import choose, pad_matrix, pad_rows, unpad_rows
 from shardkit.linalg._partitioned import partitioned, unknown
 
 __all__ = ["IterativeInfo", "bicgstab", "cg", "gmres"]
+
+LinearOperator: TypeAlias = Callable[[jax.Array], jax.Array]
+"""A callable ``a``: ``v -> a @ v`` on (sharded) vectors, in the global view."""
+Preconditioner: TypeAlias = Literal["jacobi"] | LinearOperator | None
+"""``M=``: None, ``"jacobi"`` (a matrix ``a``'s diagonal) or ``v -> M^-1 v`` (a callable ``a``)."""
 
 Ops = tuple[Callable[[jax.Array], jax.Array], Callable[[jax.Array, jax.Array], jax.Array]]
 
@@ -192,7 +201,42 @@ def _gmres(
     return x, _status(res <= thresh, res, k * restart), k * restart, res
 
 
-_ALGS = {"cg": _cg, "bicgstab": _bicgstab, "gmres": _gmres}
+class Method(enum.Enum):
+    """The Krylov method of a solve."""
+
+    CG = "cg"
+    BICGSTAB = "bicgstab"
+    GMRES = "gmres"
+
+
+@dataclasses.dataclass(frozen=True)
+class Krylov:
+    """The static configuration of one solve: hashable, the key of its compiled program.
+
+    Attributes:
+      method: the Krylov method.
+      maxiter: the iteration limit (GMRES: restart cycles).
+      restart: GMRES's Arnoldi steps per cycle (0 for the others).
+      jacobi: precondition with ``a``'s diagonal (``M="jacobi"``).
+    """
+
+    method: Method
+    maxiter: int
+    restart: int = 0
+    jacobi: bool = False
+
+
+def _iterate(
+    cfg: Krylov, ops: Ops, precond: Any, b: jax.Array, x: jax.Array, thresh: Any
+) -> tuple[Any, ...]:
+    """Run ``cfg.method`` from ``x``: ``(x, status, iterations, residual)``."""
+    if cfg.method is Method.CG:
+        return _cg(ops, precond, b, x, thresh, cfg.maxiter)
+    if cfg.method is Method.BICGSTAB:
+        return _bicgstab(ops, precond, b, x, thresh, cfg.maxiter)
+    if cfg.method is Method.GMRES:
+        return _gmres(ops, precond, b, x, thresh, cfg.maxiter, cfg.restart)
+    raise TypeError(f"method={cfg.method!r} is not a Method; pass one of {list(Method)}")
 
 
 def _jacobi_local(a: jax.Array, rows: tuple[str, ...], cols: tuple[str, ...]) -> jax.Array:
@@ -204,14 +248,7 @@ def _jacobi_local(a: jax.Array, rows: tuple[str, ...], cols: tuple[str, ...]) ->
     return psum(d, cols)
 
 
-def _body(
-    alg: str,
-    rows: tuple[str, ...],
-    cols: tuple[str, ...],
-    maxiter: int,
-    restart: int,
-    jacobi: bool,
-) -> Callable[..., Any]:
+def _body(cfg: Krylov, rows: tuple[str, ...], cols: tuple[str, ...]) -> Callable[..., Any]:
     """The per-shard solver: ``(a, b, x0, tol, atol) -> (x, status, iterations, residual)``.
 
     Vectors are split like ``a``'s rows over ``rows``; with no axes it is the
@@ -229,7 +266,7 @@ def _body(
         def dot(u: jax.Array, v: jax.Array) -> jax.Array:
             return psum(jnp.tensordot(jnp.conj(u), v, axes=([-1], [-1])), rows)
 
-        if jacobi:
+        if cfg.jacobi:
             d = _jacobi_local(a, rows, cols)
             inv_d = jnp.where(d != 0, 1 / d, 1)
             pre = lambda v: inv_d * v  # noqa: E731
@@ -237,28 +274,20 @@ def _body(
             pre = lambda v: v  # noqa: E731
         bnorm = jnp.sqrt(_sq(dot, b))
         thresh = jnp.maximum(tol * bnorm, atol)
-        extra = (restart,) if alg == "gmres" else ()
-        return _ALGS[alg]((mv, dot), pre, b, x0, thresh, maxiter, *extra)
+        return _iterate(cfg, (mv, dot), pre, b, x0, thresh)
 
     return body
 
 
 @functools.lru_cache(maxsize=64)
 def _matrix_program(
-    alg: str,
-    mesh: AnyMesh,
-    spec: PartitionSpec,
-    rows: tuple[str, ...],
-    cols: tuple[str, ...],
-    maxiter: int,
-    restart: int,
-    jacobi: bool,
+    cfg: Krylov, mesh: AnyMesh, spec: PartitionSpec, rows: tuple[str, ...], cols: tuple[str, ...]
 ) -> Any:
     vec = PartitionSpec(rows or None)
     rep = PartitionSpec()
     return jax.jit(
         jax.shard_map(
-            _body(alg, rows, cols, maxiter, restart, jacobi),
+            _body(cfg, rows, cols),
             mesh=mesh,
             in_specs=(spec, vec, vec, rep, rep),
             out_specs=(vec, rep, rep, rep),
@@ -308,15 +337,7 @@ def _initial(where: str, x0: Any, b: jax.Array) -> jax.Array:
 
 
 def _on_auto_layout(
-    alg: str,
-    a: jax.Array,
-    b: jax.Array,
-    x0: jax.Array,
-    tol: float,
-    atol: float,
-    maxiter: int,
-    restart: int,
-    jacobi: bool,
+    cfg: Krylov, a: jax.Array, b: jax.Array, x0: jax.Array, tol: float, atol: float
 ) -> tuple[Any, ...]:
     """The solve under ``jit`` on Auto axes: the layout comes from the partitioner.
 
@@ -328,12 +349,12 @@ def _on_auto_layout(
     rd = real_dtype(dtype)
 
     def per_shard(rows: tuple[str, ...], cols: tuple[str, ...]) -> Callable[..., Any]:
-        body = _body(alg, rows, cols, maxiter, restart, jacobi)
+        body = _body(cfg, rows, cols)
         return lambda a, b, x: body(a, b, x, jnp.asarray(tol, rd), jnp.asarray(atol, rd))
 
     def program(mesh: Any, specs: tuple[PartitionSpec, ...], wish: Any) -> Any:
         struct = jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(mesh, specs[0]))
-        m, p, rows, cols = resolve(alg, struct, None, None, pad=True)
+        m, p, rows, cols = resolve(cfg.method.value, struct, None, None, pad=True)
         if any(shape[0] % math.prod(m.shape[ax] for ax in axes) for axes in (rows, cols)):
             p, rows, cols = PartitionSpec(), (), ()
         vec, rep = PartitionSpec(rows or None), PartitionSpec()
@@ -343,19 +364,20 @@ def _on_auto_layout(
 
 
 def _solve(
-    alg: str,
+    method: Method,
     a: Any,
     b: Any,
     x0: Any,
+    *,
     tol: float,
     atol: float,
     maxiter: int | None,
-    M: Any,  # noqa: N803  (SciPy's name)
-    restart: int,
+    M: Preconditioner,  # noqa: N803  (SciPy's name)
+    restart: int = 0,
     mesh: AnyMesh | None,
     spec: Any,
 ) -> tuple[jax.Array, IterativeInfo]:
-    where = alg
+    where = method.value
     tol, atol, maxiter = _check_limits(where, tol, atol, maxiter)
     check_same_devices(where, {"a": a, "b": b, "x0": x0}, mesh=mesh)
     if M is not None and M != "jacobi" and not callable(M):
@@ -375,9 +397,9 @@ def _solve(
         pre = M if callable(M) else (lambda v: v)
         dot = lambda u, v: jnp.sum(jnp.conj(u) * v, axis=-1)  # noqa: E731  (explicit-mode safe)
         thresh = jnp.maximum(tol * jnp.sqrt(_sq(dot, b)), atol)
-        extra = (restart,) if alg == "gmres" else ()
         its = maxiter if maxiter is not None else 10 * n
-        out = _ALGS[alg]((a, dot), pre, b, x, thresh, its, *extra)
+        op = cast(LinearOperator, a)  # callable(a) narrows it to (...) -> object
+        out = _iterate(Krylov(method, its, restart), (op, dot), pre, b, x, thresh)
     else:
         if callable(M):
             raise ValueError(
@@ -395,13 +417,12 @@ def _solve(
             )
         x = jnp.zeros_like(b) if x0 is None else _initial(where, x0, b).astype(dt)
         its = maxiter if maxiter is not None else 10 * n
+        cfg = Krylov(method, int(its), int(restart), M == "jacobi")
         if unknown(a, mesh, spec):
-            x, status, k, res = _on_auto_layout(
-                alg, a.astype(dt), b, x, tol, atol, int(its), int(restart), M == "jacobi"
-            )
+            x, status, k, res = _on_auto_layout(cfg, a.astype(dt), b, x, tol, atol)
             return x, IterativeInfo(status, k, res)
         m, p, rows, cols = resolve(where, a, mesh, spec, pad=True)
-        prog = _matrix_program(alg, m, p, rows, cols, int(its), int(restart), M == "jacobi")
+        prog = _matrix_program(cfg, m, p, rows, cols)
         vec = PartitionSpec(rows or None)
         nr = math.prod(m.shape[ax] for ax in rows)
         nc = math.prod(m.shape[ax] for ax in cols)
@@ -422,17 +443,17 @@ def _solve(
 
 
 def cg(
-    a: Any,
-    b: Any,
+    a: ArrayInput | LinearOperator,
+    b: ArrayInput,
     /,
-    x0: Any = None,
+    x0: ArrayInput | None = None,
     *,
     tol: float = 1e-5,
     atol: float = 0.0,
     maxiter: int | None = None,
-    M: Any = None,  # noqa: N803  (SciPy's name)
+    M: Preconditioner = None,  # noqa: N803  (SciPy's name)
     mesh: AnyMesh | None = None,
-    spec: Any = None,
+    spec: SpecLike = None,
 ) -> tuple[jax.Array, IterativeInfo]:
     """Conjugate gradients for symmetric positive definite ``a``, like ``jax.scipy.sparse.linalg.cg``.
 
@@ -467,21 +488,23 @@ def cg(
       >>> int(info.status), bool(np.allclose(np.asarray(x), 1 / np.arange(1.0, 17)))
       (0, True)
     """
-    return _solve("cg", a, b, x0, tol, atol, maxiter, M, 0, mesh, spec)
+    return _solve(
+        Method.CG, a, b, x0, tol=tol, atol=atol, maxiter=maxiter, M=M, mesh=mesh, spec=spec
+    )
 
 
 def bicgstab(
-    a: Any,
-    b: Any,
+    a: ArrayInput | LinearOperator,
+    b: ArrayInput,
     /,
-    x0: Any = None,
+    x0: ArrayInput | None = None,
     *,
     tol: float = 1e-5,
     atol: float = 0.0,
     maxiter: int | None = None,
-    M: Any = None,  # noqa: N803  (SciPy's name)
+    M: Preconditioner = None,  # noqa: N803  (SciPy's name)
     mesh: AnyMesh | None = None,
-    spec: Any = None,
+    spec: SpecLike = None,
 ) -> tuple[jax.Array, IterativeInfo]:
     """BiCGSTAB for general ``a``, like ``jax.scipy.sparse.linalg.bicgstab``.
 
@@ -495,22 +518,24 @@ def bicgstab(
       >>> int(info.status), bool(np.allclose(a_np @ np.asarray(x), 1))
       (0, True)
     """
-    return _solve("bicgstab", a, b, x0, tol, atol, maxiter, M, 0, mesh, spec)
+    return _solve(
+        Method.BICGSTAB, a, b, x0, tol=tol, atol=atol, maxiter=maxiter, M=M, mesh=mesh, spec=spec
+    )
 
 
 def gmres(
-    a: Any,
-    b: Any,
+    a: ArrayInput | LinearOperator,
+    b: ArrayInput,
     /,
-    x0: Any = None,
+    x0: ArrayInput | None = None,
     *,
     tol: float = 1e-5,
     atol: float = 0.0,
     restart: int = 20,
     maxiter: int | None = None,
-    M: Any = None,  # noqa: N803  (SciPy's name)
+    M: Preconditioner = None,  # noqa: N803  (SciPy's name)
     mesh: AnyMesh | None = None,
-    spec: Any = None,
+    spec: SpecLike = None,
 ) -> tuple[jax.Array, IterativeInfo]:
     """Restarted GMRES (left-preconditioned), like ``jax.scipy.sparse.linalg.gmres``.
 
@@ -529,4 +554,16 @@ def gmres(
     """
     restart = as_count("gmres", "restart", restart, minimum=1, fix="e.g. restart=20")
     its = maxiter if maxiter is not None else 20
-    return _solve("gmres", a, b, x0, tol, atol, its, M, restart, mesh, spec)
+    return _solve(
+        Method.GMRES,
+        a,
+        b,
+        x0,
+        tol=tol,
+        atol=atol,
+        maxiter=its,
+        M=M,
+        restart=restart,
+        mesh=mesh,
+        spec=spec,
+    )

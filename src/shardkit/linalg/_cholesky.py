@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any
+from typing import Any, Literal, overload
 
 import jax
 import jax.numpy as jnp
@@ -26,9 +26,11 @@ from jax.sharding import PartitionSpec
 
 from shardkit.linalg._blockcyclic import (
     DEFAULT_BLOCK,
+    DEFAULT_STAGES,
     AnyMesh,
     Order,
     Plan,
+    SpecLike,
     Spmd,
     dslice,
     dupdate,
@@ -40,7 +42,14 @@ from shardkit.linalg._blockcyclic import (
     trsm,
 )
 from shardkit.linalg._dtype import as_inexact, common
-from shardkit.linalg._inputs import empty_solution, nan_unless_finite, referenced, require_finite
+from shardkit.linalg._inputs import (
+    ArrayInput,
+    as_rhs,
+    empty_solution,
+    nan_unless_finite,
+    referenced,
+    require_finite,
+)
 from shardkit.linalg._pad import (
     Padding,
     pad_matrix,
@@ -51,8 +60,8 @@ from shardkit.linalg._pad import (
     user_status,
 )
 from shardkit.linalg._partitioned import on_layout, unknown
-from shardkit.linalg._status import finish, is_traced
-from shardkit.linalg.triangular import substitute
+from shardkit.linalg._status import Failure, Problem, finish, is_traced, succeeded
+from shardkit.linalg._triangular import substitute
 
 __all__ = ["CholeskyFactors", "cho_factor", "cho_solve", "cholesky"]
 
@@ -112,14 +121,14 @@ def _chol_local(a: jax.Array, plan: Plan, stages: int) -> tuple[jax.Array, jax.A
     a = to_local_order(a, plan, tab)
     nb, n = plan.nb, plan.n
     m = a.shape[0]
-    r, c = tab["r"], tab["c"]
+    r, c = tab.r, tab.c
     rows_ax, cols_ax = plan.row_axes, plan.col_axes
     status = jnp.int32(0)
     dtype = a.dtype
     eye = jnp.eye(nb, dtype=a.dtype)
     for s0, s1, lr, lc in plan.stage_bounds(stages):
         r0, c0 = lr * nb, lc * nb
-        g_r, g_c = tab["g_r"][r0:], tab["g_c"][c0:]
+        g_r, g_c = tab.g_r[r0:], tab.g_c[c0:]
         rows = m - r0
 
         def step(
@@ -132,8 +141,8 @@ def _chol_local(a: jax.Array, plan: Plan, stages: int) -> tuple[jax.Array, jax.A
             rows: int = rows,
         ) -> tuple[jax.Array, jax.Array]:
             sub, status = carry
-            ce, cs = tab["own_c"][e], tab["slot_c"][e]
-            re, rs = tab["own_r"][e], tab["slot_r"][e]
+            ce, cs = tab.own_c[e], tab.slot_c[e]
+            re, rs = tab.own_r[e], tab.slot_r[e]
             pan = psum(jnp.where(c == ce, dslice(sub, (0, cs * nb), (rows, nb)), 0), cols_ax)
             le = jnp.clip(rs * nb - r0, 0, rows - nb)
             d = psum(jnp.where(r == re, dslice(pan, (le, 0), (nb, nb)), 0), rows_ax)
@@ -176,7 +185,7 @@ def _chol_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec, stages: int) -
 def _tril_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec) -> Any:
     def body(x: jax.Array) -> jax.Array:
         tab = local_tables(plan)
-        return jnp.where(tab["g_r"][:, None] >= tab["g_c"][None, :], x, 0)
+        return jnp.where(tab.g_r[:, None] >= tab.g_c[None, :], x, 0)
 
     return Spmd(body, mesh, spec, spec)
 
@@ -222,23 +231,71 @@ def _on_layout(where: str, a: Any, nb: int, stages: int, tril: bool) -> tuple[ja
 
 
 def _natural_status(status: jax.Array, plan: Plan) -> jax.Array:
-    sigma = jnp.asarray(plan.tables["sigma"], jnp.int32)
+    sigma = jnp.asarray(plan.tables.sigma, jnp.int32)
     return jnp.where(status > 0, sigma[jnp.maximum(status - 1, 0)] + 1, 0).astype(jnp.int32)
 
 
+@overload
 def cho_factor(
-    a: Any,
+    a: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    order: Order = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    stages: int = ...,
+    return_status: Literal[False] = ...,
+    check_finite: bool = ...,
+    overwrite_a: bool = ...,
+) -> CholeskyFactors: ...
+
+
+@overload
+def cho_factor(
+    a: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    order: Order = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    stages: int = ...,
+    return_status: Literal[True],
+    check_finite: bool = ...,
+    overwrite_a: bool = ...,
+) -> tuple[CholeskyFactors, jax.Array]: ...
+
+
+@overload
+def cho_factor(
+    a: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    order: Order = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    stages: int = ...,
+    return_status: bool = ...,
+    check_finite: bool = ...,
+    overwrite_a: bool = ...,
+) -> CholeskyFactors | tuple[CholeskyFactors, jax.Array]: ...
+
+
+def cho_factor(
+    a: ArrayInput,
     /,
     *,
     nb: int = DEFAULT_BLOCK,
     order: Order = "cyclic",
     mesh: AnyMesh | None = None,
-    spec: Any = None,
-    stages: int = 8,
+    spec: SpecLike = None,
+    stages: int = DEFAULT_STAGES,
     return_status: bool = False,
     check_finite: bool = True,
     overwrite_a: bool = False,
-) -> Any:
+) -> CholeskyFactors | tuple[CholeskyFactors, jax.Array]:
     """Cholesky-factor a sharded Hermitian positive definite matrix, keeping it distributed.
 
     Reads only the lower triangle. Communication per panel: all-reduces of
@@ -301,29 +358,63 @@ def cho_factor(
         f = dataclasses.replace(f, c=nan_unless_finite(f.c, True, referenced(a, lower=True)))
     if return_status:
         return f, f.status
-    return finish(
-        "cho_factor",
-        f,
-        f.status,
-        kind="not_pd",
-        shape=(f.padding.n, f.padding.n),
-        dtype=f.c.dtype,
-        traced=is_traced(a),
-        return_status=False,
-    )
+    problem = Problem("cho_factor", Failure.NOT_POSITIVE_DEFINITE, (f.padding.n,) * 2, f.c.dtype)
+    return finish(problem, f, f.status, traced=is_traced(a), return_status=False)
+
+
+@overload
+def cholesky(
+    a: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    return_status: Literal[False] = ...,
+    check_finite: bool = ...,
+    overwrite_a: bool = ...,
+) -> jax.Array: ...
+
+
+@overload
+def cholesky(
+    a: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    return_status: Literal[True],
+    check_finite: bool = ...,
+    overwrite_a: bool = ...,
+) -> tuple[jax.Array, jax.Array]: ...
+
+
+@overload
+def cholesky(
+    a: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    return_status: bool = ...,
+    check_finite: bool = ...,
+    overwrite_a: bool = ...,
+) -> jax.Array | tuple[jax.Array, jax.Array]: ...
 
 
 def cholesky(
-    a: Any,
+    a: ArrayInput,
     /,
     *,
     nb: int = DEFAULT_BLOCK,
     mesh: AnyMesh | None = None,
-    spec: Any = None,
+    spec: SpecLike = None,
     return_status: bool = False,
     check_finite: bool = True,
     overwrite_a: bool = False,
-) -> Any:
+) -> jax.Array | tuple[jax.Array, jax.Array]:
     """Lower Cholesky factor ``L`` (``a = L L^H``) of sharded ``a``, like ``jnp.linalg.cholesky``.
 
     Natural elimination order, so ``L`` is exactly LAPACK's, sharded like ``a`` (the
@@ -366,7 +457,7 @@ def cholesky(
         require_finite("cholesky", True, a=referenced(a, lower=True))
     if tuple(a.shape) == (0, 0):
         empty = jnp.zeros((0, 0), a.dtype)
-        return (empty, jnp.zeros((), jnp.int32)) if return_status else empty
+        return succeeded(empty, return_status)
     if unknown(a, mesh, spec):
         out, status = _on_layout("cholesky", a, nb, 8, tril=True)
     else:
@@ -378,21 +469,13 @@ def cholesky(
         out, status = unpad_matrix(tril, f.padding, f.plan, m, p), f.status
     if check_finite and is_traced(a):
         out = nan_unless_finite(out, True, referenced(a, lower=True))
-    return finish(
-        "cholesky",
-        out,
-        status,
-        kind="not_pd",
-        shape=tuple(out.shape),
-        dtype=out.dtype,
-        traced=is_traced(a),
-        return_status=return_status,
-    )
+    problem = Problem("cholesky", Failure.NOT_POSITIVE_DEFINITE, tuple(out.shape), out.dtype)
+    return finish(problem, out, status, traced=is_traced(a), return_status=return_status)
 
 
 @functools.lru_cache(maxsize=128)
 def _cho_solve_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec) -> Any:
-    sigma = plan.tables["sigma"]
+    sigma = plan.tables.sigma
 
     def body(c: jax.Array, b: jax.Array) -> jax.Array:
         tab = local_tables(plan)
@@ -401,14 +484,16 @@ def _cho_solve_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec) -> Any:
         # L^H z = y  <=>  L^T conj(z) = conj(y).
         z = jnp.conj(substitute(c, jnp.conj(y), plan, tab, lower=True, unit=False, trans=True))
         x = jnp.zeros_like(z).at[sig].set(z)
-        return dslice(x, (tab["r"] * plan.m, 0), (plan.m, b.shape[1]))
+        return dslice(x, (tab.r * plan.m, 0), (plan.m, b.shape[1]))
 
     rep = PartitionSpec()
     out = PartitionSpec(plan.row_axes or None, None)
     return Spmd(body, mesh, (spec, rep), out)
 
 
-def cho_solve(factors: CholeskyFactors, b: Any, /, *, check_finite: bool = True) -> jax.Array:
+def cho_solve(
+    factors: CholeskyFactors, b: ArrayInput, /, *, check_finite: bool = True
+) -> jax.Array:
     """Solve ``a x = b`` from :func:`cho_factor`'s factors (``b`` replicated).
 
     Communication: ``2 n / nb`` all-reduces of ``nb x (nb + nrhs)`` elements; padded
@@ -438,14 +523,8 @@ def cho_solve(factors: CholeskyFactors, b: Any, /, *, check_finite: bool = True)
     empty = empty_solution("cho_solve", jnp.zeros((padding.n, padding.n)), b, dt)
     if empty is not None:
         return empty
-    b = jnp.asarray(b).astype(dt)
-    if b.ndim not in (1, 2) or b.shape[0] != padding.n:
-        raise ValueError(
-            f"cho_solve: b.shape={tuple(b.shape)} does not fit n={padding.n}; pass b of "
-            f"shape ({padding.n},) or ({padding.n}, nrhs)"
-        )
+    b2, vec = as_rhs("cho_solve", b, padding.n, dt)
     c = factors.c if factors.c.dtype == dt else factors.c.astype(dt)
-    b2 = b[:, None] if b.ndim == 1 else b
     if factors.mesh is None or factors.spec is None:  # natural order: any layout reads it
         rep = PartitionSpec()
 
@@ -456,8 +535,8 @@ def cho_solve(factors: CholeskyFactors, b: Any, /, *, check_finite: bool = True)
         (x,) = on_layout(
             "cho_solve", c, (c, b2), make, "i j, k l -> i l", nb=plan.nb, order="natural"
         )
-        return x[:, 0] if b.ndim == 1 else x
+        return x[:, 0] if vec else x
     b2 = place(pad_rows(b2, padding, factors.mesh), factors.mesh, PartitionSpec())
     x = _cho_solve_program(plan, factors.mesh, factors.spec)(c, b2)
     x = unpad_rows(x, padding, factors.mesh, plan.row_axes)
-    return x[:, 0] if b.ndim == 1 else x
+    return x[:, 0] if vec else x

@@ -66,7 +66,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Any
+from typing import Any, Literal, overload
 
 import jax
 import jax.numpy as jnp
@@ -77,6 +77,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from shardkit.layout.internal import check_same_devices, mesh_summary, spec_summary
 from shardkit.linalg._blockcyclic import (
     AnyMesh,
+    SpecLike,
     Spmd,
     axis_index,
     dslice,
@@ -87,13 +88,20 @@ from shardkit.linalg._blockcyclic import (
     resolve,
 )
 from shardkit.linalg._dtype import as_inexact, common, real_dtype
-from shardkit.linalg._inputs import nan_unless_finite, require_finite
+from shardkit.linalg._inputs import ArrayInput, nan_unless_finite, require_finite, rhs_shape
 from shardkit.linalg._pad import cut, pad_tall, scale, tall_sizes
 from shardkit.linalg._partitioned import on_layout, unknown
-from shardkit.linalg._status import RankDeficientError, finish, is_traced
+from shardkit.linalg._status import (
+    Failure,
+    Problem,
+    RankDeficientError,
+    finish,
+    is_traced,
+    succeeded,
+)
+from shardkit.linalg._triangular import solve_triangular
+from shardkit.linalg._triangular import triangular_program as _trsm_program
 from shardkit.linalg._wide import wide_lstsq, wide_qr
-from shardkit.linalg.triangular import solve_triangular
-from shardkit.linalg.triangular import triangular_program as _trsm_program
 
 __all__ = ["DEFAULT_PANEL", "MIN_NORM_GUARD", "RankDeficientError", "lstsq", "qr"]
 
@@ -334,28 +342,59 @@ def _finish(
     """:func:`~shardkit.linalg._status.finish`, unless the program has NaN-filled already."""
     if fill and not return_status:
         return result
-    return finish(
-        where,
-        result,
-        status,
-        kind="rank_deficient",
-        shape=tuple(a.shape),
-        dtype=a.dtype,
-        traced=is_traced(status),
-        return_status=return_status,
-    )
+    problem = Problem(where, Failure.RANK_DEFICIENT, tuple(a.shape), a.dtype)
+    return finish(problem, result, status, traced=is_traced(status), return_status=return_status)
+
+
+@overload
+def qr(
+    a: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    return_status: Literal[False] = ...,
+    check_finite: bool = ...,
+) -> tuple[jax.Array, jax.Array]: ...
+
+
+@overload
+def qr(
+    a: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    return_status: Literal[True],
+    check_finite: bool = ...,
+) -> tuple[tuple[jax.Array, jax.Array], jax.Array]: ...
+
+
+@overload
+def qr(
+    a: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    return_status: bool = ...,
+    check_finite: bool = ...,
+) -> tuple[jax.Array, jax.Array] | tuple[tuple[jax.Array, jax.Array], jax.Array]: ...
 
 
 def qr(
-    a: Any,
+    a: ArrayInput,
     /,
     *,
     nb: int = DEFAULT_PANEL,
     mesh: AnyMesh | None = None,
-    spec: Any = None,
+    spec: SpecLike = None,
     return_status: bool = False,
     check_finite: bool = True,
-) -> Any:
+) -> tuple[jax.Array, jax.Array] | tuple[tuple[jax.Array, jax.Array], jax.Array]:
     """Reduced QR ``a = q r`` of a sharded ``(M, n)`` matrix, like ``jnp.linalg.qr``.
 
     TSQR for ``P(rows, None)`` with ``M / R >= n`` (one all-gather of ``R`` blocks
@@ -420,11 +459,11 @@ def qr(
     require_finite("qr", check_finite, a=a)
     if len(a.shape) == 2 and a.shape[1] == 0:  # no columns: q (M, 0), r (0, 0)
         out = (jnp.zeros((a.shape[0], 0), a.dtype), jnp.zeros((0, 0), a.dtype))
-        return (out, jnp.zeros((), jnp.int32)) if return_status else out
+        return succeeded(out, return_status)
     if len(a.shape) == 2 and a.shape[0] < a.shape[1]:  # wide: SciPy's economic QR
         out = jnp.linalg.qr(a) if unknown(a, mesh, spec) else wide_qr("qr", a, mesh, spec)
         out = nan_unless_finite(tuple(out), check_finite, a)
-        return (out, jnp.zeros((), jnp.int32)) if return_status else out
+        return succeeded(out, return_status)
     fill = is_traced(a) and not return_status
     if unknown(a, mesh, spec):
         # r's rows follow a's only when a is square (a rule ties equal lengths alone).
@@ -620,18 +659,69 @@ def _lstsq_local(lay: _Layout, rcond: float) -> Any:
     return local, (lay.spec, b_spec), (rep,) * 5
 
 
+@overload
 def lstsq(
-    a: Any,
-    b: Any,
+    a: ArrayInput,
+    b: ArrayInput,
+    /,
+    *,
+    rcond: float | None = ...,
+    nb: int = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    return_status: Literal[False] = ...,
+    check_finite: bool = ...,
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]: ...
+
+
+@overload
+def lstsq(
+    a: ArrayInput,
+    b: ArrayInput,
+    /,
+    *,
+    rcond: float | None = ...,
+    nb: int = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    return_status: Literal[True],
+    check_finite: bool = ...,
+) -> tuple[tuple[jax.Array, jax.Array, jax.Array, jax.Array], jax.Array]: ...
+
+
+@overload
+def lstsq(
+    a: ArrayInput,
+    b: ArrayInput,
+    /,
+    *,
+    rcond: float | None = ...,
+    nb: int = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    return_status: bool = ...,
+    check_finite: bool = ...,
+) -> (
+    tuple[jax.Array, jax.Array, jax.Array, jax.Array]
+    | tuple[tuple[jax.Array, jax.Array, jax.Array, jax.Array], jax.Array]
+): ...
+
+
+def lstsq(
+    a: ArrayInput,
+    b: ArrayInput,
     /,
     *,
     rcond: float | None = None,
     nb: int = DEFAULT_PANEL,
     mesh: AnyMesh | None = None,
-    spec: Any = None,
+    spec: SpecLike = None,
     return_status: bool = False,
     check_finite: bool = True,
-) -> Any:
+) -> (
+    tuple[jax.Array, jax.Array, jax.Array, jax.Array]
+    | tuple[tuple[jax.Array, jax.Array, jax.Array, jax.Array], jax.Array]
+):
     """Least squares ``min ||a x - b||`` for sharded ``a``, like ``jnp.linalg.lstsq``.
 
     Through :func:`qr`. **Rank deficiency** is handled as ``numpy.linalg.lstsq`` handles
@@ -721,12 +811,12 @@ def lstsq(
     check_same_devices(where, {"a": a, "b": b}, mesh=mesh)
     require_finite(where, check_finite, a=a, b=b)
     a = a if a.dtype == dt else a.astype(dt)
-    b = jnp.asarray(b).astype(dt)
-    if b.ndim not in (1, 2) or a.ndim != 2 or b.shape[0] != a.shape[0]:
+    if a.ndim != 2:
         raise ValueError(
-            f"{where}: b.shape={tuple(b.shape)} does not fit a.shape={tuple(a.shape)}; "
-            f"pass b of shape ({a.shape[0]},) or ({a.shape[0]}, nrhs)"
+            f"{where}: a.shape={tuple(a.shape)} is not a matrix; pass a of shape (m, n)"
         )
+    rhs_shape(where, b, int(a.shape[0]), tuple(a.shape))
+    b = jnp.asarray(b).astype(dt)
     tol = float(max(a.shape) * jnp.finfo(a.dtype).eps) if rcond is None else float(rcond)
     if 0 in a.shape:  # nothing to factor: x = 0 and the residual is |b|^2
         nrhs = () if b.ndim == 1 else (b.shape[1],)
@@ -734,9 +824,9 @@ def lstsq(
         res = jnp.sum(jnp.abs(b[:, None] if b.ndim == 1 else b) ** 2, axis=0)
         s = jnp.zeros((0,), real_dtype(dt))
         out = (x, res, jnp.zeros((), jnp.int32), s)
-        return (out, jnp.zeros((), jnp.int32)) if return_status else out
+        return succeeded(out, return_status)
     if b.ndim == 2 and b.shape[1] == 0:  # rank and s still describe a
-        out = lstsq(
+        inner: Any = lstsq(  # one of lstsq's return types, by return_status
             a,
             jnp.zeros((a.shape[0],), dt),
             rcond=rcond,
@@ -746,7 +836,7 @@ def lstsq(
             return_status=return_status,
             check_finite=False,
         )
-        (x, res, rank, s), status = out if return_status else (out, None)
+        (x, res, rank, s), status = inner if return_status else (inner, jnp.zeros((), jnp.int32))
         out = (jnp.zeros((a.shape[1], 0), dt), jnp.zeros((0,), res.dtype), rank, s)
         return (out, status) if return_status else out
     if a.shape[0] < a.shape[1]:

@@ -34,6 +34,8 @@ each panel of ``nb`` columns:
 Every collective is panel- or vector-sized; none moves the matrix. The loops are
 ``lax.fori_loop``: the program size does not grow with ``n`` (``stages`` static
 sub-loops shrink the working set so the flops stay within ~1.3x of LU's ``2n^3/3P``).
+The per-shard kernel is :mod:`shardkit.linalg._lu_kernel`; this module holds the
+public functions around it.
 
 A pivot with ``|u_jj| <= n * eps * max|a|`` marks the matrix (numerically) singular:
 eagerly :class:`~shardkit.linalg.SingularMatrixError` (a ``numpy.linalg.LinAlgError``)
@@ -53,32 +55,36 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 import jax
 import jax.numpy as jnp
-from jax import lax
 from jax.sharding import PartitionSpec
 
 from shardkit.layout.internal import check_same_devices
 from shardkit.linalg._blockcyclic import (
     DEFAULT_BLOCK,
+    DEFAULT_STAGES,
     AnyMesh,
     Order,
     Plan,
+    SpecLike,
     Spmd,
-    axis_index,
     dslice,
-    dupdate,
     local_tables,
     make_plan,
     place,
     psum,
-    to_local_order,
-    trsm,
 )
 from shardkit.linalg._dtype import as_inexact, common, real_dtype
-from shardkit.linalg._inputs import empty_solution, nan_unless_finite, require_finite
+from shardkit.linalg._inputs import (
+    ArrayInput,
+    as_rhs,
+    empty_solution,
+    nan_unless_finite,
+    require_finite,
+)
+from shardkit.linalg._lu_kernel import PIVOTING_NAMES, Pivoting, factor_local
 from shardkit.linalg._pad import (
     Padding,
     pad_matrix,
@@ -90,15 +96,11 @@ from shardkit.linalg._pad import (
     user_status,
 )
 from shardkit.linalg._partitioned import on_layout, unknown
-from shardkit.linalg._status import finish, is_traced
+from shardkit.linalg._status import Failure, Problem, finish, is_traced, succeeded
+from shardkit.linalg._triangular import substitute
 from shardkit.linalg._wide import replicated
-from shardkit.linalg.triangular import substitute
 
 __all__ = ["LUFactors", "det", "inv", "lu", "lu_factor", "lu_solve", "slogdet", "solve"]
-
-DEFAULT_STAGES = 8
-INNER_BLOCK = 16
-"""Columns factored one at a time inside a panel before a blocked update of the rest."""
 
 
 @jax.tree_util.register_dataclass
@@ -137,359 +139,13 @@ class LUFactors:
     padding: Padding = dataclasses.field(metadata={"static": True})
 
 
-def trailing_update(a: jax.Array, left: jax.Array, right: jax.Array, r0: int, c0: int) -> jax.Array:
-    """``a[r0:, c0:] -= left @ right`` in column chunks of about ``n * nb`` elements.
-
-    Chunking keeps the matmul's temporary at ``O(n * nb)`` instead of the device's
-    whole share, which is what bounds the peak memory by ``2 x share + O(n * nb)``.
-    """
-    rows, width = left.shape[0], right.shape[1]
-    nb = left.shape[1]
-    step = max(nb, (max(rows, width) * nb) // max(rows, 1))
-    step = max(nb, min(width, step))
-    for j0 in range(0, width, step):
-        j1 = min(width, j0 + step)
-        upd = left @ right[:, j0:j1]
-        a = a.at[r0:, c0 + j0 : c0 + j1].add(-upd)
-    return a
-
-
-def _magnitude(x: jax.Array) -> jax.Array:
-    """What partial pivoting maximizes: ``|x|``; for complex LAPACK's ``|re| + |im|``.
-
-    (``izamax``'s measure, so that :func:`lu` keeps LAPACK's pivots for complex input.)
-    """
-    if jnp.iscomplexobj(x):
-        return jnp.abs(jnp.real(x)) + jnp.abs(jnp.imag(x))
-    return jnp.abs(x)
-
-
-Pivoting = Literal["partial", "tournament"]
-PIVOTING_NAMES: tuple[str, ...] = ("partial", "tournament")
-
-
-def _exchange_rows(
-    xs: tuple[tuple[jax.Array, int], ...],
-    touched: jax.Array,
-    came_from: jax.Array,
-    where_row: Any,
-    r: jax.Array,
-    rows_ax: tuple[str, ...],
-) -> tuple[jax.Array, ...]:
-    """Give positions ``touched`` the rows that were at ``came_from``: one all-reduce.
-
-    Each ``(x, r0)`` holds local rows ``r0:`` (of whatever columns it has). The
-    sources' owners contribute their rows of every ``x`` and one
-    ``len(touched) x (total columns)`` all-reduce over the row axes delivers them all.
-    """
-    own_s, loc_s = where_row(came_from)
-    own_t, loc_t = where_row(touched)
-    parts = [x[jnp.clip(loc_s - r0, 0, x.shape[0] - 1)] for x, r0 in xs]
-    sizes = [pt.shape[1] for pt in parts]
-    both = jnp.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
-    moved = psum(jnp.where((own_s == r)[:, None], both, 0), rows_ax)
-    out, start = [], 0
-    for (x, r0), size in zip(xs, sizes, strict=True):
-        dest = jnp.where(own_t == r, loc_t - r0, x.shape[0])
-        out.append(x.at[dest].set(moved[:, start : start + size], mode="drop"))
-        start += size
-    return tuple(out)
-
-
-def _panel_permutation(chosen: jax.Array, j0: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """The row moves that bring pivot rows ``chosen`` to positions ``j0 .. j0 + nb - 1``.
-
-    Position ``j0 + i`` receives row ``chosen[i]``; the rows displaced from those
-    positions fill the positions the pivots left (in order). A ``-1`` (the nominee of an
-    all-zero column) takes a free position of the block. Returns ``(touched,
-    came_from, parity)``: ``2 nb`` positions (padded with a repeat of the first move),
-    where each one's new row was, and the permutation's parity (the sign of the
-    determinant). Vectorized: ``O(nb^2)`` comparisons instead of ``nb`` sequential swaps.
-    """
-    nb = chosen.shape[0]
-    idx = jnp.arange(nb, dtype=jnp.int32)
-    t = j0 + idx
-    valid = chosen >= 0
-    taken = jnp.any(valid[None, :] & (chosen[None, :] == t[:, None]), axis=1)
-    free_rank = jnp.where(~taken, jnp.cumsum(~taken) - 1, -1)
-    need = jnp.cumsum(~valid) - 1
-    fill = t[jnp.argmax(free_rank[None, :] == need[:, None], axis=1)]
-    c = jnp.where(valid, chosen, fill).astype(jnp.int32)
-    displaced = ~jnp.any(c[None, :] == t[:, None], axis=1)
-    vacated = c >= j0 + nb
-    d_rank = jnp.where(displaced, jnp.cumsum(displaced) - 1, nb)
-    v_rank = jnp.where(vacated, jnp.sum(vacated[None, :] & (c[None, :] < c[:, None]), axis=1), nb)
-    q = jnp.sum(vacated)
-    d_list = jnp.zeros(nb, jnp.int32).at[d_rank].set(t, mode="drop")
-    v_list = jnp.zeros(nb, jnp.int32).at[v_rank].set(c, mode="drop")
-    pad = idx >= q
-    touched = jnp.concatenate([t, jnp.where(pad, t[0], v_list)])
-    came_from = jnp.concatenate([c, jnp.where(pad, c[0], d_list)])
-    # Parity: inversions of the sources listed in increasing destination order.
-    ok = jnp.concatenate([jnp.ones(nb, bool), ~pad])
-    later = jnp.arange(2 * nb)[None, :] > jnp.arange(2 * nb)[:, None]
-    inv = later & ok[:, None] & ok[None, :] & (came_from[:, None] > came_from[None, :])
-    return touched, came_from, (jnp.sum(inv) % 2).astype(jnp.int32)
-
-
-def _tournament_panel(
-    a: jax.Array,
-    pan: jax.Array,
-    j0: jax.Array,
-    *,
-    g_r: jax.Array,
-    r0: int,
-    rows_ax: tuple[str, ...],
-    tol: jax.Array,
-    where_row: Any,
-    r: jax.Array,
-    carry: tuple[jax.Array, jax.Array, jax.Array],
-) -> tuple[jax.Array, ...]:
-    """Factor one panel with tournament pivoting (CALU): one all-gather picks all ``nb`` pivots.
-
-    Each device runs LAPACK's partial-pivoting LU on its active rows of the panel and
-    nominates the ``nb`` rows it pivoted on; one all-gather over the row axes stacks the
-    ``R x nb`` nominees, the first row of devices factors the stack (partial pivoting
-    again) and one small all-reduce shares the result: its first ``nb`` pivots are the
-    panel's pivot rows and its ``nb x nb`` top is ``L11 \\ U11``. Every other active row
-    gets ``L21 = A21 U11^-1`` in place, before the rows move; then one all-reduce of
-    ``2 nb`` rows exchanges the rows of ``a`` and of the factored panel together. With
-    one row of devices this is exactly partial pivoting; otherwise the pivots can
-    differ from LAPACK's (Grigori, Demmel and Xiang, "CALU", SIMAX 2011: as stable as
-    partial pivoting in practice).
-
-    Returns ``(a, panel, perm, status, swaps)``: ``a`` with the rows exchanged (its
-    panel columns are rewritten by the caller) and the factored panel.
-    """
-    perm, status, swaps = carry
-    nb = pan.shape[1]
-    act = g_r >= j0
-    x = jnp.where(act[:, None], pan, 0)
-    take = lax.linalg.lu(x)[2][:nb]
-    # Row indices ride along as floats: exact below 2^24 (float32) rows.
-    cidx = jnp.where(act[take], g_r[take], -1).astype(x.dtype)
-    cand = jnp.concatenate([x[take], cidx[:, None]], axis=1)
-
-    def tourney(cand: jax.Array) -> jax.Array:
-        lu_s, _, rows = lax.linalg.lu(cand[:, :nb])
-        return jnp.concatenate([lu_s[:nb], cand[rows[:nb], nb:]], axis=1)
-
-    if rows_ax:
-        # The stack is the same on every device: the first row of devices factors it
-        # and one small all-reduce shares the result.
-        cand = lax.all_gather(cand, rows_ax, tiled=True)
-        first = axis_index(rows_ax) == 0
-        res = lax.cond(first, tourney, lambda c: jnp.zeros_like(c[:nb]), cand)
-        res = psum(res, rows_ax)
-    else:
-        res = tourney(cand)
-    top, chosen = res[:, :nb], jnp.real(res[:, nb]).astype(jnp.int32)
-    d = jnp.diagonal(top)
-    bad = jnp.abs(d) <= tol
-    first_bad = (j0 + jnp.argmax(bad) + 1).astype(jnp.int32)
-    status = jnp.where((status == 0) & jnp.any(bad), first_bad, status)
-    u11 = jnp.triu(top) + jnp.diag(jnp.where(d == 0, 1, 0).astype(top.dtype))
-    l21 = trsm(u11, pan, lower=False, left=False)
-    pan = jnp.where(act[:, None], l21, pan)
-    touched, came_from, parity = _panel_permutation(chosen, j0)
-    a, pan = _exchange_rows(((a, 0), (pan, r0)), touched, came_from, where_row, r, rows_ax)
-    perm = perm.at[touched].set(perm[came_from])
-    in_top = (g_r >= j0) & (g_r < j0 + nb)
-    pan = jnp.where(in_top[:, None], top[jnp.clip(g_r - j0, 0, nb - 1)], pan)
-    return a, pan, perm, status, swaps + parity
-
-
-def _factor_local(
-    a: jax.Array, plan: Plan, stages: int, pivoting: Pivoting
-) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
-    """The LU kernel, inside ``shard_map``: (packed factors in slot order, perm, swaps, status)."""
-    tab = local_tables(plan)
-    a = to_local_order(a, plan, tab)
-    nb, n = plan.nb, plan.n
-    m, k = a.shape
-    r, c = tab["r"], tab["c"]
-    rows_ax, cols_ax = plan.row_axes, plan.col_axes
-    # Real: max and -min, no |a| temporary.
-    amax = jnp.max(jnp.abs(a)) if jnp.iscomplexobj(a) else jnp.maximum(jnp.max(a), -jnp.min(a))
-    if rows_ax + cols_ax:
-        amax = lax.pmax(amax, rows_ax + cols_ax)
-    tol = n * jnp.finfo(a.dtype).eps * amax
-    perm = jnp.arange(n, dtype=jnp.int32)
-    status = jnp.int32(0)
-    swaps = jnp.int32(0)
-    cols_nb = jnp.arange(nb, dtype=jnp.int32)
-    ib = max(d for d in range(1, min(nb, INNER_BLOCK) + 1) if nb % d == 0)
-    cols_ib = jnp.arange(ib, dtype=jnp.int32)
-
-    for s0, s1, lr, lc in plan.stage_bounds(stages):
-        r0, c0 = lr * nb, lc * nb
-        g_r = tab["g_r"][r0:]
-        g_c = tab["g_c"][c0:]
-        rows = m - r0
-
-        def where_row(g: jax.Array) -> tuple[jax.Array, jax.Array]:
-            blk = g // nb
-            loc = tab["slot_r"][blk] * nb + g % nb
-            return tab["own_r"][blk], jnp.clip(loc, 0, m - 1)
-
-        def panel_step(
-            e: jax.Array,
-            carry: tuple[jax.Array, ...],
-            g_r: jax.Array = g_r,
-            g_c: jax.Array = g_c,
-            r0: int = r0,
-            c0: int = c0,
-            rows: int = rows,
-        ) -> tuple[jax.Array, ...]:
-            a, perm, status, swaps = carry
-            ce, cs = tab["own_c"][e], tab["slot_c"][e]
-            pan = dslice(a, (r0, cs * nb), (rows, nb))
-            pan = psum(jnp.where(c == ce, pan, 0), cols_ax)
-
-            def column(
-                jj: jax.Array, st: tuple[jax.Array, ...], c0i: jax.Array
-            ) -> tuple[jax.Array, ...]:
-                blk, src, srci, perm, status, swaps, pivs = st
-                j = e * nb + c0i + jj
-                v = jnp.where(g_r >= j, _magnitude(blk[:, jj]), -1)
-                li = jnp.argmax(v)
-                oj, lj = where_row(j)
-                pj = jnp.clip(lj - r0, 0, rows - 1)
-                if rows_ax:
-                    # One all-gather per column carries each device row's candidate
-                    # (|value|, row index, the row) and row j from its owner. Row indices
-                    # are exact in float32 below 2^24.
-                    mine_j = jnp.where(r == oj, blk[pj], 0)
-                    head = jnp.stack([v[li], g_r[li].astype(v.dtype)])
-                    cand = lax.all_gather(jnp.concatenate([head, blk[li], mine_j]), rows_ax)
-                    w = jnp.argmax(jnp.real(cand[:, 0]))
-                    p = jnp.real(cand[w, 1]).astype(jnp.int32)
-                    row_p, row_j = cand[w, 2 : 2 + ib], jnp.sum(cand[:, 2 + ib :], axis=0)
-                else:
-                    p = g_r[li]
-                    row_p, row_j = blk[li], blk[pj]
-                op, lp = where_row(p)
-                pp = jnp.clip(lp - r0, 0, rows - 1)
-                blk = blk.at[pj].set(jnp.where(r == oj, row_p, blk[pj]))
-                blk = blk.at[pp].set(jnp.where(r == op, row_j, blk[pp]))
-                piv = row_p[jj]
-                status = jnp.where((status == 0) & (jnp.abs(piv) <= tol), j + 1, status)
-                safe = jnp.where(piv == 0, jnp.ones_like(piv), piv)
-                below = g_r > j
-                col = jnp.where(below, blk[:, jj] / safe, blk[:, jj])
-                blk = blk.at[:, jj].set(col)
-                l_col = jnp.where(below, col, 0)
-                blk = blk - jnp.outer(l_col, jnp.where(cols_ib > jj, row_p, 0))
-                qj, qp = perm[j], perm[p]
-                perm = perm.at[j].set(qp).at[p].set(qj)
-                sj, sp = src[j], src[p]
-                src = src.at[j].set(sp).at[p].set(sj)
-                sj, sp = srci[j], srci[p]
-                srci = srci.at[j].set(sp).at[p].set(sj)
-                swaps = swaps + (p != j).astype(jnp.int32)
-                return blk, src, srci, perm, status, swaps, pivs.at[c0i + jj].set(p)
-
-            def inner(kb: jax.Array, st: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
-                # Panel columns kb*ib .. +ib one at a time (touching only ib columns per
-                # step), then the rest of the panel by blocks, as LAPACK's recursive getrf.
-                pan, src, perm, status, swaps, pivs = st
-                c0i = kb * ib
-                j0 = e * nb + c0i
-                blk = dslice(pan, (0, c0i), (rows, ib))
-                srci = jnp.arange(n, dtype=jnp.int32)
-                blk, src, srci, perm, status, swaps, pivs = lax.fori_loop(
-                    jnp.int32(0),
-                    jnp.int32(ib),
-                    functools.partial(column, c0i=c0i),
-                    (blk, src, srci, perm, status, swaps, pivs),
-                )
-                if ib == nb:
-                    return blk, src, perm, status, swaps, pivs
-                pan = dupdate(pan, blk, (0, c0i))
-                in_blk = (cols_nb >= c0i) & (cols_nb < c0i + ib)
-                # The block's row exchanges, applied to the panel's other columns.
-                touched = jnp.concatenate([j0 + cols_ib, dslice(pivs, (c0i,), (ib,))])
-                own_s, loc_s = where_row(srci[touched])
-                own_t, loc_t = where_row(touched)
-                loc_s, loc_t = jnp.clip(loc_s - r0, 0, rows - 1), loc_t - r0
-                moved = psum(jnp.where((own_s == r)[:, None], pan[loc_s], 0), rows_ax)
-                keep = pan[jnp.clip(loc_t, 0, rows - 1)]
-                pan = pan.at[jnp.where(own_t == r, loc_t, rows)].set(
-                    jnp.where(in_blk, keep, moved), mode="drop"
-                )
-                # U of the block's ib rows, right of the block; then the panel's update.
-                oi, li_ = where_row(j0)
-                li_ = jnp.clip(li_ - r0, 0, rows - ib)
-                mine = r == oi
-                l11 = jnp.where(mine, dslice(blk, (li_, 0), (ib, ib)), jnp.eye(ib, dtype=a.dtype))
-                urow = dslice(pan, (li_, 0), (ib, nb))
-                right = cols_nb >= c0i + ib
-                u = jnp.where(right, trsm(l11, urow, lower=True, unit_diagonal=True), urow)
-                pan = dupdate(pan, jnp.where(mine, u, urow), (li_, 0))
-                u = psum(jnp.where(mine & right, u, 0), rows_ax)
-                l21 = jnp.where((g_r >= j0 + ib)[:, None], blk, 0)
-                return pan - l21 @ u, src, perm, status, swaps, pivs
-
-            if pivoting == "tournament":
-                a, pan, perm, status, swaps = _tournament_panel(
-                    a,
-                    pan,
-                    e * nb,
-                    g_r=g_r,
-                    r0=r0,
-                    rows_ax=rows_ax,
-                    tol=tol,
-                    where_row=where_row,
-                    r=r,
-                    carry=(perm, status, swaps),
-                )
-            else:
-                src0 = jnp.arange(n, dtype=jnp.int32)
-                pivs0 = jnp.zeros(nb, jnp.int32)
-                pan, src, perm, status, swaps, pivs = lax.fori_loop(
-                    jnp.int32(0),
-                    jnp.int32(nb // ib),
-                    inner,
-                    (pan, src0, perm, status, swaps, pivs0),
-                )
-                # Apply the panel's row exchanges to whole rows at once: the (at most
-                # 2 nb) touched positions receive their new rows in one (2 nb x n/C)
-                # all-reduce.
-                touched = jnp.concatenate([e * nb + cols_nb.astype(jnp.int32), pivs])
-                (a,) = _exchange_rows(((a, 0),), touched, src[touched], where_row, r, rows_ax)
-            cur = dslice(a, (r0, cs * nb), (rows, nb))
-            a = dupdate(a, jnp.where(c == ce, pan, cur), (r0, cs * nb))
-            # The nb rows of U: solved on their owner, broadcast down the mesh column.
-            re, rs = tab["own_r"][e], tab["slot_r"][e]
-            mine = r == re
-            le = jnp.clip(rs * nb - r0, 0, rows - nb)
-            l11 = jnp.where(mine, dslice(pan, (le, 0), (nb, nb)), jnp.eye(nb, dtype=a.dtype))
-            urow = dslice(a, (le + r0, c0), (nb, k - c0))
-            trail = g_c >= (e + 1) * nb
-            # Only the owner solves (a cond: the others would redo its work and drop it).
-            u12 = lax.cond(
-                mine,
-                lambda: jnp.where(trail, trsm(l11, urow, lower=True, unit_diagonal=True), urow),
-                lambda: urow,
-            )
-            a = dupdate(a, u12, (le + r0, c0))
-            u12 = psum(jnp.where(mine & trail, u12, 0), rows_ax)
-            l21 = jnp.where((g_r >= (e + 1) * nb)[:, None], pan, 0)
-            return trailing_update(a, l21, u12, r0, c0), perm, status, swaps
-
-        a, perm, status, swaps = lax.fori_loop(
-            jnp.int32(s0), jnp.int32(s1), panel_step, (a, perm, status, swaps)
-        )
-    return a, perm, swaps, status
-
-
 @functools.lru_cache(maxsize=128)
 def _factor_program(
     plan: Plan, mesh: AnyMesh, spec: PartitionSpec, stages: int, pivoting: Pivoting
 ) -> Any:
     rep = PartitionSpec()
     return Spmd(
-        lambda a: _factor_local(a, plan, stages, pivoting),
+        lambda a: factor_local(a, plan, stages, pivoting),
         mesh,
         spec,
         (spec, rep, rep, rep),
@@ -498,7 +154,7 @@ def _factor_program(
 
 def _natural_status(status: jax.Array, plan: Plan) -> jax.Array:
     # The factorization counts elimination columns; users count a's columns.
-    sigma = jnp.asarray(plan.tables["sigma"], jnp.int32)
+    sigma = jnp.asarray(plan.tables.sigma, jnp.int32)
     return jnp.where(status > 0, sigma[jnp.maximum(status - 1, 0)] + 1, 0).astype(jnp.int32)
 
 
@@ -569,36 +225,84 @@ def _on_layout(
     return on_layout(where, a, (a, *rest), make, rule, nb=nb, order=order)
 
 
+def _problem(where: str, f: LUFactors) -> Problem:
+    """What a nonzero status of ``f`` reports: ``a`` (unpadded) is singular."""
+    return Problem(where, Failure.SINGULAR, (f.padding.n, f.padding.n), f.lu.dtype)
+
+
 def _finish_traced(
     where: str, out: Any, status: jax.Array, a: Any, dtype: Any, return_status: bool
 ) -> Any:
     """:func:`finish` for the Auto-axes jit paths: always traced, a singular status."""
-    return finish(
-        where,
-        out,
-        status,
-        kind="singular",
-        shape=tuple(a.shape),
-        dtype=dtype,
-        traced=True,
-        return_status=return_status,
-    )
+    problem = Problem(where, Failure.SINGULAR, tuple(a.shape), dtype)
+    return finish(problem, out, status, traced=True, return_status=return_status)
+
+
+@overload
+def lu_factor(
+    a: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    order: Order = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    stages: int = ...,
+    pivoting: Pivoting = ...,
+    return_status: Literal[False] = ...,
+    check_finite: bool = ...,
+    overwrite_a: bool = ...,
+) -> LUFactors: ...
+
+
+@overload
+def lu_factor(
+    a: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    order: Order = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    stages: int = ...,
+    pivoting: Pivoting = ...,
+    return_status: Literal[True],
+    check_finite: bool = ...,
+    overwrite_a: bool = ...,
+) -> tuple[LUFactors, jax.Array]: ...
+
+
+@overload
+def lu_factor(
+    a: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    order: Order = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    stages: int = ...,
+    pivoting: Pivoting = ...,
+    return_status: bool = ...,
+    check_finite: bool = ...,
+    overwrite_a: bool = ...,
+) -> LUFactors | tuple[LUFactors, jax.Array]: ...
 
 
 def lu_factor(
-    a: Any,
+    a: ArrayInput,
     /,
     *,
     nb: int = DEFAULT_BLOCK,
     order: Order = "cyclic",
     mesh: AnyMesh | None = None,
-    spec: Any = None,
+    spec: SpecLike = None,
     stages: int = DEFAULT_STAGES,
     pivoting: Pivoting = "tournament",
     return_status: bool = False,
     check_finite: bool = True,
     overwrite_a: bool = False,
-) -> Any:
+) -> LUFactors | tuple[LUFactors, jax.Array]:
     """Factor a sharded square matrix with pivoting over whole columns, keeping it distributed.
 
     Communication per panel: one ``(n/R) x nb`` all-reduce over the column axes; over
@@ -687,21 +391,12 @@ def lu_factor(
     f = dataclasses.replace(f, lu=nan_unless_finite(f.lu, check_finite, a))
     if return_status:
         return f, f.status
-    return finish(
-        "lu_factor",
-        f,
-        f.status,
-        kind="singular",
-        shape=(f.padding.n, f.padding.n),
-        dtype=f.lu.dtype,
-        traced=is_traced(a),
-        return_status=False,
-    )
+    return finish(_problem("lu_factor", f), f, f.status, traced=is_traced(a), return_status=False)
 
 
 @functools.lru_cache(maxsize=128)
 def _solve_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec, trans: bool) -> Any:
-    sigma = plan.tables["sigma"]
+    sigma = plan.tables.sigma
 
     def body(lu_: jax.Array, perm: jax.Array, b: jax.Array) -> jax.Array:
         tab = local_tables(plan)
@@ -714,25 +409,15 @@ def _solve_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec, trans: bool) 
             y = substitute(lu_, b[sig], plan, tab, lower=False, unit=False, trans=True)
             z = substitute(lu_, y, plan, tab, lower=True, unit=True, trans=True)
             x = jnp.zeros_like(z).at[sig[perm]].set(z)
-        return dslice(x, (tab["r"] * plan.m, 0), (plan.m, b.shape[1]))
+        return dslice(x, (tab.r * plan.m, 0), (plan.m, b.shape[1]))
 
     rep = PartitionSpec()
     out = PartitionSpec(plan.row_axes or None, None)
     return Spmd(body, mesh, (spec, rep, rep), out)
 
 
-def _as_rhs(where: str, b: Any, n: int, dtype: Any) -> tuple[jax.Array, bool]:
-    b = jnp.asarray(b).astype(dtype)
-    if b.ndim not in (1, 2) or b.shape[0] != n:
-        raise ValueError(
-            f"{where}: b.shape={tuple(b.shape)} does not fit an ({n}, {n}) matrix; "
-            f"pass b of shape ({n},) or ({n}, nrhs)"
-        )
-    return (b[:, None], True) if b.ndim == 1 else (b, False)
-
-
 def lu_solve(
-    factors: LUFactors, b: Any, /, *, trans: int = 0, check_finite: bool = True
+    factors: LUFactors, b: ArrayInput, /, *, trans: int = 0, check_finite: bool = True
 ) -> jax.Array:
     """Solve ``a x = b`` (``trans=1``: ``a^T x = b``, ``2``: ``a^H x = b``) from :func:`lu_factor`.
 
@@ -771,7 +456,7 @@ def lu_solve(
     empty = empty_solution("lu_solve", jnp.zeros((padding.n, padding.n)), b, dt)
     if empty is not None:
         return empty
-    b2, vec = _as_rhs("lu_solve", b, padding.n, dt)
+    b2, vec = as_rhs("lu_solve", b, padding.n, dt)
     lu_ = factors.lu if factors.lu.dtype == dt else factors.lu.astype(dt)
     conj = trans == 2 and jnp.iscomplexobj(b2)
     # a^H x = b  <=>  a^T conj(x) = conj(b).
@@ -800,20 +485,71 @@ def lu_solve(
     return x[:, 0] if vec else x
 
 
+@overload
 def solve(
-    a: Any,
-    b: Any,
+    a: ArrayInput,
+    b: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    stages: int = ...,
+    pivoting: Pivoting = ...,
+    return_status: Literal[False] = ...,
+    check_finite: bool = ...,
+    overwrite_a: bool = ...,
+) -> jax.Array: ...
+
+
+@overload
+def solve(
+    a: ArrayInput,
+    b: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    stages: int = ...,
+    pivoting: Pivoting = ...,
+    return_status: Literal[True],
+    check_finite: bool = ...,
+    overwrite_a: bool = ...,
+) -> tuple[jax.Array, jax.Array]: ...
+
+
+@overload
+def solve(
+    a: ArrayInput,
+    b: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    stages: int = ...,
+    pivoting: Pivoting = ...,
+    return_status: bool = ...,
+    check_finite: bool = ...,
+    overwrite_a: bool = ...,
+) -> jax.Array | tuple[jax.Array, jax.Array]: ...
+
+
+def solve(
+    a: ArrayInput,
+    b: ArrayInput,
     /,
     *,
     nb: int = DEFAULT_BLOCK,
     mesh: AnyMesh | None = None,
-    spec: Any = None,
+    spec: SpecLike = None,
     stages: int = DEFAULT_STAGES,
     pivoting: Pivoting = "tournament",
     return_status: bool = False,
     check_finite: bool = True,
     overwrite_a: bool = False,
-) -> Any:
+) -> jax.Array | tuple[jax.Array, jax.Array]:
     """Solve ``a x = b`` for sharded ``a``, like ``jnp.linalg.solve``, without gathering ``a``.
 
     :func:`lu_factor` (balanced block-cyclic order) then :func:`lu_solve`; see them for
@@ -877,9 +613,9 @@ def solve(
     require_finite("solve", check_finite, a=a, b=b)
     empty = empty_solution("solve", a, b, dt)
     if empty is not None:  # 0x0, or no right-hand sides: nothing to factor
-        return (empty, jnp.zeros((), jnp.int32)) if return_status else empty
+        return succeeded(empty, return_status)
     if unknown(a, mesh, spec):
-        b2, vec = _as_rhs("solve", b, int(a.shape[0]), dt)
+        b2, vec = as_rhs("solve", b, int(a.shape[0]), dt)
         a = a if a.dtype == dt else a.astype(dt)
 
         def tail(plan: Plan, m: AnyMesh, p: PartitionSpec) -> Any:
@@ -903,14 +639,7 @@ def solve(
     f = _factor("solve", a, nb, "cyclic", mesh, spec, stages, pivoting, overwrite_a)
     x = nan_unless_finite(lu_solve(f, b, check_finite=False), check_finite, a, b)
     return finish(
-        "solve",
-        x,
-        f.status,
-        kind="singular",
-        shape=(f.padding.n, f.padding.n),
-        dtype=f.lu.dtype,
-        traced=is_traced(a, b),
-        return_status=return_status,
+        _problem("solve", f), x, f.status, traced=is_traced(a, b), return_status=return_status
     )
 
 
@@ -919,10 +648,10 @@ def _diag_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec) -> Any:
     def body(lu_: jax.Array) -> jax.Array:
         tab = local_tables(plan)
         nb = plan.nb
-        g = tab["g_r"]
+        g = tab.g_r
         blk = g // nb
-        owned = tab["own_c"][blk] == tab["c"]
-        lc = jnp.clip(tab["slot_c"][blk] * nb + g % nb, 0, plan.k - 1)
+        owned = tab.own_c[blk] == tab.c
+        lc = jnp.clip(tab.slot_c[blk] * nb + g % nb, 0, plan.k - 1)
         d = jnp.where(owned, lu_[jnp.arange(plan.m), lc], 0)
         return psum(jnp.zeros(plan.n, lu_.dtype).at[g].set(d), plan.row_axes + plan.col_axes)
 
@@ -934,7 +663,7 @@ def _u_diagonal(f: LUFactors) -> jax.Array:
     d = _diag_program(f.plan, f.mesh, f.spec)(f.lu)
     if f.padding.size == f.padding.n:
         return d
-    padded = f.padding.index()[f.plan.tables["sigma"]] < 0
+    padded = f.padding.index()[f.plan.tables.sigma] < 0
     return jnp.where(jnp.asarray(padded), jnp.ones((), d.dtype), d)
 
 
@@ -996,12 +725,12 @@ def _sign_log(d: jax.Array, swaps: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 
 def det(
-    a: Any,
+    a: ArrayInput,
     /,
     *,
     nb: int = DEFAULT_BLOCK,
     mesh: AnyMesh | None = None,
-    spec: Any = None,
+    spec: SpecLike = None,
     pivoting: Pivoting = "tournament",
     check_finite: bool = True,
 ) -> jax.Array:
@@ -1041,12 +770,12 @@ def det(
 
 
 def slogdet(
-    a: Any,
+    a: ArrayInput,
     /,
     *,
     nb: int = DEFAULT_BLOCK,
     mesh: AnyMesh | None = None,
-    spec: Any = None,
+    spec: SpecLike = None,
     pivoting: Pivoting = "tournament",
     check_finite: bool = True,
 ) -> tuple[jax.Array, jax.Array]:
@@ -1082,17 +811,59 @@ def slogdet(
     return _det_parts("slogdet", a, nb, mesh, spec, pivoting, check_finite)
 
 
+@overload
 def inv(
-    a: Any,
+    a: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    pivoting: Pivoting = ...,
+    return_status: Literal[False] = ...,
+    check_finite: bool = ...,
+) -> jax.Array: ...
+
+
+@overload
+def inv(
+    a: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    pivoting: Pivoting = ...,
+    return_status: Literal[True],
+    check_finite: bool = ...,
+) -> tuple[jax.Array, jax.Array]: ...
+
+
+@overload
+def inv(
+    a: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    pivoting: Pivoting = ...,
+    return_status: bool = ...,
+    check_finite: bool = ...,
+) -> jax.Array | tuple[jax.Array, jax.Array]: ...
+
+
+def inv(
+    a: ArrayInput,
     /,
     *,
     nb: int = DEFAULT_BLOCK,
     mesh: AnyMesh | None = None,
-    spec: Any = None,
+    spec: SpecLike = None,
     pivoting: Pivoting = "tournament",
     return_status: bool = False,
     check_finite: bool = True,
-) -> Any:
+) -> jax.Array | tuple[jax.Array, jax.Array]:
     """Inverse of sharded ``a``, like ``jnp.linalg.inv``: ``solve(a, I)``.
 
     Cost: the factorization as :func:`solve`, then ``n`` right-hand sides, which are
@@ -1126,7 +897,7 @@ def inv(
     require_finite("inv", check_finite, a=a)
     if tuple(a.shape) == (0, 0):
         empty = jnp.zeros((0, 0), a.dtype)
-        return (empty, jnp.zeros((), jnp.int32)) if return_status else empty
+        return succeeded(empty, return_status)
     if unknown(a, mesh, spec):
 
         def tail(plan: Plan, m: AnyMesh, p: PartitionSpec) -> Any:
@@ -1154,23 +925,14 @@ def inv(
     f = _factor("inv", a, nb, "cyclic", mesh, spec, DEFAULT_STAGES, pivoting)
     x = lu_solve(f, jnp.eye(f.padding.n, dtype=f.lu.dtype), check_finite=False)
     x = nan_unless_finite(x, check_finite, a)
-    return finish(
-        "inv",
-        x,
-        f.status,
-        kind="singular",
-        shape=(f.padding.n, f.padding.n),
-        dtype=f.lu.dtype,
-        traced=is_traced(a),
-        return_status=return_status,
-    )
+    return finish(_problem("inv", f), x, f.status, traced=is_traced(a), return_status=return_status)
 
 
 @functools.lru_cache(maxsize=128)
 def _plu_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec) -> Any:
     def body(lu_: jax.Array, perm: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
         tab = local_tables(plan)
-        gi, gj = tab["g_r"][:, None], tab["g_c"][None, :]
+        gi, gj = tab.g_r[:, None], tab.g_c[None, :]
         one = jnp.ones((), lu_.dtype)
         low = jnp.where(gi > gj, lu_, jnp.where(gi == gj, one, 0))
         up = jnp.where(gi <= gj, lu_, 0)
@@ -1186,17 +948,65 @@ def _plu_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec) -> Any:
     )
 
 
+@overload
 def lu(
-    a: Any,
+    a: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    pivoting: Pivoting = ...,
+    return_status: Literal[False] = ...,
+    check_finite: bool = ...,
+) -> tuple[jax.Array, jax.Array, jax.Array]: ...
+
+
+@overload
+def lu(
+    a: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    pivoting: Pivoting = ...,
+    return_status: Literal[True],
+    check_finite: bool = ...,
+) -> tuple[tuple[jax.Array, jax.Array, jax.Array], jax.Array]: ...
+
+
+@overload
+def lu(
+    a: ArrayInput,
+    /,
+    *,
+    nb: int = ...,
+    mesh: AnyMesh | None = ...,
+    spec: SpecLike = ...,
+    pivoting: Pivoting = ...,
+    return_status: bool = ...,
+    check_finite: bool = ...,
+) -> (
+    tuple[jax.Array, jax.Array, jax.Array]
+    | tuple[tuple[jax.Array, jax.Array, jax.Array], jax.Array]
+): ...
+
+
+def lu(
+    a: ArrayInput,
     /,
     *,
     nb: int = DEFAULT_BLOCK,
     mesh: AnyMesh | None = None,
-    spec: Any = None,
+    spec: SpecLike = None,
     pivoting: Pivoting = "partial",
     return_status: bool = False,
     check_finite: bool = True,
-) -> Any:
+) -> (
+    tuple[jax.Array, jax.Array, jax.Array]
+    | tuple[tuple[jax.Array, jax.Array, jax.Array], jax.Array]
+):
     """``(p, l, u)`` with ``a = p @ l @ u``, like ``jax.scipy.linalg.lu``, all sharded like ``a``.
 
     Uses ``order="natural"`` so that the factors are exactly LAPACK's (partial pivoting
@@ -1241,11 +1051,11 @@ def lu(
     require_finite("lu", check_finite, a=a)
     if tuple(a.shape) == (0, 0):
         out = tuple(jnp.zeros((0, 0), a.dtype) for _ in range(3))
-        return (out, jnp.zeros((), jnp.int32)) if return_status else out
+        return succeeded(out, return_status)
     if len(a.shape) == 2 and a.shape[0] != a.shape[1]:  # no distributed kernel: gathered
         out = tuple(jax.scipy.linalg.lu(replicated("lu", a, mesh, spec)))
         out = nan_unless_finite(out, check_finite, a)
-        return (out, jnp.zeros((), jnp.int32)) if return_status else out
+        return succeeded(out, return_status)
     if unknown(a, mesh, spec):
 
         def tail(plan: Plan, m: AnyMesh, p: PartitionSpec) -> Any:
@@ -1273,12 +1083,5 @@ def lu(
     out = tuple(unpad_matrix(x, f.padding, f.plan, m, p) for x in out)
     out = nan_unless_finite(out, check_finite, a)
     return finish(
-        "lu",
-        out,
-        f.status,
-        kind="singular",
-        shape=(f.padding.n, f.padding.n),
-        dtype=f.lu.dtype,
-        traced=is_traced(a),
-        return_status=return_status,
+        _problem("lu", f), out, f.status, traced=is_traced(a), return_status=return_status
     )

@@ -1,0 +1,498 @@
+"""The LU kernel, run inside ``shard_map`` on one device's block (see :mod:`shardkit.linalg._lu`).
+
+Right-looking blocked LU over the panels of the block-cyclic layout. The loop over
+panels is a ``lax.fori_loop`` per stage; everything a panel reads that does not change
+within a stage (sizes, this device's tables, the singularity tolerance) is one
+:class:`Stage`, built once per stage. A panel's pivots come from one of two sibling
+functions with the same signature (:data:`PANEL_PIVOTING`): :func:`_tournament_panel`
+(CALU, one all-gather per panel) and :func:`_partial_panel` (LAPACK's partial pivoting,
+one small all-gather per column). Loop carries are NamedTuples (:class:`Pivots`,
+:class:`Factoring` and the partial pivoting's block and column carries), so that every
+loop moves the same leaves in the same order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import Literal, NamedTuple, TypeAlias, get_args
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from shardkit.linalg._blockcyclic import (
+    LocalTables,
+    Plan,
+    axis_index,
+    dslice,
+    dupdate,
+    local_tables,
+    psum,
+    to_local_order,
+    trsm,
+)
+
+__all__ = [
+    "INNER_BLOCK",
+    "PIVOTING_NAMES",
+    "Pivoting",
+    "factor_local",
+    "trailing_update",
+]
+
+Pivoting: TypeAlias = Literal["partial", "tournament"]
+PIVOTING_NAMES: tuple[str, ...] = get_args(Pivoting)
+"""The legal values of ``pivoting=``."""
+
+INNER_BLOCK = 16
+"""Columns factored one at a time inside a panel before a blocked update of the rest."""
+
+
+class Pivots(NamedTuple):
+    """The elimination's bookkeeping, carried through every loop of the kernel.
+
+    Attributes:
+      perm: position ``i`` of the factorization holds elimination row ``perm[i]``.
+      status: 0, or ``j + 1`` for the first numerically zero pivot (elimination column).
+      swaps: row exchanges so far (their parity is the sign of the determinant).
+    """
+
+    perm: jax.Array
+    status: jax.Array
+    swaps: jax.Array
+
+
+class Factoring(NamedTuple):
+    """The carry of the loop over panels: the local block and the pivots so far."""
+
+    a: jax.Array
+    piv: Pivots
+
+
+class Panel(NamedTuple):
+    """What pivoting one panel returns: ``a`` with its rows exchanged, the factored panel."""
+
+    a: jax.Array
+    pan: jax.Array
+    piv: Pivots
+
+
+class _BlockCarry(NamedTuple):
+    """Partial pivoting's carry over the panel's ``ib``-column blocks."""
+
+    pan: jax.Array
+    src: jax.Array  # position -> where its row was before the panel
+    piv: Pivots
+    pivs: jax.Array  # the panel's pivot row of each column
+
+
+class _ColumnCarry(NamedTuple):
+    """Partial pivoting's carry over the columns of one ``ib``-column block."""
+
+    blk: jax.Array
+    src: jax.Array
+    srci: jax.Array  # as src, from the start of the block
+    piv: Pivots
+    pivs: jax.Array
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Stage:
+    """What every panel of one stage reads; built once per stage, outside its loop.
+
+    Attributes:
+      plan: the static layout.
+      tab: this device's tables.
+      tol: the singularity tolerance ``n * eps * max|a|``.
+      r0, c0: the first local row and column still active in this stage.
+      m, k: the local block's shape.
+      ib: columns factored one at a time by partial pivoting (divides ``nb``).
+      cols_nb, cols_ib: ``arange(nb)`` and ``arange(ib)`` (int32).
+      g_r, g_c: the elimination index of each active local row and column.
+    """
+
+    plan: Plan
+    tab: LocalTables
+    tol: jax.Array
+    r0: int
+    c0: int
+    m: int
+    k: int
+    ib: int
+    cols_nb: jax.Array
+    cols_ib: jax.Array
+    g_r: jax.Array
+    g_c: jax.Array
+
+    @property
+    def rows(self) -> int:
+        """Active local rows."""
+        return self.m - self.r0
+
+    def where_row(self, g: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """The device row owning elimination row ``g`` and its local row there."""
+        nb = self.plan.nb
+        blk = g // nb
+        loc = self.tab.slot_r[blk] * nb + g % nb
+        return self.tab.own_r[blk], jnp.clip(loc, 0, self.m - 1)
+
+
+PanelPivoting: TypeAlias = Callable[[Stage, jax.Array, jax.Array, jax.Array, Pivots], Panel]
+"""``(stage, panel index e, a, broadcast panel, pivots) -> Panel``."""
+
+
+def trailing_update(a: jax.Array, left: jax.Array, right: jax.Array, r0: int, c0: int) -> jax.Array:
+    """``a[r0:, c0:] -= left @ right`` in column chunks of about ``n * nb`` elements.
+
+    Chunking keeps the matmul's temporary at ``O(n * nb)`` instead of the device's
+    whole share, which is what bounds the peak memory by ``2 x share + O(n * nb)``.
+    """
+    rows, width = left.shape[0], right.shape[1]
+    nb = left.shape[1]
+    step = max(nb, (max(rows, width) * nb) // max(rows, 1))
+    step = max(nb, min(width, step))
+    for j0 in range(0, width, step):
+        j1 = min(width, j0 + step)
+        upd = left @ right[:, j0:j1]
+        a = a.at[r0:, c0 + j0 : c0 + j1].add(-upd)
+    return a
+
+
+def _magnitude(x: jax.Array) -> jax.Array:
+    """What partial pivoting maximizes: ``|x|``; for complex LAPACK's ``|re| + |im|``.
+
+    (``izamax``'s measure, so that :func:`shardkit.linalg.lu` keeps LAPACK's pivots for
+    complex input.)
+    """
+    if jnp.iscomplexobj(x):
+        return jnp.abs(jnp.real(x)) + jnp.abs(jnp.imag(x))
+    return jnp.abs(x)
+
+
+def _swap(x: jax.Array, i: jax.Array, j: jax.Array) -> jax.Array:
+    xi, xj = x[i], x[j]
+    return x.at[i].set(xj).at[j].set(xi)
+
+
+def _exchange_rows(
+    ctx: Stage,
+    xs: tuple[tuple[jax.Array, int], ...],
+    touched: jax.Array,
+    came_from: jax.Array,
+) -> tuple[jax.Array, ...]:
+    """Give positions ``touched`` the rows that were at ``came_from``: one all-reduce.
+
+    Each ``(x, r0)`` holds local rows ``r0:`` (of whatever columns it has). The
+    sources' owners contribute their rows of every ``x`` and one
+    ``len(touched) x (total columns)`` all-reduce over the row axes delivers them all.
+    """
+    r = ctx.tab.r
+    own_s, loc_s = ctx.where_row(came_from)
+    own_t, loc_t = ctx.where_row(touched)
+    parts = [x[jnp.clip(loc_s - r0, 0, x.shape[0] - 1)] for x, r0 in xs]
+    sizes = [pt.shape[1] for pt in parts]
+    both = jnp.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
+    moved = psum(jnp.where((own_s == r)[:, None], both, 0), ctx.plan.row_axes)
+    out, start = [], 0
+    for (x, r0), size in zip(xs, sizes, strict=True):
+        dest = jnp.where(own_t == r, loc_t - r0, x.shape[0])
+        out.append(x.at[dest].set(moved[:, start : start + size], mode="drop"))
+        start += size
+    return tuple(out)
+
+
+def _panel_permutation(chosen: jax.Array, j0: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The row moves that bring pivot rows ``chosen`` to positions ``j0 .. j0 + nb - 1``.
+
+    Position ``j0 + i`` receives row ``chosen[i]``; the rows displaced from those
+    positions fill the positions the pivots left (in order). A ``-1`` (the nominee of an
+    all-zero column) takes a free position of the block. Returns ``(touched,
+    came_from, parity)``: ``2 nb`` positions (padded with a repeat of the first move),
+    where each one's new row was, and the permutation's parity (the sign of the
+    determinant). Vectorized: ``O(nb^2)`` comparisons instead of ``nb`` sequential swaps.
+    """
+    nb = chosen.shape[0]
+    idx = jnp.arange(nb, dtype=jnp.int32)
+    t = j0 + idx
+    valid = chosen >= 0
+    taken = jnp.any(valid[None, :] & (chosen[None, :] == t[:, None]), axis=1)
+    free_rank = jnp.where(~taken, jnp.cumsum(~taken) - 1, -1)
+    need = jnp.cumsum(~valid) - 1
+    fill = t[jnp.argmax(free_rank[None, :] == need[:, None], axis=1)]
+    c = jnp.where(valid, chosen, fill).astype(jnp.int32)
+    displaced = ~jnp.any(c[None, :] == t[:, None], axis=1)
+    vacated = c >= j0 + nb
+    d_rank = jnp.where(displaced, jnp.cumsum(displaced) - 1, nb)
+    v_rank = jnp.where(vacated, jnp.sum(vacated[None, :] & (c[None, :] < c[:, None]), axis=1), nb)
+    q = jnp.sum(vacated)
+    d_list = jnp.zeros(nb, jnp.int32).at[d_rank].set(t, mode="drop")
+    v_list = jnp.zeros(nb, jnp.int32).at[v_rank].set(c, mode="drop")
+    pad = idx >= q
+    touched = jnp.concatenate([t, jnp.where(pad, t[0], v_list)])
+    came_from = jnp.concatenate([c, jnp.where(pad, c[0], d_list)])
+    # Parity: inversions of the sources listed in increasing destination order.
+    ok = jnp.concatenate([jnp.ones(nb, bool), ~pad])
+    later = jnp.arange(2 * nb)[None, :] > jnp.arange(2 * nb)[:, None]
+    inv = later & ok[:, None] & ok[None, :] & (came_from[:, None] > came_from[None, :])
+    return touched, came_from, (jnp.sum(inv) % 2).astype(jnp.int32)
+
+
+# ---- tournament pivoting (CALU) ---------------------------------------------------------
+
+
+def _tournament_panel(ctx: Stage, e: jax.Array, a: jax.Array, pan: jax.Array, piv: Pivots) -> Panel:
+    """Factor one panel with tournament pivoting (CALU): one all-gather picks all ``nb`` pivots.
+
+    Each device runs LAPACK's partial-pivoting LU on its active rows of the panel and
+    nominates the ``nb`` rows it pivoted on; one all-gather over the row axes stacks the
+    ``R x nb`` nominees, the first row of devices factors the stack (partial pivoting
+    again) and one small all-reduce shares the result: its first ``nb`` pivots are the
+    panel's pivot rows and its ``nb x nb`` top is ``L11 \\ U11``. Every other active row
+    gets ``L21 = A21 U11^-1`` in place, before the rows move; then one all-reduce of
+    ``2 nb`` rows exchanges the rows of ``a`` and of the factored panel together. With
+    one row of devices this is exactly partial pivoting; otherwise the pivots can
+    differ from LAPACK's (Grigori, Demmel and Xiang, "CALU", SIMAX 2011: as stable as
+    partial pivoting in practice). ``a``'s panel columns are rewritten by the caller.
+    """
+    nb, g_r, rows_ax = pan.shape[1], ctx.g_r, ctx.plan.row_axes
+    j0 = e * nb
+    act = g_r >= j0
+    x = jnp.where(act[:, None], pan, 0)
+    take = lax.linalg.lu(x)[2][:nb]
+    # Row indices ride along as floats: exact below 2^24 (float32) rows.
+    cidx = jnp.where(act[take], g_r[take], -1).astype(x.dtype)
+    cand = jnp.concatenate([x[take], cidx[:, None]], axis=1)
+
+    def tourney(cand: jax.Array) -> jax.Array:
+        lu_s, _, rows = lax.linalg.lu(cand[:, :nb])
+        return jnp.concatenate([lu_s[:nb], cand[rows[:nb], nb:]], axis=1)
+
+    if rows_ax:
+        # The stack is the same on every device: the first row of devices factors it
+        # and one small all-reduce shares the result.
+        cand = lax.all_gather(cand, rows_ax, tiled=True)
+        first = axis_index(rows_ax) == 0
+        res = lax.cond(first, tourney, lambda c: jnp.zeros_like(c[:nb]), cand)
+        res = psum(res, rows_ax)
+    else:
+        res = tourney(cand)
+    top, chosen = res[:, :nb], jnp.real(res[:, nb]).astype(jnp.int32)
+    d = jnp.diagonal(top)
+    bad = jnp.abs(d) <= ctx.tol
+    first_bad = (j0 + jnp.argmax(bad) + 1).astype(jnp.int32)
+    status = jnp.where((piv.status == 0) & jnp.any(bad), first_bad, piv.status)
+    u11 = jnp.triu(top) + jnp.diag(jnp.where(d == 0, 1, 0).astype(top.dtype))
+    l21 = trsm(u11, pan, lower=False, left=False)
+    pan = jnp.where(act[:, None], l21, pan)
+    touched, came_from, parity = _panel_permutation(chosen, j0)
+    a, pan = _exchange_rows(ctx, ((a, 0), (pan, ctx.r0)), touched, came_from)
+    perm = piv.perm.at[touched].set(piv.perm[came_from])
+    in_top = (g_r >= j0) & (g_r < j0 + nb)
+    pan = jnp.where(in_top[:, None], top[jnp.clip(g_r - j0, 0, nb - 1)], pan)
+    return Panel(a, pan, Pivots(perm, status, piv.swaps + parity))
+
+
+# ---- partial pivoting (LAPACK's) --------------------------------------------------------
+
+
+def _partial_panel(ctx: Stage, e: jax.Array, a: jax.Array, pan: jax.Array, piv: Pivots) -> Panel:
+    """Factor one panel with LAPACK's partial pivoting, ``ib`` columns at a time.
+
+    Each column's pivot is found over the whole column by one small all-gather
+    (:func:`_pivot_candidates`); after each ``ib`` columns the rest of the panel is
+    updated by blocks (:func:`_partial_block`). The panel's row exchanges then reach
+    whole rows of ``a`` at once: the (at most ``2 nb``) touched positions receive their
+    new rows in one ``2 nb x n / C`` all-reduce.
+    """
+    nb, n = ctx.plan.nb, ctx.plan.n
+    src0 = jnp.arange(n, dtype=jnp.int32)
+    pivs0 = jnp.zeros(nb, jnp.int32)
+    out = lax.fori_loop(
+        jnp.int32(0),
+        jnp.int32(nb // ctx.ib),
+        functools.partial(_partial_block, ctx, e),
+        _BlockCarry(pan, src0, piv, pivs0),
+    )
+    touched = jnp.concatenate([e * nb + ctx.cols_nb.astype(jnp.int32), out.pivs])
+    (a,) = _exchange_rows(ctx, ((a, 0),), touched, out.src[touched])
+    return Panel(a, out.pan, out.piv)
+
+
+def _partial_block(ctx: Stage, e: jax.Array, kb: jax.Array, st: _BlockCarry) -> _BlockCarry:
+    """Panel columns ``kb * ib ..`` one at a time, then the rest of the panel by blocks.
+
+    Touching only ``ib`` columns per column step, as LAPACK's recursive ``getrf``.
+    """
+    ib, nb = ctx.ib, ctx.plan.nb
+    c0i = kb * ib
+    j0 = e * nb + c0i
+    blk = dslice(st.pan, (0, c0i), (ctx.rows, ib))
+    srci = jnp.arange(ctx.plan.n, dtype=jnp.int32)
+    col = lax.fori_loop(
+        jnp.int32(0),
+        jnp.int32(ib),
+        functools.partial(_partial_column, ctx, e, c0i),
+        _ColumnCarry(blk, st.src, srci, st.piv, st.pivs),
+    )
+    if ib == nb:
+        return _BlockCarry(col.blk, col.src, col.piv, col.pivs)
+    pan = dupdate(st.pan, col.blk, (0, c0i))
+    pan = _block_row_exchange(ctx, pan, c0i, j0, col.srci, col.pivs)
+    pan = _block_update(ctx, pan, col.blk, c0i, j0)
+    return _BlockCarry(pan, col.src, col.piv, col.pivs)
+
+
+def _block_row_exchange(
+    ctx: Stage, pan: jax.Array, c0i: jax.Array, j0: jax.Array, srci: jax.Array, pivs: jax.Array
+) -> jax.Array:
+    """The block's row exchanges, applied to the panel's other columns (one all-reduce)."""
+    ib, rows, r0, r = ctx.ib, ctx.rows, ctx.r0, ctx.tab.r
+    in_blk = (ctx.cols_nb >= c0i) & (ctx.cols_nb < c0i + ib)
+    touched = jnp.concatenate([j0 + ctx.cols_ib, dslice(pivs, (c0i,), (ib,))])
+    own_s, loc_s = ctx.where_row(srci[touched])
+    own_t, loc_t = ctx.where_row(touched)
+    loc_s, loc_t = jnp.clip(loc_s - r0, 0, rows - 1), loc_t - r0
+    moved = psum(jnp.where((own_s == r)[:, None], pan[loc_s], 0), ctx.plan.row_axes)
+    keep = pan[jnp.clip(loc_t, 0, rows - 1)]
+    return pan.at[jnp.where(own_t == r, loc_t, rows)].set(
+        jnp.where(in_blk, keep, moved), mode="drop"
+    )
+
+
+def _block_update(
+    ctx: Stage, pan: jax.Array, blk: jax.Array, c0i: jax.Array, j0: jax.Array
+) -> jax.Array:
+    """U of the block's ``ib`` rows, right of the block; then the rest of the panel's update."""
+    ib, nb = ctx.ib, ctx.plan.nb
+    oi, li_ = ctx.where_row(j0)
+    li_ = jnp.clip(li_ - ctx.r0, 0, ctx.rows - ib)
+    mine = ctx.tab.r == oi
+    l11 = jnp.where(mine, dslice(blk, (li_, 0), (ib, ib)), jnp.eye(ib, dtype=pan.dtype))
+    urow = dslice(pan, (li_, 0), (ib, nb))
+    right = ctx.cols_nb >= c0i + ib
+    u = jnp.where(right, trsm(l11, urow, lower=True, unit_diagonal=True), urow)
+    pan = dupdate(pan, jnp.where(mine, u, urow), (li_, 0))
+    u = psum(jnp.where(mine & right, u, 0), ctx.plan.row_axes)
+    l21 = jnp.where((ctx.g_r >= j0 + ib)[:, None], blk, 0)
+    return pan - l21 @ u
+
+
+def _pivot_candidates(
+    ctx: Stage, blk: jax.Array, j: jax.Array, jj: jax.Array
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]:
+    """Column ``j``'s pivot over the whole column: ``(p, row p, row j, owner of j, local j)``.
+
+    One all-gather per column carries each device row's candidate (``|value|``, row
+    index, the row) and row ``j`` from its owner. Row indices are exact in float32
+    below ``2^24``.
+    """
+    g_r, rows_ax, ib = ctx.g_r, ctx.plan.row_axes, ctx.ib
+    v = jnp.where(g_r >= j, _magnitude(blk[:, jj]), -1)
+    li = jnp.argmax(v)
+    oj, lj = ctx.where_row(j)
+    pj = jnp.clip(lj - ctx.r0, 0, ctx.rows - 1)
+    if not rows_ax:
+        return g_r[li], blk[li], blk[pj], oj, pj
+    mine_j = jnp.where(ctx.tab.r == oj, blk[pj], 0)
+    head = jnp.stack([v[li], g_r[li].astype(v.dtype)])
+    cand = lax.all_gather(jnp.concatenate([head, blk[li], mine_j]), rows_ax)
+    w = jnp.argmax(jnp.real(cand[:, 0]))
+    p = jnp.real(cand[w, 1]).astype(jnp.int32)
+    return p, cand[w, 2 : 2 + ib], jnp.sum(cand[:, 2 + ib :], axis=0), oj, pj
+
+
+def _partial_column(
+    ctx: Stage, e: jax.Array, c0i: jax.Array, jj: jax.Array, st: _ColumnCarry
+) -> _ColumnCarry:
+    """Pivot, swap and eliminate column ``jj`` of the current ``ib``-column block."""
+    blk, r = st.blk, ctx.tab.r
+    j = e * ctx.plan.nb + c0i + jj
+    p, row_p, row_j, oj, pj = _pivot_candidates(ctx, blk, j, jj)
+    op, lp = ctx.where_row(p)
+    pp = jnp.clip(lp - ctx.r0, 0, ctx.rows - 1)
+    blk = blk.at[pj].set(jnp.where(r == oj, row_p, blk[pj]))
+    blk = blk.at[pp].set(jnp.where(r == op, row_j, blk[pp]))
+    piv_v = row_p[jj]
+    status = st.piv.status
+    status = jnp.where((status == 0) & (jnp.abs(piv_v) <= ctx.tol), j + 1, status)
+    safe = jnp.where(piv_v == 0, jnp.ones_like(piv_v), piv_v)
+    below = ctx.g_r > j
+    col = jnp.where(below, blk[:, jj] / safe, blk[:, jj])
+    blk = blk.at[:, jj].set(col)
+    l_col = jnp.where(below, col, 0)
+    blk = blk - jnp.outer(l_col, jnp.where(ctx.cols_ib > jj, row_p, 0))
+    perm = _swap(st.piv.perm, j, p)
+    src, srci = _swap(st.src, j, p), _swap(st.srci, j, p)
+    swaps = st.piv.swaps + (p != j).astype(jnp.int32)
+    return _ColumnCarry(blk, src, srci, Pivots(perm, status, swaps), st.pivs.at[c0i + jj].set(p))
+
+
+PANEL_PIVOTING: dict[Pivoting, PanelPivoting] = {
+    "partial": _partial_panel,
+    "tournament": _tournament_panel,
+}
+"""How each ``pivoting=`` factors a panel."""
+
+
+# ---- the loop over panels ----------------------------------------------------------------
+
+
+def _panel_step(ctx: Stage, pivot: PanelPivoting, e: jax.Array, state: Factoring) -> Factoring:
+    """Panel ``e``: broadcast it along the mesh row, pivot it, then U's rows and the update.
+
+    The ``nb`` rows of U are solved on their owner and broadcast down the mesh column;
+    the trailing matrix is updated locally with one matmul.
+    """
+    tab, nb, r0, rows = ctx.tab, ctx.plan.nb, ctx.r0, ctx.rows
+    ce, cs = tab.own_c[e], tab.slot_c[e]
+    pan = dslice(state.a, (r0, cs * nb), (rows, nb))
+    pan = psum(jnp.where(tab.c == ce, pan, 0), ctx.plan.col_axes)
+    a, pan, piv = pivot(ctx, e, state.a, pan, state.piv)
+    cur = dslice(a, (r0, cs * nb), (rows, nb))
+    a = dupdate(a, jnp.where(tab.c == ce, pan, cur), (r0, cs * nb))
+    re, rs = tab.own_r[e], tab.slot_r[e]
+    mine = tab.r == re
+    le = jnp.clip(rs * nb - r0, 0, rows - nb)
+    l11 = jnp.where(mine, dslice(pan, (le, 0), (nb, nb)), jnp.eye(nb, dtype=a.dtype))
+    urow = dslice(a, (le + r0, ctx.c0), (nb, ctx.k - ctx.c0))
+    trail = ctx.g_c >= (e + 1) * nb
+    # Only the owner solves (a cond: the others would redo its work and drop it).
+    u12 = lax.cond(
+        mine,
+        lambda: jnp.where(trail, trsm(l11, urow, lower=True, unit_diagonal=True), urow),
+        lambda: urow,
+    )
+    a = dupdate(a, u12, (le + r0, ctx.c0))
+    u12 = psum(jnp.where(mine & trail, u12, 0), ctx.plan.row_axes)
+    l21 = jnp.where((ctx.g_r >= (e + 1) * nb)[:, None], pan, 0)
+    return Factoring(trailing_update(a, l21, u12, r0, ctx.c0), piv)
+
+
+def factor_local(
+    a: jax.Array, plan: Plan, stages: int, pivoting: Pivoting
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """The LU kernel, inside ``shard_map``: (packed factors in slot order, perm, swaps, status)."""
+    tab = local_tables(plan)
+    a = to_local_order(a, plan, tab)
+    nb, n = plan.nb, plan.n
+    m, k = a.shape
+    axes = plan.row_axes + plan.col_axes
+    # Real: max and -min, no |a| temporary.
+    amax = jnp.max(jnp.abs(a)) if jnp.iscomplexobj(a) else jnp.maximum(jnp.max(a), -jnp.min(a))
+    if axes:
+        amax = lax.pmax(amax, axes)
+    tol = n * jnp.finfo(a.dtype).eps * amax
+    state = Factoring(a, Pivots(jnp.arange(n, dtype=jnp.int32), jnp.int32(0), jnp.int32(0)))
+    cols_nb = jnp.arange(nb, dtype=jnp.int32)
+    ib = max(d for d in range(1, min(nb, INNER_BLOCK) + 1) if nb % d == 0)
+    cols_ib = jnp.arange(ib, dtype=jnp.int32)
+    pivot = PANEL_PIVOTING[pivoting]
+    for s0, s1, lr, lc in plan.stage_bounds(stages):
+        r0, c0 = lr * nb, lc * nb
+        g_r, g_c = tab.g_r[r0:], tab.g_c[c0:]
+        ctx = Stage(plan, tab, tol, r0, c0, m, k, ib, cols_nb, cols_ib, g_r, g_c)
+        step = functools.partial(_panel_step, ctx, pivot)
+        state = lax.fori_loop(jnp.int32(s0), jnp.int32(s1), step, state)
+    return state.a, state.piv.perm, state.piv.swaps, state.piv.status

@@ -25,7 +25,7 @@ import dataclasses
 import functools
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Literal, NamedTuple, TypeAlias, get_args
 
 import jax
@@ -34,6 +34,7 @@ import numpy as np
 from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec
 
 from shardkit.layout.internal import (
+    SpecLike,
     indivisible_error,
     is_traced,
     mesh_summary,
@@ -58,8 +59,6 @@ __all__ = [
 
 Order: TypeAlias = Literal["cyclic", "natural"]
 AnyMesh: TypeAlias = Mesh | AbstractMesh
-SpecLike: TypeAlias = PartitionSpec | str | Sequence[str | tuple[str, ...] | None] | None
-"""What ``spec=`` takes: the forms :func:`shardkit.layout.spec` parses (``"x,y"``, a ``P``)."""
 ORDER_NAMES: tuple[str, ...] = get_args(Order)
 """The legal values of ``order=``."""
 

@@ -4,7 +4,7 @@
 jitted step with explicit shardings and the first sharded state. ``model`` is a
 bundled :class:`MLP` or :class:`Logistic`, or your own: a parameter pytree, an
 Equinox module or a Flax NNX module, with ``loss=``; path rules
-(:mod:`shardkit.train.rules`) say which dimension of each parameter a strategy
+(:data:`~shardkit.train.Rules`) say which dimension of each parameter a strategy
 splits. Every strategy gives the losses of ``single`` (one device) within float32 rounding. The
 communication each strategy promises is asserted through ``shardkit.comms`` in the
 tests. Needs optax (and orbax-checkpoint for :func:`save_state` /

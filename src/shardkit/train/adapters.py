@@ -1,7 +1,7 @@
 """What ``make_train_step`` trains: a bundled model, a parameter pytree, an Equinox or NNX module.
 
 Each becomes a :class:`Trainable`: the trainable parameters as one pytree (which the
-strategies shard leaf by leaf through path rules, :mod:`shardkit.train.rules`), a
+strategies shard leaf by leaf through path rules, :data:`~shardkit.train.Rules`), a
 loss of those parameters, and the way back to the user's object. Equinox modules
 train their inexact (floating) arrays, NNX modules their ``nnx.Param`` variables;
 everything else (static fields, other NNX variables) is held fixed.

@@ -113,9 +113,9 @@ class Model:
         return tuple({"w": (i, o), "b": (o,)} for i, o in pairs)
 
     def partition_rules(self, strategy: str, parts: int, /) -> tuple[tuple[str, Any], ...]:
-        """The path rules (:mod:`shardkit.train.rules`) of every layer under ``strategy``.
+        """The path rules (:data:`~shardkit.train.Rules`) of every layer under ``strategy``.
 
-        ``tp``/``dp_tp``: layers in column/row pairs (:func:`tp_roles`); ``fsdp``: each
+        ``tp``/``dp_tp``: layers in column/row pairs (``tp_roles``); ``fsdp``: each
         parameter split along its first dimension that ``parts`` divides.
 
         Example:

@@ -40,7 +40,14 @@ MODEL = "model"
 """The logical axis of rule templates: the mesh axes a strategy splits parameters over."""
 
 Rules = Sequence[tuple[str, Any]]
-"""``(regex, template)`` pairs; the first match of a parameter's path wins."""
+"""Path rules: ``(regex, template)`` pairs; the first regex found in a parameter's path wins.
+
+The path is ``jax.tree_util.keystr`` of the parameter's key path (``"['out']['w']"``,
+``".layers[0].weight"``); the template holds one entry per dimension, ``None`` or
+``"model"`` (:data:`~shardkit.train.MODEL`), the axes the strategy splits parameters
+over (every mesh axis for ``tp`` and ``fsdp``, the second for ``dp_tp``). Parameters
+no rule matches get the default for dense layers; ``dp`` and ``single`` replicate all.
+"""
 
 
 def check_rules(where: str, rules: Any) -> tuple[tuple[re.Pattern[str], tuple[Any, ...]], ...]:

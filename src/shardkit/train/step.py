@@ -78,7 +78,7 @@ def make_train_step(
     ``loss(model, batch) -> scalar``; the model's values are the initial parameters,
     placed with the strategy's shardings, and ``batch`` may be any pytree whose
     leaves share their first (batch) dimension. Which dimension of each parameter a
-    strategy splits comes from path rules (``rules=``, :mod:`shardkit.train.rules`).
+    strategy splits comes from path rules (``rules=``, :data:`~shardkit.train.Rules`).
 
     Args:
       model: an :class:`~shardkit.train.MLP` or :class:`~shardkit.train.Logistic`;

@@ -29,7 +29,7 @@ partitioning, the way seed 004 does it. On a mesh of ``P`` devices:
 Your own models
   A parameter pytree with a loss, an Equinox module or a Flax NNX module (see
   :func:`~shardkit.train.make_train_step`) gets its specs from path rules
-  (:mod:`shardkit.train.rules`): ``rules=`` first, then the default for dense layers.
+  (:data:`~shardkit.train.Rules`): ``rules=`` first, then the default for dense layers.
   The bundled models go through the same rules (their ``partition_rules`` spell out
   the pairs above). Under ``fsdp`` a user model's parameters are all gathered when the
   loss starts; under ``tp`` the compiler propagates the parameters' specs through
@@ -221,7 +221,7 @@ def strategy_layout(
 ) -> StrategyLayout:
     """The shardings a strategy gives a model's parameters and batches on ``mesh``.
 
-    Each parameter's spec comes from the path rules (:mod:`shardkit.train.rules`):
+    Each parameter's spec comes from the path rules (:data:`~shardkit.train.Rules`):
     ``rules`` first, then the bundled models' own (:meth:`~shardkit.train.Model.partition_rules`),
     then the default for dense layers.
 

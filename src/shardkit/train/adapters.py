@@ -123,7 +123,9 @@ def as_trainable(where: str, model: Any, loss: Any = None, *, need_loss: bool = 
     eqx_module = _module_of("equinox", "Module")
     if eqx_module is not None and isinstance(model, eqx_module):
         return _equinox(where, model, _check_loss(where, "Equinox", loss, need_loss))
-    if not jax.tree.leaves(model) or (need_loss and loss is None and not _is_params(model)):
+    leaves = jax.tree.leaves(model)
+    lone = len(leaves) == 1 and leaves[0] is model and not hasattr(model, "dtype")
+    if not leaves or lone or (need_loss and loss is None and not _is_params(model)):
         raise TypeError(
             f"{where}: model={model!r} ({type(model).__name__}) must be a shardkit.train.MLP "
             "or Logistic, e.g. shardkit.train.MLP((784, 1024, 10)), or your own model: a "

@@ -108,6 +108,7 @@ def param_specs(
     axes: tuple[str, ...],
     rules: tuple[tuple[re.Pattern[str], tuple[Any, ...]], ...],
     label: Any = None,
+    shown_rules: int | None = None,
 ) -> Any:
     """The ``PartitionSpec`` of every parameter of ``abstract``, checked against ``mesh``.
 
@@ -118,6 +119,8 @@ def param_specs(
       axes: the mesh axes ``"model"`` stands for.
       rules: compiled rules (:func:`check_rules`).
       label: ``path -> str`` naming a parameter in errors (default: its key path).
+      shown_rules: how many of the first rules are the caller's, named in errors
+        (default: all).
 
     Example:
       >>> m = shardkit.mesh("8", "x", axis_types="auto")
@@ -128,20 +131,25 @@ def param_specs(
     parts = 1
     for a in axes:
         parts *= mesh.shape[a]
+    shown = len(rules) if shown_rules is None else shown_rules
+    checks: list[tuple[int, int, str, tuple[int, ...], P]] = []
 
     def spec(path: Any, leaf: Any) -> P:
         if strategy in ("dp", "single"):
             return P()
         shape = tuple(getattr(leaf, "shape", ()))
         name = jax.tree_util.keystr(path)
-        matched = next(((r, t) for r, t in rules if r.search(name)), None)
-        template = matched[1] if matched else _default(strategy, shape, parts)
+        index = next((i for i, (r, _) in enumerate(rules) if r.search(name)), None)
+        template = rules[index][1] if index is not None else _default(strategy, shape, parts)
         result = _resolved(template, axes)
         what = label(path) if label is not None else f"parameter {name}"
-        rule = f" (rule {matched[0].pattern!r})" if matched else ""
-        check_placement(
-            f"make_train_step(strategy={strategy!r}): {what}{rule}", shape, result, mesh
-        )
+        if index is not None and index < shown:
+            what += f" (rule {rules[index][0].pattern!r})"
+        checks.append((-len(shape), len(checks), what, shape, result))
         return result
 
-    return jax.tree_util.tree_map_with_path(spec, abstract)
+    specs = jax.tree_util.tree_map_with_path(spec, abstract)
+    # Kernels before vectors: a layer's weight names the problem its bias repeats.
+    for _, _, what, shape, result in sorted(checks):
+        check_placement(f"make_train_step(strategy={strategy!r}): {what}", shape, result, mesh)
+    return specs

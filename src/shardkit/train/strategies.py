@@ -278,12 +278,19 @@ def strategy_layout(
         )
     data, axes = _axes(strategy, mesh)
     roles: tuple[Role, ...] = ()
+    shown = len(compiled)  # the caller's rules; a bundled model's own are not named
     if t.bundled:
         parts = math.prod(mesh.shape[a] for a in axes)
         compiled += check_rules(where, t.model.partition_rules(strategy, parts))
         roles = tp_roles(t.model.num_layers) if strategy in ("tp", "dp_tp") else ()
     specs = param_specs(
-        t.abstract, strategy=strategy, mesh=mesh, axes=axes, rules=compiled, label=t.label
+        t.abstract,
+        strategy=strategy,
+        mesh=mesh,
+        axes=axes,
+        rules=compiled,
+        label=t.label,
+        shown_rules=shown,
     )
     params = jax.tree.map(lambda s: NamedSharding(mesh, s), specs, is_leaf=_is_spec)
     batch = NamedSharding(mesh, P(_axes_entry(data)))

@@ -15,11 +15,11 @@ $(VENV)/.installed-run: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[test,bench,train]'
+	$(BIN)/python -m pip install --quiet -e '.[test,bench,train,models]'
 	touch $@ $(VENV)/.installed-run
 
 $(VENV)/.installed-docs: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[docs,train]'
+	$(BIN)/python -m pip install --quiet -e '.[docs,train,models]'
 	touch $@ $(VENV)/.installed-run
 
 run: $(VENV)/.installed-run

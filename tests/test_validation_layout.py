@@ -61,12 +61,12 @@ def test_shard_of_a_string_names_x_and_the_fix() -> None:
         shardkit.shard("abc", m)
 
 
-def test_shard_of_a_pytree_points_to_tree_map() -> None:
+def test_shard_of_a_pytree_places_each_leaf() -> None:
+    # issue 16: shard accepts pytrees, like jax.device_put (it used to refuse them)
     m = shardkit.mesh("2x4", "x,y")
-    with pytest.raises(TypeError, match=r"shard: x is a pytree \(dict\).*jax\.tree\.map"):
-        shardkit.shard({"a": np.ones(4)}, m)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match=r"pytree \(list\)"):
-        shardkit.shard([{"a": 1}], m)
+    assert shardkit.shard({"a": np.ones(4)}, m)["a"].sharding.spec == PartitionSpec()
+    with pytest.raises(TypeError, match=r"shard: x\[0\]\['a'\]='abc' has dtype <U3"):
+        shardkit.shard([{"a": "abc"}], m)
 
 
 def test_shard_of_a_ragged_list_is_a_type_error() -> None:

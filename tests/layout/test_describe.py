@@ -87,3 +87,16 @@ def test_describe_type_error() -> None:
 )
 def test_format_bytes(n: int, text: str) -> None:
     assert format_bytes(n) == text
+
+
+def test_describe_a_pytree_gives_one_line_per_leaf_with_its_path() -> None:
+    tree = {
+        "w": shard(np.zeros((8, 2), np.float32), mesh("8", "x", axis_types="auto"), "x"),
+        "n": [np.zeros(3)],
+    }
+    assert describe(tree).splitlines() == [
+        "['n'][0]: float64[3] in host memory (NumPy)",
+        "['w']: float32[8@x,2] on mesh(x=8): 8 shards of float32[1,2] (8 B each), 1 copy",
+    ]
+    with pytest.raises(TypeError, match=r"describe: x\['s'\] is a str"):
+        describe({"s": "text"})

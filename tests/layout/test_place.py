@@ -83,3 +83,20 @@ def test_shard_uneven_prime_sizes_rejected_or_placed() -> None:
         else:
             with pytest.raises(ValueError, match="not divisible"):
                 shard(a, m, "x,y")
+
+
+def test_shard_places_a_pytree_with_one_spec_or_a_tree_of_specs() -> None:
+    m = mesh("8", "x")
+    one = shard({"w": np.ones((8, 4), np.float32), "pair": (np.ones(8), [1.0] * 8)}, m, "x")
+    assert one["w"].sharding.spec == P("x")
+    assert one["pair"][1].sharding.spec == P("x")
+    tree = {"w": np.ones((8, 4), np.float32), "pair": (np.ones(8), 2.0)}
+    with pytest.raises(ValueError, match=r"shard: x\['pair'\]\[1\].*rank"):
+        shard(tree, m, "x")  # a scalar leaf cannot be split
+    per_leaf = shard(tree, m, {"w": (None, None), "pair": ("x", None)})
+    assert per_leaf["w"].sharding.spec == P(None, None)
+    assert per_leaf["pair"][0].sharding.spec == P("x")
+    assert per_leaf["pair"][1].sharding.spec == P()
+    with pytest.raises(ValueError, match=r"shard: x\['w'\]: array shape=\(8, 4\).*not divisible"):
+        shard(tree, m, {"w": P(None, "x"), "pair": None})
+    assert shard([[1.0] * 4] * 8, m, "x").shape == (8, 4)  # nested numbers stay one array

@@ -124,25 +124,56 @@ def describe(x: Any, /, *, shape: Sequence[int] | None = None) -> str:
 
     Works on ``jax.Array``, ``jax.ShapeDtypeStruct`` (with a sharding), abstract
     values from ``jax.typeof`` inside ``jit`` (Explicit axes carry their sharding),
-    NumPy arrays and ``Sharding`` objects (pass ``shape=`` for shard sizes).
+    NumPy arrays and ``Sharding`` objects (pass ``shape=`` for shard sizes). A pytree
+    of those (the parameters of a model, a training state) gives one line per leaf,
+    ``path: description``, with the leaf's ``jax.tree_util`` key path.
 
     Args:
-      x: what to describe.
+      x: what to describe, or a pytree of such things.
       shape: the global shape, when ``x`` is a bare ``Sharding``.
 
     Returns:
-      One line, as in the example below. Replicated layouts say how many copies of
-      each shard exist, over which mesh axes, and on how many devices.
+      One line, as in the example below (one per leaf for a pytree). Replicated
+      layouts say how many copies of each shard exist, over which mesh axes, and on
+      how many devices.
 
     Raises:
-      TypeError: ``x`` has no shape/dtype and is not a ``Sharding``.
+      TypeError: ``x`` (or a leaf of it) has no shape/dtype and is not a ``Sharding``.
 
     Example:
       >>> from shardkit.layout import mesh, shard
       >>> m = mesh("2x4", "x,y", axis_types="auto")
       >>> describe(shard(np.zeros((16, 16), np.float32), m, "x,y"))
       'float32[16@x,16@y] on mesh(x=2,y=4): 8 shards of float32[8,4] (128 B each), 1 copy'
+      >>> print(describe({"w": shard(np.zeros((8, 4), np.float32), m, "x"), "n": np.zeros(3)}))
+      ['n']: float64[3] in host memory (NumPy)
+      ['w']: float32[8@x,4] on mesh(x=2,y=4): 2 shards of float32[4,4] (64 B each), 4 copies of each over y (8 devices)
     """
+    if shape is None and not _has_layout(x):
+        leaves = jax.tree_util.tree_flatten_with_path(x, is_leaf=_has_layout)[0]
+        if leaves and not (len(leaves) == 1 and leaves[0][1] is x):
+            return "\n".join(
+                f"{jax.tree_util.keystr(path)}: {_describe_leaf(jax.tree_util.keystr(path), leaf)}"
+                for path, leaf in leaves
+            )
+    return _describe_one(x, shape)
+
+
+def _has_layout(x: Any) -> bool:
+    return isinstance(x, Sharding) or (hasattr(x, "shape") and hasattr(x, "dtype"))
+
+
+def _describe_leaf(path: str, leaf: Any) -> str:
+    if not _has_layout(leaf):
+        raise TypeError(
+            f"describe: x{path} is a {type(leaf).__name__}, which has no shape and dtype; "
+            "every leaf of a pytree must be a jax.Array, a jax.ShapeDtypeStruct, an "
+            "abstract value, a NumPy array or a Sharding"
+        )
+    return _describe_one(leaf, None)
+
+
+def _describe_one(x: Any, shape: Sequence[int] | None) -> str:
     if isinstance(x, Sharding):
         if shape is None:
             return _sharding_only(x)

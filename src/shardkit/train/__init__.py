@@ -1,8 +1,11 @@
-"""Parallel-training recipes: the seeds' models trained with dp, fsdp, tp and dp+tp.
+"""Parallel training: the seeds' models, or your own, trained with dp, fsdp, tp and dp+tp.
 
 ``make_train_step(model, optimizer, strategy=..., mesh=..., key=...)`` returns a
-jitted step with explicit shardings and the first sharded state; every strategy
-gives the losses of ``single`` (one device) within float32 rounding. The
+jitted step with explicit shardings and the first sharded state. ``model`` is a
+bundled :class:`MLP` or :class:`Logistic`, or your own: a parameter pytree, an
+Equinox module or a Flax NNX module, with ``loss=``; path rules
+(:data:`~shardkit.train.Rules`) say which dimension of each parameter a strategy
+splits. Every strategy gives the losses of ``single`` (one device) within float32 rounding. The
 communication each strategy promises is asserted through ``shardkit.comms`` in the
 tests. Needs optax (and orbax-checkpoint for :func:`save_state` /
 :func:`restore_state`): the ``train`` extra.
@@ -10,16 +13,19 @@ tests. Needs optax (and orbax-checkpoint for :func:`save_state` /
 
 from shardkit.train.checkpoint import restore_state, save_state
 from shardkit.train.models import MLP, Logistic, Model
+from shardkit.train.rules import MODEL, Rules
 from shardkit.train.run import Optimizer, TrainRun, run_training
 from shardkit.train.step import TrainState, make_train_step
 from shardkit.train.strategies import STRATEGIES, Strategy, StrategyLayout, strategy_layout
 
 __all__ = [
     "MLP",
+    "MODEL",
     "STRATEGIES",
     "Logistic",
     "Model",
     "Optimizer",
+    "Rules",
     "Strategy",
     "StrategyLayout",
     "TrainRun",

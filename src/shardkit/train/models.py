@@ -14,7 +14,7 @@ import functools
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -23,8 +23,9 @@ from jax.sharding import Sharding
 
 from shardkit import random as sk_random
 from shardkit.layout.internal import as_count, check_key, is_int
+from shardkit.train.rules import MODEL
 
-__all__ = ["MLP", "Hooks", "Logistic", "Model", "Params"]
+__all__ = ["MLP", "Hooks", "Logistic", "Model", "Params", "tp_roles"]
 
 Params = tuple[dict[str, jax.Array], ...]
 """One ``{"w": ..., "b": ...}`` dict per dense layer."""
@@ -40,6 +41,28 @@ class Hooks(Protocol):
     def activation(self, layer: int, value: jax.Array, /) -> jax.Array:
         """Return the layer's pre-activation output, possibly constrained."""
         ...
+
+
+Role = Literal["replicated", "column", "row"]
+
+
+def tp_roles(num_layers: int) -> tuple[Role, ...]:
+    """Column/row roles of consecutive layer pairs; an unpaired last layer is replicated.
+
+    Example:
+      >>> tp_roles(3)
+      ('column', 'row', 'replicated')
+    """
+    pair: tuple[Role, ...] = ("column", "row")
+    last: tuple[Role, ...] = ("replicated",)
+    return pair * (num_layers // 2) + last * (num_layers % 2)
+
+
+_TP_TEMPLATES: dict[Role, dict[str, tuple[Any, ...]]] = {
+    "column": {"w": (None, MODEL), "b": (MODEL,)},
+    "row": {"w": (MODEL, None), "b": ()},
+    "replicated": {"w": (), "b": ()},
+}
 
 
 class _NoHooks:
@@ -88,6 +111,30 @@ class Model:
         """``({"w": (n_in, n_out), "b": (n_out,)}, ...)``, one dict per layer."""
         pairs = zip(self.layer_sizes[:-1], self.layer_sizes[1:], strict=True)
         return tuple({"w": (i, o), "b": (o,)} for i, o in pairs)
+
+    def partition_rules(self, strategy: str, parts: int, /) -> tuple[tuple[str, Any], ...]:
+        """The path rules (:data:`~shardkit.train.Rules`) of every layer under ``strategy``.
+
+        ``tp``/``dp_tp``: layers in column/row pairs (``tp_roles``); ``fsdp``: each
+        parameter split along its first dimension that ``parts`` divides.
+
+        Example:
+          >>> [t for _, t in shardkit.train.MLP((4, 8, 2)).partition_rules("tp", 2)]
+          [(None, 'model'), ('model',), ('model', None), ()]
+        """
+        rules: list[tuple[str, Any]] = []
+        for i, layer in enumerate(self.param_shapes()):
+            role = tp_roles(self.num_layers)[i]
+            for name, shape in layer.items():
+                if strategy in ("tp", "dp_tp"):
+                    template = _TP_TEMPLATES[role][name]
+                elif strategy == "fsdp":
+                    dim = next((d for d, n in enumerate(shape) if n % parts == 0), None)
+                    template = () if dim is None else (None,) * dim + (MODEL,)
+                else:
+                    template = ()
+                rules.append((rf"^\[{i}\]\['{name}'\]$", template))
+        return tuple(rules)
 
     def init(self, key: jax.Array, /, shardings: Any = None) -> Params:
         """Initial parameters, each drawn in place with its sharding (None: one device).

@@ -10,8 +10,8 @@ import numpy as np
 from jax.sharding import Mesh
 
 from shardkit.layout.internal import check_key, check_same_devices, is_traced
-from shardkit.train.models import Model, Params
-from shardkit.train.strategies import StrategyLayout, check_model, strategy_layout
+from shardkit.train.adapters import Trainable, as_trainable
+from shardkit.train.strategies import StrategyLayout, _is_sharding, strategy_layout
 
 __all__ = ["TrainState", "make_train_step"]
 
@@ -20,16 +20,19 @@ class TrainState(NamedTuple):
     """The training state: parameters and optimizer state (a pytree).
 
     Attributes:
-      params: one ``{"w", "b"}`` dict per layer.
+      params: the trainable parameters: one ``{"w", "b"}`` dict per layer of a bundled
+        model, the caller's pytree, the floating arrays of an Equinox module
+        (``eqx.partition``) or the ``nnx.Param`` state of an NNX module (``nnx.split``);
+        ``step.model(state.params)`` rebuilds the caller's kind of model.
       opt_state: the optax optimizer's state.
     """
 
-    params: Params
+    params: Any
     opt_state: Any
 
 
 Batch = tuple[jax.Array, jax.Array]
-StepFn = Callable[[TrainState, Batch], tuple[TrainState, jax.Array]]
+StepFn = Callable[[TrainState, Any], tuple[TrainState, jax.Array]]
 
 
 def _require_optax() -> Any:
@@ -41,13 +44,15 @@ def _require_optax() -> Any:
 
 
 def make_train_step(
-    model: Model,
+    model: Any,
     optimizer: Any,
     /,
     *,
     strategy: str,
     mesh: Mesh | None,
-    key: jax.Array,
+    key: jax.Array | None = None,
+    loss: Callable[[Any, Any], jax.Array] | None = None,
+    rules: Any = None,
 ) -> tuple[StepFn, TrainState]:
     """A jitted ``step(state, (x, y)) -> (state, loss)`` for a strategy, and the first state.
 
@@ -68,13 +73,24 @@ def make_train_step(
     are exactly those of the same mesh with Auto axes. Entering and leaving the Auto
     region reshards to the same specs, which moves nothing.
 
+    Your own model trains the same way: pass its parameters (any pytree of
+    floating-point arrays), an Equinox module or a Flax NNX module as ``model`` and
+    ``loss(model, batch) -> scalar``; the model's values are the initial parameters,
+    placed with the strategy's shardings, and ``batch`` may be any pytree whose
+    leaves share their first (batch) dimension. Which dimension of each parameter a
+    strategy splits comes from path rules (``rules=``, :data:`~shardkit.train.Rules`).
+
     Args:
-      model: an :class:`~shardkit.train.MLP` or :class:`~shardkit.train.Logistic`.
+      model: an :class:`~shardkit.train.MLP` or :class:`~shardkit.train.Logistic`;
+        or a parameter pytree, an Equinox module or a Flax NNX module with ``loss``.
       optimizer: an optax ``GradientTransformation`` (e.g. ``optax.sgd(0.05)``).
       strategy: ``single``, ``dp``, ``fsdp``, ``tp`` or ``dp_tp``.
       mesh: a mesh with Auto or Explicit axes (``dp_tp`` needs 2-D); may be None
         for ``single``.
-      key: the PRNG key of the initial parameters.
+      key: the PRNG key of the initial parameters of a bundled model (a user model
+        brings its own values).
+      loss: ``loss(params_or_module, batch) -> scalar`` of a user model.
+      rules: ``(regex, template)`` path rules (see :func:`~shardkit.train.strategy_layout`).
 
     Returns:
       ``(step, state)``.
@@ -84,13 +100,15 @@ def make_train_step(
     this one with :func:`~shardkit.train.restore_state`) and each batch before
     running: a pair ``(inputs, targets)`` with
     inputs ``(batch, layer_sizes[0])``, targets ``(batch, layer_sizes[-1])``, at least
-    one example, a batch the data axes divide, on the step's devices and layout.
+    one example, a batch the data axes divide, on the step's devices and layout (a user
+    model's batch: leaves with one shared, divisible first dimension).
     Each failure raises ``ValueError`` (``TypeError`` for a batch that is not a pair)
     naming what was wrong and the fix, before anything is compiled.
 
     Raises:
-      TypeError: ``model`` is not a shardkit model, ``optimizer`` is not an optax
-        optimizer (a string such as ``"sgd"`` included), ``key`` is not a PRNG key.
+      TypeError: ``model`` is not a model (or a user model without ``loss``),
+        ``optimizer`` is not an optax optimizer (a string such as ``"sgd"``
+        included), ``key`` is not a PRNG key.
       ValueError: unknown strategy, or a mesh that does not fit (see
         :func:`~shardkit.train.strategy_layout`).
       NotImplementedError: a mesh with Manual axes.
@@ -108,22 +126,37 @@ def make_train_step(
       >>> state, loss1 = step(state, batch)
       >>> bool(loss1 < loss0), jax.typeof(state.params[0]["w"])
       (True, ShapedArray(float32[16,32@model]))
+
+      A parameter pytree with its loss, and a rule for its first kernel:
+
+      >>> params = {"w1": np.ones((4, 16), np.float32), "w2": np.ones((16, 2), np.float32)}
+      >>> def mse(p, batch):
+      ...     x, y = batch
+      ...     return jnp.mean((jnp.tanh(x @ p["w1"]) @ p["w2"] - y) ** 2)
+      >>> step, state = shardkit.train.make_train_step(
+      ...     params, optax.sgd(0.01), strategy="tp", mesh=m, loss=mse,
+      ...     rules=[(r"w1", (None, "model"))])
+      >>> state.params["w1"].sharding.spec, state.params["w2"].sharding.spec
+      (P(None, ('data', 'model')), P(('data', 'model'), None))
     """
     optax = _require_optax()
-    check_model("make_train_step", model)
+    t = as_trainable("make_train_step", model, loss)
     _check_optimizer(optimizer)
-    key = check_key("make_train_step", "key", key)
-    layout = strategy_layout(model, strategy=strategy, mesh=mesh)
-    params = model.init(key, layout.params)
+    if t.bundled or key is not None:
+        key = check_key("make_train_step", "key", key)
+    layout = strategy_layout(t, strategy=strategy, mesh=mesh, rules=rules)
+    params = t.draw(key, layout.params)
     opt_shardings = layout.opt_state(optimizer, params)
     opt_state = jax.jit(optimizer.init, out_shardings=opt_shardings)(params)
     state_shardings = TrainState._make((layout.params, opt_shardings))
     grad_shardings = layout.param_constraints()
 
-    def loss_fn(p: Params, batch: Batch) -> jax.Array:
-        return model.loss(p, batch, layout)
+    def loss_fn(p: Any, batch: Any) -> jax.Array:
+        if not t.bundled:  # the bundled models gather layer by layer, through the hooks
+            p = layout.gather_all(p)
+        return t.loss(p, batch, layout)
 
-    def step(state: TrainState, batch: Batch) -> tuple[TrainState, jax.Array]:
+    def step(state: TrainState, batch: Any) -> tuple[TrainState, jax.Array]:
         loss, grads = jax.value_and_grad(loss_fn)(state.params, batch)
         grads = jax.lax.with_sharding_constraint(grads, grad_shardings)
         updates, new_opt = optimizer.update(grads, state.opt_state, state.params)
@@ -133,12 +166,13 @@ def make_train_step(
     body: Callable[..., Any] = step
     if layout.explicit:
         body = jax.sharding.auto_axes(step, out_sharding=(state_shardings, layout.replicated))
+    batch_shardings = (layout.batch, layout.batch) if t.bundled else layout.batch
     jitted = jax.jit(
         body,
-        in_shardings=(state_shardings, (layout.batch, layout.batch)),
+        in_shardings=(state_shardings, batch_shardings),
         out_shardings=(state_shardings, layout.replicated),
     )
-    return _CheckedStep(jitted, model, layout), TrainState(params, opt_state)
+    return _CheckedStep(jitted, t, layout), TrainState(params, opt_state)
 
 
 def _check_optimizer(optimizer: Any) -> None:
@@ -167,29 +201,35 @@ class _CheckedStep:
     nothing inside the compiled program. Every other attribute is the jitted function's.
     """
 
-    def __init__(self, jitted: Any, model: Model, layout: StrategyLayout) -> None:
+    def __init__(self, jitted: Any, model: Trainable, layout: StrategyLayout) -> None:
         self._jitted = jitted
         self._model = model
         self._layout = layout
         self.__name__ = jitted.__name__
         self.__wrapped__ = jitted
 
-    def __call__(self, state: TrainState, batch: Batch, /) -> tuple[TrainState, jax.Array]:
+    def __call__(self, state: TrainState, batch: Any, /) -> tuple[TrainState, jax.Array]:
         self._check_state(state)
         self._check(batch)
         return self._jitted(state, batch)
 
-    def lower(self, state: TrainState, batch: Batch, /) -> Any:
+    def lower(self, state: TrainState, batch: Any, /) -> Any:
         """``jax.jit``'s ``lower``, after the state and batch checks."""
         self._check_state(state)
         self._check(batch)
         return self._jitted.lower(state, batch)
 
+    def model(self, params: Any, /) -> Any:
+        """The caller's kind of model with ``params`` (e.g. an Equinox or NNX module).
+
+        A bundled model's or a parameter pytree's parameters come back as they are.
+        """
+        return self._model.rebuild(params)
+
     def _check_state(self, state: Any) -> None:
-        """The parameters have the model's shapes and this strategy's shardings."""
+        """The parameters have the model's structure, shapes and this strategy's shardings."""
         where = f"{self.__name__}(state, batch)"
-        params = getattr(state, "params", None)
-        if not isinstance(state, TrainState) or not isinstance(params, tuple):
+        if not isinstance(state, TrainState):
             raise TypeError(
                 f"{where}: state is a {type(state).__name__}, not the TrainState of "
                 "make_train_step; pass the state it returned (or one restore_state read)"
@@ -198,36 +238,37 @@ class _CheckedStep:
             "pass the state make_train_step returned for this model and strategy, or read "
             "a saved one onto it with restore_state(path, that_state)"
         )
-        shapes = self._model.param_shapes()
-        if len(params) != len(shapes):
+        t = self._model
+        sizes = f" (layer_sizes={t.model.layer_sizes})" if t.bundled else ""
+        structure = jax.tree.structure(t.abstract)
+        try:
+            values = structure.flatten_up_to(state.params)
+        except (TypeError, ValueError):
             raise ValueError(
-                f"{where}: state has {len(params)} layers but the step's model has "
-                f"{len(shapes)} (layer_sizes={self._model.layer_sizes}); {fix}"
-            )
-        for i, (layer, layer_shapes, shardings) in enumerate(
-            zip(params, shapes, self._layout.params, strict=True)
-        ):
-            for name, want in layer_shapes.items():
-                value = layer.get(name) if isinstance(layer, dict) else None
-                got = tuple(getattr(value, "shape", ()))
-                if value is None or got != want:
-                    raise ValueError(
-                        f"{where}: state.params[{i}][{name!r}] has shape {got}, but the "
-                        f"step's model needs {want} (layer_sizes={self._model.layer_sizes}); "
-                        f"{fix}"
-                    )
-                target = shardings[name]
-                if (
-                    isinstance(value, jax.Array)
-                    and not is_traced(value)
-                    and value.committed
-                    and not value.sharding.is_equivalent_to(target, len(want))
-                ):
-                    raise ValueError(
-                        f"{where}: state.params[{i}][{name!r}] is placed as {value.sharding}, "
-                        f"but the {self._layout.strategy} step keeps it as {target}; the "
-                        f"state comes from another strategy or mesh: {fix}"
-                    )
+                f"{where}: state.params is {jax.tree.structure(state.params)}, but the step's "
+                f"model has {structure}{sizes}; {fix}"
+            ) from None
+        wanted = jax.tree_util.tree_flatten_with_path(t.abstract)[0]
+        targets = jax.tree.leaves(self._layout.params, is_leaf=_is_sharding)
+        for (path, abstract), value, target in zip(wanted, values, targets, strict=True):
+            name = f"state.params{jax.tree_util.keystr(path)}"
+            want, got = tuple(abstract.shape), _shape(value)
+            if got != want:
+                raise ValueError(
+                    f"{where}: {name} has shape {got}, but the step's model needs {want}"
+                    f"{sizes}; {fix}"
+                )
+            if (
+                isinstance(value, jax.Array)
+                and not is_traced(value)
+                and value.committed
+                and not value.sharding.is_equivalent_to(target, len(want))
+            ):
+                raise ValueError(
+                    f"{where}: {name} is placed as {value.sharding}, but the "
+                    f"{self._layout.strategy} step keeps it as {target}; the "
+                    f"state comes from another strategy or mesh: {fix}"
+                )
 
     def __getattr__(self, name: str) -> Any:
         if name in ("_jitted", "_model", "_layout"):  # not set yet (copy, pickle)
@@ -235,6 +276,48 @@ class _CheckedStep:
         return getattr(self._jitted, name)
 
     def _check(self, batch: Any) -> None:
+        if self._model.bundled:
+            self._check_pair(batch)
+        else:
+            self._check_tree(batch)
+
+    def _check_tree(self, batch: Any) -> None:
+        """A user model's batch: leaves with one shared first dimension the data axes divide."""
+        where = f"{self.__name__}(state, batch)"
+        leaves = [
+            (f"batch{jax.tree_util.keystr(p)}", v)
+            for p, v in jax.tree_util.tree_flatten_with_path(batch)[0]
+        ]
+        if not leaves:
+            raise TypeError(
+                f"{where}: batch={batch!r} holds no arrays; pass a pytree of arrays whose "
+                "first dimension is the batch, e.g. step(state, (x, y))"
+            )
+        shapes = {name: _shape(v) for name, v in leaves}
+        for name, shape in shapes.items():
+            if not shape:
+                raise ValueError(
+                    f"{where}: {name} is a scalar; every leaf of the batch needs a first "
+                    "(batch) dimension, which the strategy splits over its data axes"
+                )
+        sizes = {shape[0] for shape in shapes.values()}
+        if len(sizes) > 1:
+            listed = ", ".join(f"{n} {s}" for n, s in shapes.items())
+            raise ValueError(
+                f"{where}: the batch's leaves disagree on the batch size (first dimension): "
+                f"{listed}; give every leaf the same number of examples"
+            )
+        if sizes == {0}:
+            raise ValueError(
+                f"{where}: the batch is empty ({leaves[0][0]} shape={shapes[leaves[0][0]]}); "
+                "the mean loss of no examples is undefined. Pass at least one example per "
+                "data shard"
+            )
+        for name, shape in shapes.items():
+            self._layout.check_batch(shape, where=f"{where}: {name}")
+        self._check_placed(where, dict(leaves))
+
+    def _check_pair(self, batch: Any) -> None:
         where = f"{self.__name__}(state, batch)"
         if not isinstance(batch, tuple | list) or len(batch) != 2:
             raise TypeError(
@@ -244,7 +327,7 @@ class _CheckedStep:
                 + "; pass step(state, (x, y)), e.g. batch = model.batch(key, 64, layout.batch)"
             )
         x, y = batch
-        sizes = self._model.layer_sizes
+        sizes = self._model.model.layer_sizes
         xs, ys = _shape(x), _shape(y)
         if len(xs) != 2 or xs[1] != sizes[0]:
             raise ValueError(
@@ -265,21 +348,25 @@ class _CheckedStep:
                 f"{sizes[-1]} outputs; reshape the targets (they would broadcast silently)"
             )
         self._layout.check_batch(xs, where=f"{where}: batch inputs")
+        self._check_placed(where, {"inputs": x, "targets": y})
+
+    def _check_placed(self, where: str, named: dict[str, Any]) -> None:
+        """The batch's arrays are on the step's devices, split as the strategy takes them."""
         target = self._layout.batch
         move = (
             "Move the batch first with jax.device_put(batch, layout.batch) "
             "(layout = shardkit.train.strategy_layout(model, strategy=..., mesh=...)), or "
             "draw it there with model.batch(key, size, layout.batch)"
         )
-        check_same_devices(where, {"inputs": x, "targets": y}, mesh=target, fix=move)
-        for name, value in (("inputs", x), ("targets", y)):
+        check_same_devices(where, named, mesh=target, fix=move)
+        for name, value in named.items():
             sharding = getattr(value, "sharding", None)
             if (
                 isinstance(value, jax.Array)
                 and not is_traced(value)
                 and value.committed
                 and sharding is not None
-                and not sharding.is_equivalent_to(target, 2)
+                and not sharding.is_equivalent_to(target, value.ndim)
             ):
                 raise ValueError(
                     f"{where}: {name} are placed as {sharding}, but the "

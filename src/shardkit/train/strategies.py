@@ -26,6 +26,16 @@ partitioning, the way seed 004 does it. On a mesh of ``P`` devices:
   A 2-D mesh ``(data, model)`` as seed 004's 4x2: the batch split over the first
   axis, ``tp``'s rules over the second.
 
+Your own models
+  A parameter pytree with a loss, an Equinox module or a Flax NNX module (see
+  :func:`~shardkit.train.make_train_step`) gets its specs from path rules
+  (:data:`~shardkit.train.Rules`): ``rules=`` first, then the default for dense layers.
+  The bundled models go through the same rules (their ``partition_rules`` spell out
+  the pairs above). Under ``fsdp`` a user model's parameters are all gathered when the
+  loss starts; under ``tp`` the compiler propagates the parameters' specs through
+  the user's code (no activation constraints), which changes the communication, not
+  the losses.
+
 Auto and Explicit meshes
   The specs are the same for both. On a mesh with Explicit axes (``jax.make_mesh``'s
   and ``shardkit.mesh``'s default) the state and batch are placed on that mesh and
@@ -42,7 +52,8 @@ Auto and Explicit meshes
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -51,27 +62,15 @@ from jax.sharding import AxisType, Mesh, NamedSharding, Sharding, SingleDeviceSh
 from jax.sharding import PartitionSpec as P
 
 from shardkit.layout.internal import check_placement, mesh_summary
-from shardkit.train.models import Model, Params
+from shardkit.train.adapters import Trainable, as_trainable
+from shardkit.train.models import Role, tp_roles
+from shardkit.train.rules import check_rules, param_specs
 
-__all__ = ["STRATEGIES", "Strategy", "StrategyLayout", "strategy_layout"]
+__all__ = ["STRATEGIES", "Strategy", "StrategyLayout", "strategy_layout", "tp_roles"]
 
 Strategy = Literal["single", "dp", "fsdp", "tp", "dp_tp"]
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
 """The strategy names, in the order the reports list them."""
-
-Role = Literal["replicated", "column", "row"]
-
-
-def tp_roles(num_layers: int) -> tuple[Role, ...]:
-    """Column/row roles of consecutive layer pairs; an unpaired last layer is replicated.
-
-    Example:
-      >>> tp_roles(3)
-      ('column', 'row', 'replicated')
-    """
-    pair: tuple[Role, ...] = ("column", "row")
-    last: tuple[Role, ...] = ("replicated",)
-    return pair * (num_layers // 2) + last * (num_layers % 2)
 
 
 def _axes_entry(axes: tuple[str, ...]) -> Any:
@@ -87,7 +86,7 @@ class StrategyLayout:
     Attributes:
       strategy: the strategy's name.
       mesh: the mesh (``None`` only for ``single`` without one).
-      params: a sharding per parameter, shaped like the model's parameters.
+      params: a sharding per parameter, a pytree shaped like the model's parameters.
       batch: the sharding of inputs and targets (split along the batch dimension).
       data_axes: mesh axes the batch is split over.
       model_axes: mesh axes tensor parallelism splits layers over.
@@ -97,7 +96,7 @@ class StrategyLayout:
 
     strategy: str
     mesh: Mesh | None
-    params: tuple[Mapping[str, Sharding], ...]
+    params: Any
     batch: Sharding
     data_axes: tuple[str, ...]
     model_axes: tuple[str, ...]
@@ -124,7 +123,7 @@ class StrategyLayout:
             return self.batch
         return NamedSharding(_auto_view(self.mesh), P(*entries))
 
-    def param_constraints(self) -> tuple[Mapping[str, Sharding], ...]:
+    def param_constraints(self) -> Any:
         """The parameters' shardings as ``with_sharding_constraint`` takes them (Auto view)."""
         if self.mesh is None or not self.explicit:
             return self.params
@@ -133,7 +132,15 @@ class StrategyLayout:
         def on_auto(s: Sharding) -> Sharding:
             return NamedSharding(auto, s.spec) if isinstance(s, NamedSharding) else s
 
-        return tuple({k: on_auto(s) for k, s in layer.items()} for layer in self.params)
+        return jax.tree.map(on_auto, self.params, is_leaf=_is_sharding)
+
+    def gather_all(self, params: Any, /) -> Any:
+        """fsdp of a user model: every parameter constrained to replicated (gathered) at once."""
+        if not self.gather:
+            return params
+        return jax.tree.map(
+            lambda v: jax.lax.with_sharding_constraint(v, self._constraint()), params
+        )
 
     # ---- hooks the model calls inside the forward pass -----------------------------
 
@@ -156,7 +163,7 @@ class StrategyLayout:
 
     # ---- optimizer state and checks --------------------------------------------------
 
-    def opt_state(self, optimizer: Any, params: Params, /) -> Any:
+    def opt_state(self, optimizer: Any, params: Any, /) -> Any:
         """Shardings of ``optimizer.init(params)``: parameter-shaped parts like the params.
 
         Other leaves (step counts) are replicated.
@@ -170,7 +177,7 @@ class StrategyLayout:
             abstract,
             self.params,
             transform_non_params=lambda _: self.replicated,
-            is_leaf=lambda x: isinstance(x, Sharding),
+            is_leaf=_is_sharding,
         )
 
     def check_batch(self, shape: Sequence[int], /, where: str = "batch") -> None:
@@ -179,13 +186,8 @@ class StrategyLayout:
             check_placement(where, tuple(shape), self.batch.spec, self.batch.mesh)
 
 
-def check_model(where: str, model: Any) -> None:
-    """``model`` is a shardkit model (:class:`~shardkit.train.MLP`, ``Logistic``)."""
-    if not isinstance(model, Model):
-        raise TypeError(
-            f"{where}: model={model!r} ({type(model).__name__}) must be a "
-            "shardkit.train.MLP or Logistic, e.g. shardkit.train.MLP((784, 1024, 10))"
-        )
+def _is_sharding(x: Any) -> bool:
+    return isinstance(x, Sharding)
 
 
 def _auto_view(mesh: Mesh) -> Mesh:
@@ -195,62 +197,51 @@ def _auto_view(mesh: Mesh) -> Mesh:
     return Mesh(mesh.devices, mesh.axis_names, axis_types=(AxisType.Auto,) * len(mesh.axis_names))
 
 
-def _param_specs(
-    model: Model, strategy: str, mesh: Mesh
-) -> tuple[tuple[dict[str, P], ...], tuple[Role, ...], tuple[str, ...], tuple[str, ...]]:
+def _axes(strategy: str, mesh: Mesh) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(data axes, parameter axes)`` of a strategy on ``mesh``."""
     names = tuple(str(n) for n in mesh.axis_names)
-    shapes = model.param_shapes()
     if strategy == "dp":
-        return tuple({k: P() for k in layer} for layer in shapes), (), names, ()
+        return names, ()
     if strategy == "fsdp":
-        every = _axes_entry(names)
-        specs = []
-        for layer in shapes:
-            specs.append({k: _fsdp_spec(shape, mesh.size, every) for k, shape in layer.items()})
-        return tuple(specs), (), names, ()
+        return names, names
     if strategy == "tp":
-        data, model_axes = (), names
-    else:  # dp_tp
-        if len(names) != 2:
-            raise ValueError(
-                f"make_train_step(strategy='dp_tp'): mesh={mesh_summary(mesh)} must be 2-D "
-                "(data, model), like seed 004's 4x2; build one with "
-                "shardkit.mesh('4x2', 'data,model', axis_types='auto')"
-            )
-        data, model_axes = names[:1], names[1:]
-    roles = tp_roles(model.num_layers)
-    m = _axes_entry(model_axes)
-    rule: dict[Role, dict[str, P]] = {
-        "column": {"w": P(None, m), "b": P(m)},
-        "row": {"w": P(m, None), "b": P()},
-        "replicated": {"w": P(), "b": P()},
-    }
-    return tuple(rule[r] for r in roles), roles, data, model_axes
+        return (), names
+    if len(names) != 2:  # dp_tp
+        raise ValueError(
+            f"make_train_step(strategy='dp_tp'): mesh={mesh_summary(mesh)} must be 2-D "
+            "(data, model), like seed 004's 4x2; build one with "
+            "shardkit.mesh('4x2', 'data,model', axis_types='auto')"
+        )
+    return names[:1], names[1:]
 
 
-def _fsdp_spec(shape: tuple[int, ...], size: int, every: Any) -> P:
-    for dim, n in enumerate(shape):
-        if n % size == 0:
-            return P(*([None] * dim), every)
-    return P()  # too small to split evenly: kept whole (and counted as such)
-
-
-def strategy_layout(model: Model, /, *, strategy: str, mesh: Mesh | None) -> StrategyLayout:
+def strategy_layout(
+    model: Any, /, *, strategy: str, mesh: Mesh | None, rules: Any = None
+) -> StrategyLayout:
     """The shardings a strategy gives a model's parameters and batches on ``mesh``.
 
+    Each parameter's spec comes from the path rules (:data:`~shardkit.train.Rules`):
+    ``rules`` first, then the bundled models' own (:meth:`~shardkit.train.Model.partition_rules`),
+    then the default for dense layers.
+
     Args:
-      model: an :class:`~shardkit.train.MLP` or :class:`~shardkit.train.Logistic`.
+      model: an :class:`~shardkit.train.MLP` or :class:`~shardkit.train.Logistic`, or
+        your own model: a parameter pytree, an Equinox module or a Flax NNX module.
       strategy: one of ``single``, ``dp``, ``fsdp``, ``tp``, ``dp_tp``.
       mesh: the mesh, with Auto or Explicit axes (the shardings are on it either
         way); ``single`` uses its first device, or the first device when None.
+      rules: ``(regex, template)`` pairs mapping parameter paths to specs, where
+        ``"model"`` stands for the axes the strategy splits parameters over, e.g.
+        ``[(r"w1$", (None, "model")), (r"w2$", ("model", None))]``.
 
     Returns:
       A :class:`StrategyLayout`.
 
     Raises:
-      TypeError: ``model`` is not a shardkit model; ``mesh`` is not a ``Mesh``.
-      ValueError: unknown strategy, a missing or 1-D mesh for ``dp_tp``, or a layer
-        that the model axes do not divide (the message names layer, spec and mesh).
+      TypeError: ``model`` is not a model; ``mesh`` is not a ``Mesh``; a bad rule.
+      ValueError: unknown strategy, a missing or 1-D mesh for ``dp_tp``, or a
+        parameter that its spec does not divide (the message names the parameter's
+        path, its shape, the spec and the mesh).
       NotImplementedError: a mesh with Manual axes.
 
     Example:
@@ -260,7 +251,9 @@ def strategy_layout(model: Model, /, *, strategy: str, mesh: Mesh | None) -> Str
       >>> [layer["w"].spec for layer in lay.params], lay.batch.spec
       ([P(None, 'model'), P('model', None), P()], P('data',))
     """
-    check_model("strategy_layout", model)
+    where = "strategy_layout"
+    t = model if isinstance(model, Trainable) else as_trainable(where, model, need_loss=False)
+    compiled = check_rules(where, rules)
     if strategy not in STRATEGIES:
         raise ValueError(
             f"make_train_step: strategy={strategy!r}; choose one of {list(STRATEGIES)}"
@@ -268,7 +261,7 @@ def strategy_layout(model: Model, /, *, strategy: str, mesh: Mesh | None) -> Str
     if strategy == "single":
         device = jax.devices()[0] if mesh is None else mesh.devices.flat[0]
         one = SingleDeviceSharding(device)
-        params = tuple(dict.fromkeys(layer, one) for layer in model.param_shapes())
+        params = jax.tree.map(lambda _: one, t.abstract)
         return StrategyLayout("single", mesh, params, one, (), (), False, ())
     if not isinstance(mesh, Mesh):
         raise TypeError(
@@ -282,13 +275,29 @@ def strategy_layout(model: Model, /, *, strategy: str, mesh: Mesh | None) -> Str
             "call it outside shard_map on a mesh with Auto or Explicit axes, e.g. "
             "shardkit.mesh('4x2', 'data,model')."
         )
-    specs, roles, data, model_axes = _param_specs(model, strategy, mesh)
-    for i, (layer, shapes) in enumerate(zip(specs, model.param_shapes(), strict=True)):
-        for name, spec in layer.items():
-            where = f"make_train_step(strategy={strategy!r}): layer {i} {name}"
-            check_placement(where, shapes[name], spec, mesh)
-    params = tuple({k: NamedSharding(mesh, s) for k, s in layer.items()} for layer in specs)
+    data, axes = _axes(strategy, mesh)
+    roles: tuple[Role, ...] = ()
+    shown = len(compiled)  # the caller's rules; a bundled model's own are not named
+    if t.bundled:
+        parts = math.prod(mesh.shape[a] for a in axes)
+        compiled += check_rules(where, t.model.partition_rules(strategy, parts))
+        roles = tp_roles(t.model.num_layers) if strategy in ("tp", "dp_tp") else ()
+    specs = param_specs(
+        t.abstract,
+        strategy=strategy,
+        mesh=mesh,
+        axes=axes,
+        rules=compiled,
+        label=t.label,
+        shown_rules=shown,
+    )
+    params = jax.tree.map(lambda s: NamedSharding(mesh, s), specs, is_leaf=_is_spec)
     batch = NamedSharding(mesh, P(_axes_entry(data)))
+    model_axes = axes if strategy in ("tp", "dp_tp") else ()
     return StrategyLayout(
         strategy, mesh, params, batch, data, model_axes, strategy == "fsdp", roles
     )
+
+
+def _is_spec(x: Any) -> bool:
+    return isinstance(x, P)

@@ -242,6 +242,45 @@ def test_no_import_circles(shardkit_modules):
     assert cycles(graph(shardkit_modules)) == []
 
 
+def public_modules(modules: Mapping[str, Source], root: str = ROOT) -> list[str]:
+    """Modules inside a subpackage that are neither private nor its ``internal`` module.
+
+    Modules directly under ``root`` (``shardkit.cli``, ``shardkit.random``,
+    ``shardkit.testing``) are public modules by design; below them, implementation lives
+    in ``_``-named modules and the package ``__init__`` is the export list.
+    """
+    out = []
+    for name, source in modules.items():
+        parts = name.split(".")
+        if source.is_package or len(parts) <= 2:
+            continue
+        if not any(p.startswith("_") for p in parts[2:]) and parts[-1] != INTERNAL:
+            out.append(name)
+    return sorted(out)
+
+
+def test_implementation_modules_are_private(shardkit_modules):
+    assert public_modules(shardkit_modules) == []
+
+
+LU_KERNEL = "shardkit.linalg._lu_kernel"
+MAX_KERNEL_LINES = 80
+
+
+def long_functions(source: Source, limit: int) -> list[str]:
+    """Every ``def`` (nested ones included) of ``source`` longer than ``limit`` lines."""
+    return [
+        f"{node.name} ({node.end_lineno - node.lineno + 1} lines)"  # type: ignore[operator]
+        for node in ast.walk(source.tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.end_lineno - node.lineno + 1 > limit  # type: ignore[operator]
+    ]
+
+
+def test_the_lu_kernel_has_no_long_function(shardkit_modules):
+    assert long_functions(shardkit_modules[LU_KERNEL], MAX_KERNEL_LINES) == []
+
+
 def _plant(tmp_path: Path, files: dict[str, str]) -> dict[str, Source]:
     for name, text in files.items():
         path = tmp_path / name
@@ -284,3 +323,20 @@ def test_checker_finds_planted_circle_through_a_function_import(planted):
     # pkg.a._impl -> pkg.b (in a function) -> pkg.b._impl -> pkg.a -> pkg.a._impl
     circle = ["pkg.a", "pkg.a._impl", "pkg.a.internal", "pkg.b", "pkg.b._impl"]
     assert cycles(graph(planted)) == [circle]
+
+
+def test_checker_finds_planted_public_module_and_long_function(tmp_path):
+    body = "\n".join(f"    x{i} = {i}" for i in range(81))
+    planted = _plant(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/sub/__init__.py": "",
+            "pkg/sub/impl.py": f"def f():\n{body}\n",
+            "pkg/sub/_ok.py": "",
+            "pkg/sub/internal.py": "",
+            "pkg/cli.py": "",
+        },
+    )
+    assert public_modules(planted, root="pkg") == ["pkg.sub.impl"]
+    assert long_functions(planted["pkg.sub.impl"], 80) == ["f (82 lines)"]

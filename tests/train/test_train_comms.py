@@ -30,7 +30,7 @@ from _train_util import BATCH, make_mesh, numpy_batch, small_mlp
 
 from shardkit import train
 from shardkit.inspect import CommReport, comms
-from shardkit.train.strategies import tp_roles
+from shardkit.train._strategies import tp_roles
 
 F = 4  # bytes of a float32
 

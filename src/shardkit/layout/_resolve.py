@@ -30,8 +30,8 @@ import jax.core as jax_core
 from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec
 
 from shardkit.layout._checks import entry_axes
-from shardkit.layout.spec import SpecLike
-from shardkit.layout.spec import spec as parse_spec
+from shardkit.layout._spec import SpecLike
+from shardkit.layout._spec import spec as parse_spec
 
 __all__ = [
     "AnyMesh",

@@ -13,6 +13,7 @@ axis-type alias the command line accepts (:data:`AxisTypeLike`). Like
 from shardkit.layout._checks import check_placement, check_spec_axes, entry_axes
 from shardkit.layout._errors import indivisible_error, mesh_summary, spec_summary
 from shardkit.layout._marks import PaddingMark, find_padding, padding_scope
+from shardkit.layout._mesh import AxisTypeLike
 from shardkit.layout._resolve import (
     AnyMesh,
     How,
@@ -26,6 +27,7 @@ from shardkit.layout._resolve import (
     placement,
     to_pspec,
 )
+from shardkit.layout._spec import SpecLike
 from shardkit.layout._validate import (
     as_count,
     as_real,
@@ -34,8 +36,6 @@ from shardkit.layout._validate import (
     check_same_devices,
     is_int,
 )
-from shardkit.layout.mesh import AxisTypeLike
-from shardkit.layout.spec import SpecLike
 
 __all__ = [
     "AnyMesh",

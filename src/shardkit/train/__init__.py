@@ -11,12 +11,12 @@ tests. Needs optax (and orbax-checkpoint for :func:`save_state` /
 :func:`restore_state`): the ``train`` extra.
 """
 
-from shardkit.train.checkpoint import restore_state, save_state
-from shardkit.train.models import MLP, Logistic, Model
-from shardkit.train.rules import MODEL, Rules
-from shardkit.train.run import Optimizer, TrainRun, run_training
-from shardkit.train.step import TrainState, make_train_step
-from shardkit.train.strategies import STRATEGIES, Strategy, StrategyLayout, strategy_layout
+from shardkit.train._checkpoint import restore_state, save_state
+from shardkit.train._models import MLP, Logistic, Model
+from shardkit.train._rules import MODEL, Rules
+from shardkit.train._run import Optimizer, TrainRun, run_training
+from shardkit.train._step import TrainState, make_train_step
+from shardkit.train._strategies import STRATEGIES, Strategy, StrategyLayout, strategy_layout
 
 __all__ = [
     "MLP",

@@ -10,8 +10,8 @@ import numpy as np
 from jax.sharding import Mesh
 
 from shardkit.layout.internal import check_key, check_same_devices, is_traced
-from shardkit.train.adapters import Trainable, as_trainable
-from shardkit.train.strategies import StrategyLayout, _is_sharding, strategy_layout
+from shardkit.train._adapters import Trainable, as_trainable
+from shardkit.train._strategies import StrategyLayout, _is_sharding, strategy_layout
 
 __all__ = ["TrainState", "make_train_step"]
 
@@ -64,7 +64,7 @@ def make_train_step(
     the loss comes back replicated. The first state is drawn in place with those
     shardings from ``key`` (:mod:`shardkit.random`), so every strategy starts from
     the same parameters. Communication per step is the strategy's (see
-    :mod:`shardkit.train.strategies`); ``shardkit.comms(step, state, batch)`` shows it.
+    :mod:`shardkit.train`); ``shardkit.comms(step, state, batch)`` shows it.
 
     On a mesh with Explicit axes the state, batch and loss live on that mesh (their
     shardings are part of their types) and the step's body runs under

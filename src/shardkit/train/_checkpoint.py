@@ -17,7 +17,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from shardkit.train.step import TrainState
+from shardkit.train._step import TrainState
 
 __all__ = ["restore_state", "save_state"]
 

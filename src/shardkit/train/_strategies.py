@@ -62,9 +62,9 @@ from jax.sharding import AxisType, Mesh, NamedSharding, Sharding, SingleDeviceSh
 from jax.sharding import PartitionSpec as P
 
 from shardkit.layout.internal import check_placement, mesh_summary
-from shardkit.train.adapters import Trainable, as_trainable
-from shardkit.train.models import Role, tp_roles
-from shardkit.train.rules import check_rules, param_specs
+from shardkit.train._adapters import Trainable, as_trainable
+from shardkit.train._models import Role, tp_roles
+from shardkit.train._rules import check_rules, param_specs
 
 __all__ = ["STRATEGIES", "Strategy", "StrategyLayout", "strategy_layout", "tp_roles"]
 

@@ -17,7 +17,7 @@ from typing import Any, cast
 import jax
 import jax.numpy as jnp
 
-from shardkit.train.models import Model
+from shardkit.train._models import Model
 
 __all__ = ["Trainable", "as_trainable"]
 

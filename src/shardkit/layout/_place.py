@@ -11,7 +11,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from shardkit.layout._checks import check_placement
-from shardkit.layout.spec import spec
+from shardkit.layout._spec import spec
 
 __all__ = ["shard"]
 

@@ -20,9 +20,9 @@ from shardkit.inspect import CommReport, comms
 from shardkit.layout import format_bytes, parse_mesh_shape
 from shardkit.layout import mesh as make_mesh
 from shardkit.layout.internal import is_int
-from shardkit.train.models import MLP
-from shardkit.train.step import make_train_step
-from shardkit.train.strategies import STRATEGIES, Strategy, strategy_layout
+from shardkit.train._models import MLP
+from shardkit.train._step import make_train_step
+from shardkit.train._strategies import STRATEGIES, Strategy, strategy_layout
 
 __all__ = ["TrainRun", "run_training"]
 

@@ -3,7 +3,7 @@
 A model here is a chain of dense layers ``h = act(h @ w + b)``. Its parameters are a
 tuple with one ``{"w": (n_in, n_out), "b": (n_out,)}`` dict per layer, so that a
 training strategy can give every layer its own sharding (see
-:mod:`shardkit.train.strategies`) and ask for a hook between layers: ``apply`` calls
+:mod:`shardkit.train`) and ask for a hook between layers: ``apply`` calls
 ``hooks.param(i, name, value)`` before using a parameter (fsdp gathers it there) and
 ``hooks.activation(i, h)`` on each layer's output (tp constrains it there).
 """
@@ -23,7 +23,7 @@ from jax.sharding import Sharding
 
 from shardkit import random as sk_random
 from shardkit.layout.internal import as_count, check_key, is_int
-from shardkit.train.rules import MODEL
+from shardkit.train._rules import MODEL
 
 __all__ = ["MLP", "Hooks", "Logistic", "Model", "Params", "tp_roles"]
 

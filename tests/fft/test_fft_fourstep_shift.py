@@ -101,3 +101,29 @@ def test_hermitian_and_real_1d_transforms(norm: Any) -> None:
     assert_close(skfft.ihfft(xr, norm=norm), np.fft.ihfft(r, norm=norm), what="ihfft")
     assert_close(skfft.rfft(xr, norm=norm), np.fft.rfft(r, norm=norm), what="rfft")
     assert_close(skfft.irfft(x, n=16, norm=norm), np.fft.irfft(v, n=16, norm=norm), what="irfft")
+
+
+@pytest.mark.parametrize(
+    ("mesh_shape", "spec", "shape", "axes"),
+    [("8", "x", (24,), None), ("2x4", "x,y", (6, 12), (0, 1))],
+)
+def test_shifts_on_auto_axes_in_jit_use_permutes_only(
+    mesh_shape: str, spec: str, shape: tuple[int, ...], axes: tuple[int, ...] | None
+) -> None:
+    """XLA partitions ``jnp.fft.fftshift``'s roll by half into whole-block permutes."""
+    m = _mesh(mesh_shape, "auto")
+    a = np.arange(np.prod(shape), dtype=np.float64).reshape(shape)
+    x = shardkit.shard(a, m, spec)
+    w = jnp.asarray(np.cos(a))
+    with jax.set_mesh(m):
+        for ours, ref in ((skfft.fftshift, np.fft.fftshift), (skfft.ifftshift, np.fft.ifftshift)):
+            f = jax.jit(functools.partial(ours, axes=axes))
+            y = f(x)
+            assert_close(y, ref(a, axes))
+            assert y.sharding.spec == x.sharding.spec  # type: ignore[attr-defined]
+            report = comms(f, x)
+            report.assert_only({"collective-permute"})
+            # The gradient is the opposite roll, partitioned the same way.
+            g = jax.jit(jax.grad(lambda v, f=f: jnp.sum(f(v) * w)))
+            comms(g, x).assert_only({"collective-permute"})
+        assert_close(g(x), np.fft.fftshift(np.cos(a), axes), what="grad")

@@ -511,7 +511,10 @@ def fftshift(x: jax.typing.ArrayLike, /, axes: int | Sequence[int] | None = None
     A roll by ``n // 2`` along each of ``axes`` (default all): split axes exchange
     parts of their blocks with ``ppermute`` (at most two per axis; see
     :mod:`shardkit.fft._shift`), unsplit ones roll locally; the layout is kept.
-    On Auto axes inside ``jit`` it is ``jnp.fft.fftshift``.
+    On Auto axes inside ``jit`` it is ``jnp.fft.fftshift``, which XLA partitions
+    the same way: with an even device count along an axis the roll is a whole
+    number of blocks, and each block moves with one ``collective_permute`` (its
+    gradient, the opposite roll, too).
 
     Example:
       >>> m = shardkit.mesh("8", "x")

@@ -66,6 +66,45 @@ def test_four_step_grad_on_auto_axes() -> None:
         assert_close(g, want, what="grad")
 
 
+@pytest.mark.parametrize(
+    ("mesh_shape", "spec", "norm", "types"),
+    [("8", "x", None, "explicit"), ("2x4", "(x,y)", "ortho", "auto")],
+)
+def test_four_step_irfft_matches_numpy(mesh_shape: str, spec: str, norm: Any, types: str) -> None:
+    """A split half-spectrum, Nyquist term dropped, to ``2 M`` real points (``M = 64``)."""
+    m = _mesh(mesh_shape, types)
+    a = _signal((64,), seed=4)
+    x = shardkit.shard(a, m, spec)
+    f = functools.partial(skfft.irfft, n=128, norm=norm)
+    want = np.fft.irfft(a, n=128, norm=norm)
+    w = jnp.cos(jnp.arange(128.0))
+    with jax.set_mesh(m):
+        y = f(x)
+        assert y.shape == (128,)
+        assert y.dtype == want.dtype
+        assert_close(y, want)
+        assert normalize_spec(y.sharding.spec, 1) == normalize_spec(x.sharding.spec, 1)  # type: ignore[attr-defined]
+        assert_close(jax.jit(f)(x), want)
+        report = comms(f, x)
+        report.assert_only({"all-to-all", "collective-permute"})
+        assert (report.count("all-to-all"), report.count("collective-permute")) == (3, 2)
+        if types == "auto":
+            g = jax.jit(jax.grad(lambda v: jnp.sum(f(v) * w)))
+            want_g = jax.grad(lambda v: jnp.sum(jnp.fft.irfft(v, n=128, norm=norm) * w))(
+                jnp.asarray(a)
+            )
+            assert_close(g(x), want_g, what="grad")
+            comms(g, x).assert_only({"all-to-all", "collective-permute"})
+
+
+def test_split_1d_real_transforms_name_the_reason() -> None:
+    m = _mesh("8")
+    with pytest.raises(NotImplementedError, match=r"no four-step R2C transform"):
+        skfft.rfft(shardkit.shard(np.ones(128), m, "x"))
+    with pytest.raises(NotImplementedError, match=r"Pass n=128"):
+        skfft.irfft(shardkit.shard(np.ones(64, np.complex128), m, "x"))
+
+
 def test_four_step_refusal_names_the_length_rule() -> None:
     m = _mesh("8")
     with pytest.raises(NotImplementedError, match=r"square of the device count \(64\)"):

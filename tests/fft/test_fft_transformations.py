@@ -19,6 +19,7 @@ from jax.test_util import check_grads
 
 import shardkit
 import shardkit.fft as skfft
+from _matrix import FULL
 from _meshes import make_mesh
 from shardkit.inspect import comms
 from shardkit.testing import assert_close
@@ -44,6 +45,23 @@ def test_check_grads_second_order_auto(
     fn = getattr(skfft, name)
     with jax.set_mesh(m):
         # Reverse mode to second order covers the JVP too (its transpose is the VJP).
+        check_grads(jax.jit(lambda v: fn(v, norm="ortho")), (x,), order=2, modes=("rev",))
+
+
+@pytest.mark.parametrize(
+    ("name", "shape", "cplx", "mesh_shape", "spec"),
+    [
+        ("rfftn", (8, 8, 4), False, "8", "x"),
+        *([("fftn", (8, 8, 4), True, "2x4", "x,y")] if FULL else []),
+    ],
+)
+def test_check_grads_second_order_explicit(
+    name: str, shape: Any, cplx: bool, mesh_shape: str, spec: str
+) -> None:
+    m = make_mesh(mesh_shape, "explicit")
+    x = shardkit.shard(_data(shape, cplx), m, spec)
+    fn = getattr(skfft, name)
+    with jax.set_mesh(m):
         check_grads(jax.jit(lambda v: fn(v, norm="ortho")), (x,), order=2, modes=("rev",))
 
 

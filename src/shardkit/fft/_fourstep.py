@@ -13,6 +13,18 @@ columns once more so that each device holds a contiguous block of ``X`` (in
 ``N1`` is the divisor closest to ``sqrt(N)``. Each move sends ``(P - 1) / P`` of
 the block; the peak is one block plus its twiddles.
 
+The C2R transform (``irfft``) of a split half-spectrum ``X[0..M)`` to ``n = 2 M``
+real points (numpy's ``irfft(X, n=2 * M)``, which zero-pads the Nyquist term
+``X[M]``) packs the real output as ``M`` complex points ``z[m] = x[2m] + i
+x[2m+1]``, whose spectrum is ``Z[k] = E[k] + i O[k]`` with ``E[k] = (X[k] +
+conj(X[M-k])) / 2`` and ``O[k] = (X[k] - conj(X[M-k])) w_n^(-k) / 2``. The
+mirrored ``X[M-k]`` lives on the mirrored device: two ``collective_permute``s
+(the block, from device ``P-1-j``; its first element, from device ``P-j``) bring
+it, then the four-step inverse FFT of length ``M`` gives ``z``, each device's
+block of which is its block of ``x``. The forward R2C transform has no such
+form: its ``n//2+1`` outputs are never a multiple of ``P`` when ``P**2`` divides
+``n/2``, and JAX has no uneven sharding.
+
 :func:`planned` is the planners' entry point: the plan of
 :func:`~shardkit.fft._plan.make_plan`, or this one where that finds no axis to move
 a split to.
@@ -46,6 +58,11 @@ class FourStepPlan(FFTPlan):
       mesh_axes: the mesh axes splitting ``axis``.
       parts: how many devices they span.
       inverse: whether it is the inverse transform.
+      real: the C2R transform (``irfft`` to ``n = 2 * M`` of a half-spectrum of
+        length ``M``); :attr:`n1` and :attr:`n2` then factor ``M``, and the
+        steps list the complex inverse FFT of length ``M`` (the two
+        ``collective_permute``s of the mirrored block are not among them, nor in
+        :meth:`sent_bytes`).
     """
 
     axis: int = 0
@@ -54,10 +71,11 @@ class FourStepPlan(FFTPlan):
     mesh_axes: tuple[str, ...] = ()
     parts: int = 1
     inverse: bool = False
+    real: bool = False
 
     def local(self, block: jax.Array, /) -> jax.Array:
         """Run the four steps on this device's block (inside ``shard_map``)."""
-        return _four_step(block, self)
+        return _four_step_c2r(block, self) if self.real else _four_step(block, self)
 
 
 def _factor(n: int, parts: int) -> int | None:
@@ -67,28 +85,32 @@ def _factor(n: int, parts: int) -> int | None:
 
 
 def four_step_plan(problem: Problem, /) -> FourStepPlan | None:
-    """The four-step plan for a C2C transform of one split axis, or ``None`` if none fits.
+    """The four-step plan for a transform of one split axis, or ``None`` if none fits.
 
-    Fits when one axis is transformed, to its own length, split over ``P`` devices
-    with ``P**2`` dividing its length, and no other axis is split.
+    Fits a C2C transform when one axis is transformed, to its own length, split
+    over ``P`` devices with ``P**2`` dividing its length, and no other axis is
+    split; a C2R one likewise, with the real length twice the input's (``n = 2 M``)
+    and ``P**2`` dividing ``M``.
     """
     shape, entries, mesh_sizes = problem.shape, problem.spec, problem.mesh_sizes
     rank = len(shape)
-    if len(problem.axes) != 1:
+    if len(problem.axes) != 1 or problem.kind == "r2c":
         return None
     (axis,), (n,) = problem.axes, problem.sizes
+    real = problem.kind == "c2r"
     group = tuple(entries[axis])
     parts = math.prod(mesh_sizes[a] for a in group)
     others = [
         d for d in range(rank) if d != axis and math.prod(mesh_sizes[a] for a in entries[d]) > 1
     ]
-    if parts == 1 or others or n != shape[axis]:
+    length = n // 2 if real else n
+    if parts == 1 or others or length != shape[axis] or (real and n % 2):
         return None
-    n1 = _factor(n, parts)
+    n1 = _factor(length, parts)
     if n1 is None:
         return None
     block = list(shape)
-    block[axis] = n // parts
+    block[axis] = length // parts
     move = Step(
         "all_to_all",
         mesh_axes=group,
@@ -104,15 +126,17 @@ def four_step_plan(problem: Problem, /) -> FourStepPlan | None:
         move,
         Step(op, axes=(axis,), sizes=(n1,)),
         move,
-        Step(op, axes=(axis,), sizes=(n // n1,)),
+        Step(op, axes=(axis,), sizes=(length // n1,)),
         move,
     )
     in_spec = _to_spec(entries)
+    out_shape = list(shape)
+    out_shape[axis] = n
     return FourStepPlan(
         name=problem.name,
         in_shape=shape,
         in_spec=in_spec,
-        out_shape=shape,
+        out_shape=tuple(out_shape),
         out_spec=in_spec,
         steps=steps,
         decomposition="four-step",
@@ -120,10 +144,11 @@ def four_step_plan(problem: Problem, /) -> FourStepPlan | None:
         norm=problem.norm,
         axis=axis,
         n1=n1,
-        n2=n // n1,
+        n2=length // n1,
         mesh_axes=group,
         parts=parts,
         inverse=problem.inverse,
+        real=real,
     )
 
 
@@ -131,13 +156,12 @@ def planned(problem: Problem, /, *, ctx: str = "") -> FFTPlan:
     """:func:`~shardkit.fft._plan.make_plan`, or the four-step plan where no axis can take the split.
 
     A C2C transform of one split axis with no other axis to move the split to (a
-    split 1-D signal) runs the four-step algorithm instead of being refused.
+    split 1-D signal) runs the four-step algorithm instead of being refused, and so
+    does a C2R one to twice the input's length.
     """
     try:
         return make_plan(problem, ctx=ctx)
     except NotImplementedError:
-        if problem.kind != "c2c":
-            raise
         four = four_step_plan(problem)
         if four is None:
             raise
@@ -167,3 +191,32 @@ def _four_step(block: jax.Array, p: FourStepPlan) -> jax.Array:
     b = jax.lax.all_to_all(b, name, split_axis=r + 1, concat_axis=r, tiled=True)
     b = jnp.swapaxes(b, r, r + 1).reshape(*lead, n // parts)
     return jnp.moveaxis(b, -1, p.axis)
+
+
+def _four_step_c2r(block: jax.Array, p: FourStepPlan) -> jax.Array:
+    """``irfft`` to ``2 M`` points of this device's block of a half-spectrum of length ``M``."""
+    name = p.mesh_axes[0] if len(p.mesh_axes) == 1 else p.mesh_axes
+    m, parts = p.n1 * p.n2, p.parts
+    ctype = jnp.result_type(block.dtype, jnp.complex64)
+    x = jnp.moveaxis(block.astype(ctype), p.axis, -1)
+    width = x.shape[-1]  # M / P
+    k = jax.lax.axis_index(name) * width + jnp.arange(width)
+    # As numpy's C2R, the DC term's imaginary part (zero for a real signal) is ignored.
+    x = jnp.where(k == 0, jnp.real(x).astype(ctype), x)
+    # The mirror X[M - k] of this device's X[k], k = j * width + r: for r >= 1 it is
+    # element width - r of device P - 1 - j; for r = 0 the first element of device
+    # P - j (device 0's is the Nyquist term X[M], zero: no device sends it one).
+    rev = jax.lax.ppermute(x, name, perm=[(i, parts - 1 - i) for i in range(parts)])
+    head = jax.lax.ppermute(x[..., :1], name, perm=[(i, parts - i) for i in range(1, parts)])
+    mirror = jnp.conj(jnp.concatenate([head, jnp.flip(rev, -1)[..., :-1]], axis=-1))
+    real = jnp.finfo(ctype).dtype
+    angle = (np.pi / m) * k.astype(real)  # w_n^(-k), n = 2 M
+    twiddle = jax.lax.complex(jnp.cos(angle), jnp.sin(angle)).astype(ctype)
+    spectrum = (x + mirror) / 2 + 1j * ((x - mirror) * twiddle / 2)
+    inner = dataclasses.replace(p, axis=x.ndim - 1, inverse=True, norm="backward", real=False)
+    z = _four_step(spectrum, inner)  # z[m] = x[2m] + i x[2m+1], this device's rows
+    out = jnp.stack([jnp.real(z), jnp.imag(z)], axis=-1).reshape(*z.shape[:-1], 2 * width)
+    n = 2 * m
+    scale = {"ortho": math.sqrt(n), "forward": float(n)}.get(p.norm or "backward", 1.0)
+    out = out if scale == 1.0 else out * scale
+    return jnp.moveaxis(out, -1, p.axis)

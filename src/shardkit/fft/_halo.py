@@ -52,7 +52,8 @@ def located(where: str, x: jax.Array, spec: SpecLike) -> tuple[Any, PartitionSpe
     if found.how == "auto-traced" or found.spec is None or found.mesh is None:
         raise ValueError(
             f"{where}: the split of x (shape={tuple(x.shape)}) is not known here (Auto mesh "
-            "axes inside jit, or an unsharded array); pass spec=... naming it"
+            "axes inside jit, or an unsharded array), and the result's shape depends on it "
+            "(each block grows by the halo); pass spec=... naming it"
         )
     return found.mesh, to_pspec(found.spec), found.how == "concrete"
 
@@ -136,7 +137,9 @@ def halo_exchange(
       halo: width per axis (one int for every axis); 0 leaves an axis alone. At
         most the block length.
       periodic: whether each axis wraps round (one bool for every axis).
-      spec: ``x``'s spec, needed inside ``jit`` on Auto axes (where it is unknown).
+      spec: ``x``'s spec, needed inside ``jit`` on Auto axes: there the split is
+        chosen by the partitioner after tracing, but the output's shape (``2 h``
+        more cells per block) must be known while tracing.
 
     Returns:
       The array of extended blocks, split as ``x``.

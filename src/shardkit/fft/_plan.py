@@ -372,10 +372,15 @@ def make_plan(problem: Problem, /, *, ctx: str = "") -> FFTPlan:
                     if b.can_receive(u, b.spec[real_axis])
                 ]
                 if not spare:
+                    half, devices = want[real_axis] // 2 + 1, b.parts(real_axis)
                     why = (
-                        "it is the only transformed axis"
-                        if nxt == real_axis
-                        else f"the next transformed axis ({nxt}) is split too"
+                        f"the next transformed axis ({nxt}) is split too"
+                        if nxt != real_axis
+                        else "it is the only transformed axis"
+                        if half % devices == 0
+                        else f"it is the only transformed axis (its {half} = n//2+1 outputs "
+                        f"cannot be split over {devices} devices either: JAX has no "
+                        "uneven sharding, so there is no four-step R2C transform)"
                     )
                     raise NotImplementedError(
                         f"{name}: {b.ctx}: the R2C axis {real_axis} is split and {why}; "
@@ -442,6 +447,16 @@ def make_plan(problem: Problem, /, *, ctx: str = "") -> FFTPlan:
             # The halved axis is the only one left: it takes the split, padded.
             cycle_list = sorted([*cycle_list, real_axis])
             continue
+        if target == d and real_axis is not None and kind == "c2r":
+            m = b.shape[real_axis]
+            raise NotImplementedError(
+                f"{name}: {b.ctx}: the C2R axis {d} (length {m}) is split and no other "
+                "axis can take its split, so it needs the four-step C2R transform, which "
+                f"needs the real length n = 2 * {m} = {2 * m} (numpy then zero-pads the "
+                f"Nyquist term; n={want[real_axis]} was asked) and the square of the device "
+                f"count ({b.parts(d) ** 2}) to divide {m}. Pass n={2 * m} (s=), choose "
+                "such a length, add or split another axis, or use ifftn."
+            )
         if target == d and real_axis is not None:
             raise NotImplementedError(
                 f"{name}: {b.ctx}: axis {d} is split and the only axis that could take its "

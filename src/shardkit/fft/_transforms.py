@@ -124,7 +124,7 @@ def fftn(
         mesh and the remedy).
       NotImplementedError: a split axis no other axis can relieve (a split 1-D
         array) whose length the square of its device count does not divide (the
-        four-step FFT handles the others; see :func:`fft`).
+        four-step FFT handles the others; see :func:`fft` and :func:`irfft`).
 
     Example:
       >>> m = shardkit.mesh("8", "x")
@@ -420,6 +420,12 @@ def rfft(
 ) -> jax.Array:
     """1-D R2C FFT along ``axis``, as ``jnp.fft.rfft``; see :func:`rfftn`.
 
+    A split ``axis`` that no other axis can relieve (a real 1-D signal split over
+    all devices) is refused: its ``n//2+1`` outputs cannot be split evenly (JAX has
+    no uneven sharding), so there is no four-step R2C form; :func:`fft` of the
+    signal runs the four-step FFT (the second half of its spectrum is the
+    conjugate mirror of the first).
+
     Example:
       >>> m = shardkit.mesh("8", "x")
       >>> v = np.arange(128.0).reshape(8, 16)
@@ -440,12 +446,29 @@ def irfft(
 ) -> jax.Array:
     """1-D C2R inverse FFT along ``axis``, as ``jnp.fft.irfft``; see :func:`irfftn`.
 
+    A split ``axis`` of length ``M`` that no other axis can relieve (a half-spectrum
+    split over all devices) runs the four-step C2R transform when ``n = 2 * M``
+    (numpy then zero-pads the Nyquist term ``X[M]``, and the input's length and the
+    output's both divide) and ``devices**2`` divides ``M``: the real output is
+    packed as ``M`` complex points, two ``collective_permute``s bring each device
+    the mirrored block ``X[M - k]``, and the four-step inverse FFT of length ``M``
+    (three ``all_to_all``) gives each device its block of the output, in ``x``'s
+    layout. Other lengths are refused (``n//2+1`` is then never a multiple of the
+    device count).
+
     Example:
       >>> m = shardkit.mesh("8", "x")
       >>> v = np.fft.rfft(np.arange(128.0).reshape(8, 16))
       >>> z = shardkit.fft.irfft(shardkit.shard(v, m, "x"))
       >>> bool(np.allclose(z, np.arange(128.0).reshape(8, 16)))
       True
+
+      A half-spectrum of 64 points split over all 8 devices, to 128 real points:
+
+      >>> h = np.fft.rfft(np.cos(np.arange(128.0)))[:64]
+      >>> z = shardkit.fft.irfft(shardkit.shard(h, m, "x"), n=128)
+      >>> z.sharding.spec, bool(np.allclose(z, np.fft.irfft(h, n=128)))
+      (P('x',), True)
     """
     return transform("irfftn", x, _one(n), (axis,), norm, out_layout)
 
@@ -511,7 +534,10 @@ def fftshift(x: jax.typing.ArrayLike, /, axes: int | Sequence[int] | None = None
     A roll by ``n // 2`` along each of ``axes`` (default all): split axes exchange
     parts of their blocks with ``ppermute`` (at most two per axis; see
     :mod:`shardkit.fft._shift`), unsplit ones roll locally; the layout is kept.
-    On Auto axes inside ``jit`` it is ``jnp.fft.fftshift``.
+    On Auto axes inside ``jit`` it is ``jnp.fft.fftshift``, which XLA partitions
+    the same way: with an even device count along an axis the roll is a whole
+    number of blocks, and each block moves with one ``collective_permute`` (its
+    gradient, the opposite roll, too).
 
     Example:
       >>> m = shardkit.mesh("8", "x")

@@ -188,7 +188,7 @@ class Calibration:
     wall_s: float
 
     def fit_errors(self, *, line: bool = False) -> dict[tuple[str, int], float]:
-        """(kind, group) -> median |predicted - measured| / measured over its points.
+        """(kind, group) -> median of ``abs(predicted - measured) / measured`` over its points.
 
         ``line``: of the least-squares ``alpha + n / beta`` alone, not the table.
         """

@@ -89,6 +89,7 @@ from shardkit.linalg._pad import (
     Padding,
     pad_matrix,
     pad_rows,
+    renumber,
     scale,
     square_plan,
     unpad_matrix,
@@ -154,8 +155,7 @@ def _factor_program(
 
 def _natural_status(status: jax.Array, plan: Plan) -> jax.Array:
     # The factorization counts elimination columns; users count a's columns.
-    sigma = jnp.asarray(plan.tables.sigma, jnp.int32)
-    return jnp.where(status > 0, sigma[jnp.maximum(status - 1, 0)] + 1, 0).astype(jnp.int32)
+    return renumber(status, tuple(int(i) for i in plan.tables.sigma))
 
 
 def _factor(

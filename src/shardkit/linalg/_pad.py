@@ -163,17 +163,32 @@ def is_host(x: Any) -> bool:
     return not isinstance(x, jax.Array | jax_core.Tracer)
 
 
-def on_replicas(fn: Any, mesh: AnyMesh, *xs: Any) -> Any:
+_REPLICA_PROGRAMS: dict[tuple[Any, ...], Any] = {}
+_REPLICA_PROGRAMS_MAX = 64
+
+
+def on_replicas(fn: Any, key: tuple[Any, ...], mesh: AnyMesh, *xs: Any) -> Any:
     """``fn(*xs)`` computed by every device on its replica (``xs`` placed replicated first).
 
     Padding device arrays whose size the mesh does not divide: each device builds the
     same padded copy locally (no communication once ``xs`` are replicated), and arrays
     already on an Explicit mesh do not meet unsharded temporaries.
+
+    ``key`` must determine ``fn`` (what its closure captures): the jitted program is
+    kept under ``(key, mesh)``, so a second call with the same padding compiles nothing
+    (an eager ``shard_map`` of a fresh closure compiled each of its operations anew).
     """
     rep = PartitionSpec()
     xs = tuple(place(jnp.asarray(x), mesh, rep) for x in xs)
-    specs = (rep,) * len(xs)
-    return jax.shard_map(fn, mesh=mesh, in_specs=specs, out_specs=rep, check_vma=False)(*xs)
+    cache_key = (key, mesh, len(xs))
+    prog = _REPLICA_PROGRAMS.get(cache_key)
+    if prog is None:
+        if len(_REPLICA_PROGRAMS) >= _REPLICA_PROGRAMS_MAX:
+            _REPLICA_PROGRAMS.clear()
+        specs = (rep,) * len(xs)
+        prog = jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=specs, out_specs=rep, check_vma=False))
+        _REPLICA_PROGRAMS[cache_key] = prog
+    return prog(*xs)
 
 
 def scale(a: Any) -> Any:
@@ -234,7 +249,7 @@ def pad_matrix(
         return z.at[pos[:, None], pos[None, :]].set(x).at[free, free].set(d.astype(x.dtype))
 
     with padding_scope("matrix", tuple(a.shape), padded, a.dtype):
-        return place(on_replicas(build, mesh, a, diag), mesh, spec)
+        return place(on_replicas(build, ("matrix", padding), mesh, a, diag), mesh, spec)
 
 
 def pad_rows(b: Any, padding: Padding, mesh: AnyMesh) -> Any:
@@ -255,7 +270,7 @@ def pad_rows(b: Any, padding: Padding, mesh: AnyMesh) -> Any:
         return jnp.zeros((padding.size, *x.shape[1:]), x.dtype).at[pos].set(x)
 
     with padding_scope("rhs", tuple(b.shape), (padding.size, *b.shape[1:]), b.dtype):
-        return on_replicas(build, mesh, b)
+        return on_replicas(build, ("rows", padding), mesh, b)
 
 
 @functools.lru_cache(maxsize=64)
@@ -343,8 +358,14 @@ def user_status(status: jax.Array, padding: Padding) -> jax.Array:
     if padding.size == padding.n:
         return status
     idx = padding.index()
-    table = jnp.asarray(np.where(idx >= 0, idx, padding.n - 1), jnp.int32)
-    return jnp.where(status > 0, table[jnp.maximum(status - 1, 0)] + 1, 0).astype(jnp.int32)
+    return renumber(status, tuple(int(i) for i in np.where(idx >= 0, idx, padding.n - 1)))
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def renumber(status: jax.Array, table: tuple[int, ...]) -> jax.Array:
+    """``table[status - 1] + 1`` where ``status > 0``, else 0: one compiled program."""
+    t = jnp.asarray(table, jnp.int32)
+    return jnp.where(status > 0, t[jnp.maximum(status - 1, 0)] + 1, 0).astype(jnp.int32)
 
 
 # ---- tall matrices (QR, least squares) ----------------------------------------------
@@ -381,7 +402,7 @@ def pad_tall(a: Any, big_pad: int, n_pad: int, diag: Any, mesh: AnyMesh) -> Any:
         return z.at[big + np.arange(e), n + np.arange(e)].set(d.astype(x.dtype))
 
     with padding_scope("matrix", (big, n), (big_pad, n_pad), a.dtype):
-        return on_replicas(build, mesh, a, diag)
+        return on_replicas(build, ("tall", big, n, big_pad, n_pad), mesh, a, diag)
 
 
 @functools.lru_cache(maxsize=64)

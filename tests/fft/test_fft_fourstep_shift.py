@@ -12,17 +12,10 @@ import pytest
 
 import shardkit
 import shardkit.fft as skfft
+from _meshes import make_mesh
 from shardkit.inspect import comms
 from shardkit.layout.internal import normalize as normalize_spec
 from shardkit.testing import assert_close
-
-NAMES = {"8": "x", "2x4": "x,y"}
-
-
-def _mesh(shape: str, types: str = "explicit") -> jax.sharding.Mesh:
-    if len(jax.devices()) < 8:
-        pytest.skip("needs 8 devices")
-    return shardkit.mesh(shape, NAMES[shape], axis_types=types)  # type: ignore[arg-type]
 
 
 def _signal(shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
@@ -40,7 +33,7 @@ def _signal(shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
 def test_four_step_matches_numpy(
     mesh_shape: str, spec: str, shape: tuple[int, ...], name: str, norm: str | None, types: str
 ) -> None:
-    m = _mesh(mesh_shape, types)
+    m = make_mesh(mesh_shape, types)
     a = _signal(shape)
     x = shardkit.shard(a, m, spec)
     f = functools.partial(getattr(skfft, name), norm=norm)
@@ -56,7 +49,7 @@ def test_four_step_matches_numpy(
 
 
 def test_four_step_grad_on_auto_axes() -> None:
-    m = _mesh("8", "auto")
+    m = make_mesh("8", "auto")
     a = _signal((2, 128), seed=1)
     x = shardkit.shard(a, m, "None,x")
     w = jnp.arange(128.0)
@@ -72,7 +65,7 @@ def test_four_step_grad_on_auto_axes() -> None:
 )
 def test_four_step_irfft_matches_numpy(mesh_shape: str, spec: str, norm: Any, types: str) -> None:
     """A split half-spectrum, Nyquist term dropped, to ``2 M`` real points (``M = 64``)."""
-    m = _mesh(mesh_shape, types)
+    m = make_mesh(mesh_shape, types)
     a = _signal((64,), seed=4)
     x = shardkit.shard(a, m, spec)
     f = functools.partial(skfft.irfft, n=128, norm=norm)
@@ -98,7 +91,7 @@ def test_four_step_irfft_matches_numpy(mesh_shape: str, spec: str, norm: Any, ty
 
 
 def test_split_1d_real_transforms_name_the_reason() -> None:
-    m = _mesh("8")
+    m = make_mesh("8")
     with pytest.raises(NotImplementedError, match=r"no four-step R2C transform"):
         skfft.rfft(shardkit.shard(np.ones(128), m, "x"))
     with pytest.raises(NotImplementedError, match=r"Pass n=128"):
@@ -106,7 +99,7 @@ def test_split_1d_real_transforms_name_the_reason() -> None:
 
 
 def test_four_step_refusal_names_the_length_rule() -> None:
-    m = _mesh("8")
+    m = make_mesh("8")
     with pytest.raises(NotImplementedError, match=r"square of the device count \(64\)"):
         skfft.fft(shardkit.shard(np.ones(24), m, "x"))
 
@@ -118,7 +111,7 @@ def test_four_step_refusal_names_the_length_rule() -> None:
 def test_shifts_match_numpy_with_permutes_only(
     mesh_shape: str, spec: str, shape: tuple[int, ...], axes: tuple[int, ...] | None
 ) -> None:
-    m = _mesh(mesh_shape)
+    m = make_mesh(mesh_shape)
     a = np.arange(np.prod(shape), dtype=np.float64).reshape(shape)
     x = shardkit.shard(a, m, spec)
     for ours, ref in ((skfft.fftshift, np.fft.fftshift), (skfft.ifftshift, np.fft.ifftshift)):
@@ -132,7 +125,7 @@ def test_shifts_match_numpy_with_permutes_only(
 
 @pytest.mark.parametrize("norm", [None, "ortho", "forward"])
 def test_hermitian_and_real_1d_transforms(norm: Any) -> None:
-    m = _mesh("8")
+    m = make_mesh("8")
     v = _signal((8, 9), seed=3)
     r = np.real(v).copy()
     x, xr = shardkit.shard(v, m, "x"), shardkit.shard(r, m, "x")
@@ -150,7 +143,7 @@ def test_shifts_on_auto_axes_in_jit_use_permutes_only(
     mesh_shape: str, spec: str, shape: tuple[int, ...], axes: tuple[int, ...] | None
 ) -> None:
     """XLA partitions ``jnp.fft.fftshift``'s roll by half into whole-block permutes."""
-    m = _mesh(mesh_shape, "auto")
+    m = make_mesh(mesh_shape, "auto")
     a = np.arange(np.prod(shape), dtype=np.float64).reshape(shape)
     x = shardkit.shard(a, m, spec)
     w = jnp.asarray(np.cos(a))

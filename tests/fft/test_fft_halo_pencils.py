@@ -9,17 +9,10 @@ from jax.sharding import NamedSharding
 
 import shardkit
 import shardkit.fft as skfft
+from _meshes import make_mesh
 from shardkit.inspect import comms
 from shardkit.layout.internal import normalize as normalize_spec
 from shardkit.testing import assert_close
-
-NAMES = {"8": "x", "2x4": "x,y", "4x2": "x,y"}
-
-
-def _mesh(shape: str, types: str = "explicit") -> jax.sharding.Mesh:
-    if len(jax.devices()) < 8:
-        pytest.skip("needs 8 devices")
-    return shardkit.mesh(shape, NAMES[shape], axis_types=types)  # type: ignore[arg-type]
 
 
 def _reference(a: np.ndarray, parts: list[int], widths: list[int], periodic: bool) -> np.ndarray:
@@ -60,7 +53,7 @@ def test_halo_exchange_matches_numpy(
     parts: list[int],
     periodic: bool,
 ) -> None:
-    m = _mesh(mesh_shape)
+    m = make_mesh(mesh_shape)
     a = np.random.default_rng(0).standard_normal(shape)
     x = shardkit.shard(a, m, spec)
     y = skfft.halo_exchange(x, widths, periodic=periodic)
@@ -73,7 +66,7 @@ def test_halo_exchange_matches_numpy(
 
 
 def test_halo_exchange_auto_axes_in_jit_needs_spec() -> None:
-    m = _mesh("2x4", "auto")
+    m = make_mesh("2x4", "auto")
     a = np.arange(64.0).reshape(8, 8)
     x = shardkit.shard(a, m, "x,y")
     with jax.set_mesh(m):
@@ -84,7 +77,7 @@ def test_halo_exchange_auto_axes_in_jit_needs_spec() -> None:
 
 
 def test_halo_exchange_rejects_a_halo_wider_than_the_block() -> None:
-    m = _mesh("8")
+    m = make_mesh("8")
     x = shardkit.shard(np.ones(16), m, "x")
     with pytest.raises(ValueError, match=r"asks 3 cells on axis 0, whose blocks hold 2"):
         skfft.halo_exchange(x, 3)
@@ -92,7 +85,7 @@ def test_halo_exchange_rejects_a_halo_wider_than_the_block() -> None:
 
 @pytest.mark.parametrize("types", ["explicit", "auto"])
 def test_pencil_round_trip(types: str) -> None:
-    m = _mesh("2x4", types)
+    m = make_mesh("2x4", types)
     a = np.random.default_rng(1).standard_normal((8, 8, 8)) + 0j
     x = shardkit.shard(a, m, "None,x,y")  # X pencil
     with jax.set_mesh(m):
@@ -115,7 +108,7 @@ def test_pencil_round_trip(types: str) -> None:
 
 
 def test_transpose_split_errors_name_the_problem() -> None:
-    m = _mesh("8")
+    m = make_mesh("8")
     x = shardkit.shard(np.ones((8, 6)), m, "x")
     with pytest.raises(ValueError, match=r"axis 1 \(length 6\) cannot take axis 0's split"):
         skfft.transpose_split(x, src=0, dst=1)

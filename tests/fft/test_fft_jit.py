@@ -15,17 +15,10 @@ from jax.sharding import NamedSharding
 
 import shardkit
 import shardkit.fft as skfft
+from _meshes import make_mesh
 from shardkit.inspect import comms
 from shardkit.layout.internal import normalize as normalize_spec
 from shardkit.testing import assert_close
-
-NAMES = {"8": "x", "2x4": "x,y", "4x2": "x,y", "1x8": "x,y"}
-
-
-def _mesh(shape: str, types: str) -> jax.sharding.Mesh:
-    if len(jax.devices()) < 8:
-        pytest.skip("needs 8 devices")
-    return shardkit.mesh(shape, NAMES[shape], axis_types=types)  # type: ignore[arg-type]
 
 
 def _data(shape: tuple[int, ...], dtype: str) -> np.ndarray:
@@ -50,7 +43,7 @@ def _struct(n: int, mesh: jax.sharding.Mesh, spec: str, dtype: object = jnp.comp
 def test_explicit_axes_only_all_to_all(
     mesh_shape: str, spec: str, layout: str, expected: int
 ) -> None:
-    m = _mesh(mesh_shape, "explicit")
+    m = make_mesh(mesh_shape, "explicit")
     out_layout: Any = layout
     report = comms(lambda v: skfft.fftn(v, out_layout=out_layout), _struct(32, m, spec))
     report.assert_only({"all-to-all"})
@@ -62,7 +55,7 @@ def test_explicit_axes_only_all_to_all(
 def test_auto_axes_partition_instead_of_gathering(
     mesh_shape: str, spec: str, expected: int
 ) -> None:
-    m = _mesh(mesh_shape, "auto")
+    m = make_mesh(mesh_shape, "auto")
     a = _data((16, 16, 16), "complex128")
     x = shardkit.shard(a, m, spec)
     for name in ("fftn", "ifftn"):
@@ -79,7 +72,7 @@ def test_auto_axes_partition_instead_of_gathering(
 
 
 def test_auto_axes_real_transforms_and_grad_do_not_gather() -> None:
-    m = _mesh("2x4", "auto")
+    m = make_mesh("2x4", "auto")
     a = np.real(_data((16, 16, 16), "complex128")).copy()
     x = shardkit.shard(a, m, "x,y")
 
@@ -91,7 +84,7 @@ def test_auto_axes_real_transforms_and_grad_do_not_gather() -> None:
 
 
 def test_explicit_jit_matches_eager() -> None:
-    m = _mesh("4x2", "explicit")
+    m = make_mesh("4x2", "explicit")
     a = _data((16, 8, 16), "complex64")
     x = shardkit.shard(a, m, "x,None,y")
     eager, jitted = skfft.fftn(x), jax.jit(skfft.fftn)(x)
@@ -101,7 +94,7 @@ def test_explicit_jit_matches_eager() -> None:
 
 @pytest.mark.parametrize(("mesh_shape", "spec"), [("8", "x,None,None"), ("2x4", "x,y,None")])
 def test_peak_memory_at_most_four_shards_at_128(mesh_shape: str, spec: str) -> None:
-    m = _mesh(mesh_shape, "explicit")
+    m = make_mesh(mesh_shape, "explicit")
     shard_bytes = 128**3 * 8 // 8
     report = comms(skfft.fftn, _struct(128, m, spec))
     report.assert_none("all-gather")
@@ -115,7 +108,7 @@ def test_peak_memory_at_most_four_shards_at_128(mesh_shape: str, spec: str) -> N
     ("dtype", "bound"), [("complex64", 3e-7), ("complex128", 1e-14), ("float32", 3e-7)]
 )
 def test_accuracy_64_cubed(dtype: str, bound: float) -> None:
-    m = _mesh("2x4", "explicit")
+    m = make_mesh("2x4", "explicit")
     a = _data((64, 64, 64), "complex128")
     a = np.real(a).copy() if dtype == "float32" else a
     x = shardkit.shard(a.astype(dtype), m, "x,y,None")

@@ -24,8 +24,6 @@ from _meshes import make_mesh
 from shardkit.inspect import comms
 from shardkit.testing import assert_close
 
-NAMES = {"8": "x", "2x4": "x,y"}
-
 
 def _data(shape: tuple[int, ...], complex_: bool, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)

@@ -222,7 +222,7 @@ def test_indivisible_output_error_names_spec_and_mesh() -> None:
     x = shardkit.shard(data((16, 12, 16), "complex64"), make_mesh("8"), "x,None,None")
     with pytest.raises(ValueError, match=r"fftn: array shape=\(16, 12, 16\), spec=P\('x'") as e:
         skfft.fftn(x, s=(12, 12, 16), out_layout="natural")
-    assert "make_mesh(x=8; Explicit)" in str(e.value)
+    assert "mesh(x=8; Explicit)" in str(e.value)
     assert_close(skfft.fftn(x, axes=(1, 2)), np.fft.fftn(np.asarray(x), axes=(1, 2)))
 
 

@@ -254,7 +254,7 @@ def public_modules(modules: Mapping[str, Source], root: str = ROOT) -> list[str]
         parts = name.split(".")
         if source.is_package or len(parts) <= 2:
             continue
-        if not any(p.startswith("_") for p in parts[2:]) and parts[-1] != INTERNAL:
+        if private_scope(name) is None and parts[-1] != INTERNAL:
             out.append(name)
     return sorted(out)
 

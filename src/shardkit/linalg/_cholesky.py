@@ -52,6 +52,7 @@ from shardkit.linalg._inputs import (
 )
 from shardkit.linalg._pad import (
     Padding,
+    natural_status,
     pad_matrix,
     pad_rows,
     square_plan,
@@ -206,7 +207,7 @@ def _factor(
     prog = _chol_program(plan, m, p, int(stages))
     # Donated, the factor takes x's buffer: one share of a per device less.
     out, status = (prog.donating if overwrite and not is_traced(x) else prog)(x)
-    status = user_status(_natural_status(status, plan), padding)
+    status = user_status(natural_status(status, plan), padding)
     return CholeskyFactors(out, status, plan, m, p, padding)
 
 
@@ -223,16 +224,11 @@ def _on_layout(where: str, a: Any, nb: int, stages: int, tril: bool) -> tuple[ja
 
         def local(a: jax.Array) -> tuple[jax.Array, jax.Array]:
             c, status = chol(a)
-            return (zero(c) if tril else c), _natural_status(status, plan)
+            return (zero(c) if tril else c), natural_status(status, plan)
 
         return local, (p,), (p, PartitionSpec())
 
     return on_layout(where, a, (a,), make, "i j -> i j, ", nb=nb, order="natural")
-
-
-def _natural_status(status: jax.Array, plan: Plan) -> jax.Array:
-    sigma = jnp.asarray(plan.tables.sigma, jnp.int32)
-    return jnp.where(status > 0, sigma[jnp.maximum(status - 1, 0)] + 1, 0).astype(jnp.int32)
 
 
 @overload

@@ -87,9 +87,9 @@ from shardkit.linalg._inputs import (
 from shardkit.linalg._lu_kernel import PIVOTING_NAMES, Pivoting, factor_local
 from shardkit.linalg._pad import (
     Padding,
+    natural_status,
     pad_matrix,
     pad_rows,
-    renumber,
     scale,
     square_plan,
     unpad_matrix,
@@ -153,11 +153,6 @@ def _factor_program(
     )
 
 
-def _natural_status(status: jax.Array, plan: Plan) -> jax.Array:
-    # The factorization counts elimination columns; users count a's columns.
-    return renumber(status, tuple(int(i) for i in plan.tables.sigma))
-
-
 def _factor(
     where: str,
     a: Any,
@@ -184,7 +179,7 @@ def _factor(
     # Donated, the factors take x's buffer: one share of a per device less.
     run = prog.donating if overwrite and not is_traced(x) else prog
     lu_, perm, swaps, status = run(x)
-    status = user_status(_natural_status(status, plan), padding)
+    status = user_status(natural_status(status, plan), padding)
     return LUFactors(lu_, perm, swaps, status, plan, m, p, padding)
 
 
@@ -218,7 +213,7 @@ def _on_layout(
 
         def local(a: jax.Array, *more: jax.Array) -> tuple[jax.Array, ...]:
             lu_, perm, swaps, status = fac(a)
-            return (*fn(lu_, perm, swaps, *more), _natural_status(status, plan))
+            return (*fn(lu_, perm, swaps, *more), natural_status(status, plan))
 
         return local, (p, *rest_specs), (*out_specs, PartitionSpec())
 

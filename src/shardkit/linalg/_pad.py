@@ -361,6 +361,15 @@ def user_status(status: jax.Array, padding: Padding) -> jax.Array:
     return renumber(status, tuple(int(i) for i in np.where(idx >= 0, idx, padding.n - 1)))
 
 
+def natural_status(status: jax.Array, plan: Plan) -> jax.Array:
+    """A factorization's status (``j + 1`` for elimination column ``j``) in ``a``'s columns.
+
+    The block-cyclic order eliminates the columns in ``plan.tables.sigma``'s order; users
+    count them in natural order.
+    """
+    return renumber(status, tuple(int(i) for i in plan.tables.sigma))
+
+
 @functools.partial(jax.jit, static_argnums=1)
 def renumber(status: jax.Array, table: tuple[int, ...]) -> jax.Array:
     """``table[status - 1] + 1`` where ``status > 0``, else 0: one compiled program."""

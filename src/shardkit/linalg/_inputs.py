@@ -42,9 +42,16 @@ ArrayInput: TypeAlias = JaxArrayLike | npt.ArrayLike
 a ``jax.Array`` (or tracer), a NumPy array, a scalar or nested sequences of numbers."""
 
 
+@jax.jit
+def _finite(x: jax.Array) -> jax.Array:
+    # One cached program per shape and layout: eagerly, op-by-op ``isfinite`` then
+    # ``all`` would compile two.
+    return jnp.isfinite(x).all()
+
+
 def _all_finite(x: Any) -> Any:
     if isinstance(x, jax.Array) or is_traced(x):
-        return jnp.isfinite(x).all() if jnp.issubdtype(x.dtype, jnp.inexact) else jnp.bool_(True)
+        return _finite(x) if jnp.issubdtype(x.dtype, jnp.inexact) else jnp.bool_(True)
     return bool(np.isfinite(np.asarray(x)).all())
 
 

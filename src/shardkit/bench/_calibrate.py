@@ -488,6 +488,7 @@ def calibrate(
             medians.setdefault(key, []).append(rec["median_s"])
     points = [Point(k, p, n, statistics.median(t)) for (k, p, n), t in sorted(medians.items())]
     wall = (datetime.datetime.now(datetime.UTC) - start).total_seconds()
+    load = tuple(round(v, 2) for v in os.getloadavg()) if hasattr(os, "getloadavg") else ()
     devs = jax.devices()
     created = start.isoformat(timespec="seconds").replace("+00:00", "Z")
     link = fit_interconnect(
@@ -497,7 +498,8 @@ def calibrate(
         created=created,
         description=(
             f"Measured by `shardkit bench calibrate` on {count} {devs[0].device_kind} "
-            f"device(s) at {created}: median times per collective kind and group size "
+            f"device(s) at {created} (load average {list(load) or 'unknown'} at the "
+            "end): median times (of the passes' medians) per collective kind and group size "
             f"at {len(size_list)} sizes from {min(size_list)} to {max(size_list)} B (the "
             "full buffer), interpolated on log-log axes, and their least-squares "
             "t = alpha + n/beta; peak_flops is a float32 matmul with every device busy; "
@@ -506,7 +508,6 @@ def calibrate(
     )
     ring = panel_step(link, count, ring_rows * count, ring_times["ring"], ring_times["allgather"])
     link = dataclasses.replace(link, panel_step_s=ring["panel_step_s"])
-    load = os.getloadavg() if hasattr(os, "getloadavg") else ()
     written = None
     if save:
         written = save_preset(
@@ -514,4 +515,4 @@ def calibrate(
             path=path,
             measurements=[dataclasses.asdict(p) for p in points],
         )
-    return Calibration(link, tuple(points), flops, written, wall, ring, tuple(load))
+    return Calibration(link, tuple(points), flops, written, wall, ring, load)

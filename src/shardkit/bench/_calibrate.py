@@ -2,7 +2,8 @@
 
 For every group size ``p`` the devices allow (the divisors of the device count above
 1), the five collectives of the ``collectives`` suite run over a mesh axis of size
-``p`` (mesh ``(N/p, p)``, so every device takes part, as in the suites) on ``float32``
+``p`` (a mesh of ``p`` by ``N/p`` with the smaller axis first, so every device takes
+part and the groups are those of the suites' meshes) on ``float32``
 buffers whose full size ``n`` (what :meth:`Interconnect.time` takes: the operand, or
 the all-gather's gathered result) sweeps 1 KiB to 16 MiB, timed the way the suites
 time them (:func:`shardkit.bench._timing.measure_case`), in three passes (two with
@@ -285,12 +286,16 @@ def _collective_case(p: int, count: int, nbytes: int) -> Case:
     """
     from shardkit.layout import mesh
 
-    m = (
-        mesh((count,), ("x",), axis_types="explicit")
-        if p == count
-        else mesh((count // p, p), ("x", "y"), axis_types="explicit")
-    )
-    bodies = _bodies(m.axis_names[-1], p)
+    # The 2-D mesh with its smaller axis first (2x4 for 8 devices, as the suites'
+    # meshes), the group along the axis of size p: groups of p = 2 are then strided
+    # (devices i and i + N/2), as in the suites' 2x4 mesh, not adjacent.
+    if p == count:
+        m, axis = mesh((count,), ("x",), axis_types="explicit"), "x"
+    else:
+        shape = (p, count // p) if p * p <= count else (count // p, p)
+        m = mesh(shape, ("x", "y"), axis_types="explicit")
+        axis = "x" if shape[0] == p else "y"
+    bodies = _bodies(axis, p)
 
     def pick(name: str) -> Callable[[jax.Array, jax.Array], jax.Array]:
         body = bodies[name]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -84,7 +85,7 @@ def test_table_follows_measured_times() -> None:
     assert fit.time(1 << 20) == pytest.approx(1e-3)
     assert fit.time(1 << 22) == pytest.approx(16e-3)
     assert fit.time(1 << 21) == pytest.approx(4e-3)  # log-log midpoint of 1 and 16 ms
-    assert fit.time(1 << 23) == pytest.approx(64e-3)  # the last range's exponent, 2
+    assert fit.time(1 << 23) == pytest.approx(32e-3)  # past the table: linear
     assert fit.time(10) == pytest.approx(0.95e-4)
     line = abs(fit.latency_s + (1 << 21) / fit.bandwidth - 4e-3) / 4e-3
     assert line > 0.3  # what a single alpha-beta line misses here
@@ -183,6 +184,9 @@ def test_calibrate_measures_fits_and_saves(config: Path) -> None:
     assert {(f.kind, f.group_size) for f in result.interconnect.fits} == {(k, 4) for k in KINDS}
     assert len(result.points) == 2 * len(KINDS)
     assert result.flops_per_s > 0
+    assert result.ring["panel_steps"] == 64  # ring vs all-gather on n = 32 x 8 rows
+    assert result.interconnect.panel_step_s == result.ring["panel_step_s"] >= 0
+    assert len(result.load) in (0, 3)
     assert interconnect(None) == result.interconnect
     assert "all-gather" in str(result)
     with pytest.raises(ValueError, match="divisors of the device count"):
@@ -222,3 +226,34 @@ def test_collective_fit_validates() -> None:
         CollectiveFit("broadcast", 2, 0.0, 1.0)
     with pytest.raises(ValueError, match="bandwidth > 0"):
         CollectiveFit("all-gather", 2, 0.0, 0.0)
+
+
+def test_auto_prices_the_ring_panel_steps() -> None:
+    # Rows layout on 8 devices: all-gather of b, or a ring of permutes whose local
+    # product runs in p x panels steps. Permutes priced far below all-gathers, so a
+    # communication-only model picks the ring; the calibrated cost per panel step
+    # (compute, which these devices do not overlap) makes the all-gather cheaper.
+    m = shardkit.mesh("8", "x", axis_types="auto")
+    spec = shardkit.spec("x")
+    s = jax.ShapeDtypeStruct((256, 256), jnp.float32, sharding=NamedSharding(m, spec))
+    alpha = dict.fromkeys(KINDS, 1e-5) | {"all-gather": 1e-3}
+    beta = dict.fromkeys(KINDS, 1e10) | {"all-gather": 1e7}
+    comm_only = _link(alpha, beta)
+
+    def explain(link: Interconnect) -> shardkit.linalg.Explanation:
+        return matmul(s, s, explain=True, mesh=m, in_specs=(spec, spec), interconnect=link)
+
+    assert explain(comm_only).chosen.algorithm == "ring"
+    stepped = dataclasses.replace(comm_only, panel_step_s=1e-3)
+    chosen = explain(stepped).chosen
+    assert chosen.algorithm == "allgather"
+    ring = next(c for c in explain(stepped).candidates if c.algorithm == "ring")
+    assert ring.variant.panel_steps == 8 * 8  # 8 permute steps x 8 panels of 4 rows
+    assert ring.compute_time_s == pytest.approx(ring.flops / 5e9 + 64e-3)
+    assert ring.time_s > chosen.time_s > ring.comm_time_s
+    # A preset saved before panel_step_s existed still loads, with no step cost.
+    fields = dataclasses.asdict(comm_only)
+    del fields["panel_step_s"]
+    assert Interconnect(**fields).panel_step_s == 0.0
+    with pytest.raises(ValueError, match="must be non-negative"):
+        dataclasses.replace(comm_only, panel_step_s=-1.0)

@@ -2,17 +2,27 @@
 
 For every group size ``p`` the devices allow (the divisors of the device count above
 1), the five collectives of the ``collectives`` suite run over a mesh axis of size
-``p`` (mesh ``(N/p, p)``, so every device takes part, as in the suites) on ``float32``
+``p`` (a mesh of ``p`` by ``N/p`` with the smaller axis first, so every device takes
+part and the groups are those of the suites' meshes) on ``float32``
 buffers whose full size ``n`` (what :meth:`Interconnect.time` takes: the operand, or
 the all-gather's gathered result) sweeps 1 KiB to 16 MiB, timed the way the suites
-time them (:func:`shardkit.bench._timing.measure_case`), in two passes (the second in
-reverse order), each point the median of both passes' rounds. Per collective kind and group
+time them (:func:`shardkit.bench._timing.measure_case`), in three passes (two with
+``--quick``), alternately in forward and reverse order, each point the median of the
+passes' medians: on a shared machine a burst of load inflates one pass's point, rarely
+two, and the median of three then ignores it. Per collective kind and group
 size the preset keeps the median time at each ``n`` (made non-decreasing), which the
 model interpolates on log-log axes, and the least-squares ``t = alpha + n / beta`` on
 relative residuals, shown for reference: on CPU devices the cost per byte grows
 several-fold past the caches, which one line cannot follow. A per-device
 ``s x s x s`` matmul run on all devices at once gives the FLOP rate one device gets
 while the others compute too.
+
+Last, ``matmul(algorithm="ring")`` and ``algorithm="allgather"`` run on the same
+operands (``a`` and ``b`` split by rows over all devices, ``n = 256 x`` the device
+count), interleaved. What the ring loses to the all-gather beyond what the fitted
+collectives and FLOP rate predict, divided by its panel steps, is ``panel_step_s``:
+the price of computing the local product in small panel steps between permutes, which
+these devices do not overlap (the matmul cost model adds it per panel step).
 
 The result is an :class:`~shardkit.inspect.Interconnect` with those fits, saved as the
 preset of these devices (:mod:`shardkit.inspect._presets`), which ``inspect``,
@@ -25,8 +35,9 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import os
 import statistics
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -71,6 +82,12 @@ FLOP_SIZE = 768
 """``s`` of the per-device ``s x s x s`` float32 matmul that measures the FLOP rate."""
 
 QUICK_FLOP_SIZE = 384
+
+RING_ROWS = 256
+"""Rows of ``a`` per device in the ring-vs-all-gather matmul (``n = RING_ROWS x``
+devices: 2048 on 8 devices, the matmul suite's smaller size)."""
+
+QUICK_RING_ROWS = 32
 
 _ITEMSIZE = 4
 
@@ -179,6 +196,11 @@ class Calibration:
       flops_per_s: measured per-device matmul FLOP rate (all devices busy).
       path: the preset file written, or None when not saved.
       wall_s: seconds the measurements took.
+      ring: the ring-vs-all-gather matmul: ``n``, measured ``ring_s`` and
+        ``allgather_s``, their ``predicted_*`` times without the panel steps,
+        ``panel_steps`` and the resulting ``panel_step_s`` (empty if not measured).
+      load: the 1, 5 and 15 minute load averages when the measurements ended
+        (``os.getloadavg``; empty where there is none).
     """
 
     interconnect: Interconnect
@@ -186,6 +208,8 @@ class Calibration:
     flops_per_s: float
     path: Path | None
     wall_s: float
+    ring: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    load: tuple[float, ...] = ()
 
     def fit_errors(self, *, line: bool = False) -> dict[tuple[str, int], float]:
         """(kind, group) -> median of ``abs(predicted - measured) / measured`` over its points.
@@ -229,6 +253,17 @@ class Calibration:
             "its median relative error; the model uses the table of median times (ms, "
             "by n), interpolated on log-log axes."
         )
+        if self.ring:
+            r = self.ring
+            table.caption += (
+                f" Matmul n={int(r['n'])} by rows: ring {_ms(r['ring_s'])} ms, all-gather "
+                f"{_ms(r['allgather_s'])} ms measured (predicted without panel steps "
+                f"{_ms(r['predicted_ring_s'])} and {_ms(r['predicted_allgather_s'])}): "
+                f"{r['panel_step_s'] * 1e3:.3g} ms per panel step "
+                f"({int(r['panel_steps'])} steps)."
+            )
+        if self.load:
+            table.caption += " Load average " + ", ".join(f"{v:.2f}" for v in self.load) + "."
         return table
 
     def __str__(self) -> str:
@@ -251,12 +286,16 @@ def _collective_case(p: int, count: int, nbytes: int) -> Case:
     """
     from shardkit.layout import mesh
 
-    m = (
-        mesh((count,), ("x",), axis_types="explicit")
-        if p == count
-        else mesh((count // p, p), ("x", "y"), axis_types="explicit")
-    )
-    bodies = _bodies(m.axis_names[-1], p)
+    # The 2-D mesh with its smaller axis first (2x4 for 8 devices, as the suites'
+    # meshes), the group along the axis of size p: groups of p = 2 are then strided
+    # (devices i and i + N/2), as in the suites' 2x4 mesh, not adjacent.
+    if p == count:
+        m, axis = mesh((count,), ("x",), axis_types="explicit"), "x"
+    else:
+        shape = (p, count // p) if p * p <= count else (count // p, p)
+        m = mesh(shape, ("x", "y"), axis_types="explicit")
+        axis = "x" if shape[0] == p else "y"
+    bodies = _bodies(axis, p)
 
     def pick(name: str) -> Callable[[jax.Array, jax.Array], jax.Array]:
         body = bodies[name]
@@ -287,6 +326,73 @@ def _flop_case(count: int, s: int) -> Case:
 
     body = jax.shard_map(jnp.matmul, mesh=m, in_specs=(spec, spec), out_specs=spec)
     return Case(name=f"matmul/{s}", params={"s": s}, candidates={"matmul": body}, make_args=make)
+
+
+def _ring_case(count: int, rows: int) -> Case:
+    """``matmul`` by ring and by all-gather on ``a``, ``b`` split by rows over all devices."""
+    from shardkit.layout import mesh
+    from shardkit.linalg import matmul
+
+    m = mesh((count,), ("x",), axis_types="explicit")
+    n = rows * count
+    spec = P("x", None)
+
+    def make() -> tuple[jax.Array, jax.Array]:
+        sharding = NamedSharding(m, spec)
+        x = jax.jit(partial(jnp.ones, (n, n), jnp.float32), out_shardings=sharding)()
+        return x, x
+
+    def algo(name: str) -> Callable[[jax.Array, jax.Array], jax.Array]:
+        return lambda a, b: matmul(a, b, algorithm=name)  # type: ignore[arg-type]
+
+    return Case(
+        name=f"matmul/ring-vs-allgather/{n}",
+        params={"n": n},
+        candidates={name: algo(name) for name in ("ring", "allgather")},
+        make_args=make,
+    )
+
+
+def panel_step(
+    link: Interconnect, count: int, n: int, ring_s: float, allgather_s: float
+) -> dict[str, float]:
+    """The ring matmul's cost per panel step, from its measured lead or lag on all-gather.
+
+    Both algorithms on ``n x n`` float32 operands split by rows over ``count`` devices
+    are priced under ``link`` (its collectives and FLOP rate, no panel-step cost); the
+    measured difference ``ring_s - allgather_s`` beyond the predicted one, spread over
+    the ring's panel steps, is the cost of one step (0 when the ring does better than
+    predicted).
+
+    Example:
+      >>> from shardkit.inspect import interconnect
+      >>> r = panel_step(interconnect("shared-memory"), 8, 256, ring_s=0.0704, allgather_s=0.0064)
+      >>> int(r["panel_steps"]), round(r["panel_step_s"] * 1e3, 3)
+      (64, 1.0)
+    """
+    from shardkit.layout import mesh
+    from shardkit.linalg import matmul
+
+    m = mesh((count,), ("x",), axis_types="explicit")
+    s = jax.ShapeDtypeStruct((n, n), jnp.float32)
+    free = dataclasses.replace(link, panel_step_s=0.0)
+    picks = {
+        name: matmul(
+            s, s, algorithm=name, mesh=m, in_specs=(P("x"), P("x")), interconnect=free, explain=True
+        ).chosen  # type: ignore[arg-type]
+        for name in ("ring", "allgather")
+    }
+    steps = picks["ring"].variant.panel_steps
+    excess = (ring_s - allgather_s) - (picks["ring"].time_s - picks["allgather"].time_s)
+    return {
+        "n": float(n),
+        "ring_s": ring_s,
+        "allgather_s": allgather_s,
+        "predicted_ring_s": picks["ring"].time_s,
+        "predicted_allgather_s": picks["allgather"].time_s,
+        "panel_steps": float(steps),
+        "panel_step_s": max(excess, 0.0) / steps if steps else 0.0,
+    }
 
 
 def calibrate(
@@ -358,11 +464,20 @@ def calibrate(
     )
     start = datetime.datetime.now(datetime.UTC)
     sweep = [_collective_case(p, count, n) for p in groups for n in size_list]
-    # Two passes, the second in reverse order, each point the median of both passes'
-    # rounds: on a shared machine a burst of load spoils one size of one pass, rarely both.
-    cases = [*sweep, _flop_case(count, QUICK_FLOP_SIZE if quick else FLOP_SIZE), *sweep[::-1]]
-    rounds: dict[tuple[str, int, int], list[float]] = {}
+    # Passes alternately forward and reverse, each point the median of the passes'
+    # medians: on a shared machine a burst of load spoils one size of one pass, rarely
+    # two. The matmuls run between the first two passes.
+    ring_rows = QUICK_RING_ROWS if quick else RING_ROWS
+    passes = [sweep if i % 2 == 0 else sweep[::-1] for i in range(2 if quick else 3)]
+    cases = [
+        *passes[0],
+        _flop_case(count, QUICK_FLOP_SIZE if quick else FLOP_SIZE),
+        _ring_case(count, ring_rows),
+        *(case for sweep_pass in passes[1:] for case in sweep_pass),
+    ]
+    medians: dict[tuple[str, int, int], list[float]] = {}
     flops = 0.0
+    ring_times: dict[str, float] = {}
     for i, case in enumerate(cases, 1):
         if console is not None:
             console.print(f"[{i}/{len(cases)}] calibrate {case.name}", highlight=False)
@@ -371,10 +486,14 @@ def calibrate(
                 s = case.params["s"]
                 flops = 2 * s**3 / rec["median_s"]
                 continue
+            if rec["candidate"] in ("ring", "allgather"):
+                ring_times[rec["candidate"]] = rec["median_s"]
+                continue
             key = (_HLO_KINDS[rec["candidate"]], case.params["group_size"], case.params["nbytes"])
-            rounds.setdefault(key, []).extend(rec["times_s"])
-    points = [Point(k, p, n, statistics.median(t)) for (k, p, n), t in sorted(rounds.items())]
+            medians.setdefault(key, []).append(rec["median_s"])
+    points = [Point(k, p, n, statistics.median(t)) for (k, p, n), t in sorted(medians.items())]
     wall = (datetime.datetime.now(datetime.UTC) - start).total_seconds()
+    load = tuple(round(v, 2) for v in os.getloadavg()) if hasattr(os, "getloadavg") else ()
     devs = jax.devices()
     created = start.isoformat(timespec="seconds").replace("+00:00", "Z")
     link = fit_interconnect(
@@ -384,12 +503,16 @@ def calibrate(
         created=created,
         description=(
             f"Measured by `shardkit bench calibrate` on {count} {devs[0].device_kind} "
-            f"device(s) at {created}: median times per collective kind and group size "
+            f"device(s) at {created} (load average {list(load) or 'unknown'} at the "
+            "end): median times (of the passes' medians) per collective kind and group size "
             f"at {len(size_list)} sizes from {min(size_list)} to {max(size_list)} B (the "
             "full buffer), interpolated on log-log axes, and their least-squares "
-            "t = alpha + n/beta; peak_flops is a float32 matmul with every device busy."
+            "t = alpha + n/beta; peak_flops is a float32 matmul with every device busy; "
+            "panel_step_s is what a ring matmul's panel step costs beyond its flops."
         ),
     )
+    ring = panel_step(link, count, ring_rows * count, ring_times["ring"], ring_times["allgather"])
+    link = dataclasses.replace(link, panel_step_s=ring["panel_step_s"])
     written = None
     if save:
         written = save_preset(
@@ -397,4 +520,4 @@ def calibrate(
             path=path,
             measurements=[dataclasses.asdict(p) for p in points],
         )
-    return Calibration(link, tuple(points), flops, written, wall)
+    return Calibration(link, tuple(points), flops, written, wall, ring, load)

@@ -49,7 +49,9 @@ def environment() -> dict[str, Any]:
       A dict with keys ``jax``, ``jaxlib``, ``python``, ``platform`` (JAX backend),
       ``device_kind``, ``device_count``, ``simulated`` (True for CPU devices with no
       accelerator present), ``cpu_count``, ``blas_threads``, ``xla_flags``,
-      ``hostname``, ``os`` and ``date`` (UTC, ISO 8601).
+      ``hostname``, ``os``, ``date`` (UTC, ISO 8601) and ``load_avg`` (the 1, 5 and
+      15 minute load averages, ``None`` where the OS has none: on a shared machine
+      they say how much else was running).
 
     Example:
       >>> env = environment()
@@ -75,4 +77,5 @@ def environment() -> dict[str, Any]:
         "hostname": socket.gethostname(),
         "os": f"{platform.system()} {platform.release()} ({sys.platform})",
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "load_avg": [round(v, 2) for v in os.getloadavg()] if hasattr(os, "getloadavg") else None,
     }

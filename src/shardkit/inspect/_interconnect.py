@@ -27,7 +27,10 @@ A *calibrated* interconnect (``shardkit bench calibrate``, saved as a preset by
 :func:`~shardkit.inspect.interconnect`) also carries the measured times of each collective
 kind and group size (:class:`CollectiveFit`: a table of sizes and times, with its
 least-squares ``t = alpha + n / beta``), which replace the formulas above where they
-apply, and a measured ``peak_flops``.
+apply, a measured ``peak_flops``, and ``panel_step_s``: what one step of a local
+product computed panel by panel in a loop (as ring matmuls compute theirs) costs over
+computing it whole, since on devices that do not overlap communication with compute
+the stepping is not free.
 """
 
 from __future__ import annotations
@@ -63,9 +66,11 @@ class CollectiveFit:
     Without ``sizes``, the time is ``latency_s + nbytes / bandwidth``. With them (a
     calibrated table), it follows the measured ``seconds``: interpolated between
     neighbouring sizes on log-log axes (a power law per range of sizes), the smallest
-    size's time below it, and beyond the largest the last range's growth exponent
-    (at least linear, at most cubic). On CPU devices the cost per byte grows several
-    times past the caches, which one ``alpha + n / beta`` line cannot follow.
+    size's time below it, and beyond the largest in proportion to the size (the
+    largest size's bandwidth). On CPU devices the cost per byte grows several times
+    past the caches, which one ``alpha + n / beta`` line cannot follow; past the
+    largest measured size (16 MiB by default) memory bandwidth bounds it, and carrying
+    the last range's steeper growth on would overprice large buffers many times.
 
     Attributes:
       kind: the HLO collective kind, e.g. ``"all-gather"``.
@@ -122,10 +127,10 @@ class CollectiveFit:
             return self.latency_s + nbytes / self.bandwidth
         if nbytes <= n[0]:
             return t[0]
-        i = next((j for j in range(1, len(n)) if nbytes <= n[j]), len(n) - 1)
-        slope = math.log(t[i] / t[i - 1]) / math.log(n[i] / n[i - 1])
         if nbytes > n[-1]:
-            return t[-1] * (nbytes / n[-1]) ** min(max(slope, 1.0), 3.0)
+            return t[-1] * nbytes / n[-1]
+        i = next(j for j in range(1, len(n)) if nbytes <= n[j])
+        slope = math.log(t[i] / t[i - 1]) / math.log(n[i] / n[i - 1])
         return t[i - 1] * (nbytes / n[i - 1]) ** slope
 
 
@@ -151,6 +156,9 @@ class Interconnect:
       description: what the figures describe and where they come from.
       fits: measured per-(kind, group size) fits that override the formulas (a
         calibrated preset); empty for the built-in presets.
+      panel_step_s: seconds each loop step of a local product computed panel by panel
+        (a ring matmul's, accumulated in place) adds over computing the product
+        whole; 0 for the built-in presets, measured by ``shardkit bench calibrate``.
       calibrated: when the fits were measured (ISO 8601), or None for a built-in preset.
 
     Example:
@@ -167,6 +175,7 @@ class Interconnect:
     description: str = ""
     fits: tuple[CollectiveFit, ...] = ()
     calibrated: str | None = None
+    panel_step_s: float = 0.0
 
     def __post_init__(self) -> None:
         # Fits may arrive as JSON (lists of dicts, from a preset file or a saved report).
@@ -175,10 +184,12 @@ class Interconnect:
             raise ValueError(
                 f"Interconnect: algorithm={self.algorithm!r}; legal values are {_ALGORITHMS}"
             )
-        for field in ("latency_s", "bandwidth", "peak_flops"):
+        for field in ("latency_s", "bandwidth", "peak_flops", "panel_step_s"):
             value = getattr(self, field)
-            if not (value >= 0 if field == "latency_s" else value > 0):
-                raise ValueError(f"Interconnect: {field}={value!r} must be positive")
+            zero_ok = field in ("latency_s", "panel_step_s")
+            if not (value >= 0 if zero_ok else value > 0):
+                need = "non-negative" if zero_ok else "positive"
+                raise ValueError(f"Interconnect: {field}={value!r} must be {need}")
 
     def with_algorithm(self, algorithm: Algorithm, /) -> Interconnect:
         """The same link with another collective algorithm."""

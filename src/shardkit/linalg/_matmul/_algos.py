@@ -324,6 +324,7 @@ def _ring_gather_k(pb: Problem, *, rotate_b: bool) -> Variant:
         pb.flops(am, pb.k, bn),
         body,
         overlap_steps=p - 1,
+        panel_steps=p * panels,
     )
 
 

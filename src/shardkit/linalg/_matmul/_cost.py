@@ -37,7 +37,8 @@ class Candidate:
       peak_bytes: predicted per-device peak memory (operand and output blocks included).
       flops: per-device floating-point operations.
       comm_time_s: predicted communication seconds.
-      compute_time_s: predicted compute seconds (``flops / peak_flops``).
+      compute_time_s: predicted compute seconds: ``flops / peak_flops``, plus
+        ``panel_step_s`` per panel step of a product computed panel by panel (ring).
       time_s: predicted total, communication plus compute (no overlap modelled).
     """
 
@@ -85,7 +86,10 @@ def price(
     final = variant.out if target is None else tuple(target[len(batch_spec) :])
     in_bytes = pb.a_bytes(pb.a[0], pb.a[1]) + pb.b_bytes(pb.b[0], pb.b[1])
     peak = in_bytes + pb.c_bytes(*variant.out) + variant.temp_bytes + extra_mem
-    compute = variant.flops / link.peak_flops
+    # Every variant does the same flops; what tells them apart in compute is how: a
+    # ring computes its product in small panel steps interleaved with its permutes,
+    # which on devices that do not overlap them (CPU) costs a calibrated time per step.
+    compute = variant.flops / link.peak_flops + variant.panel_steps * link.panel_step_s
     algo_comm = sum(c.time(link) for c in variant.comms)
     redist_comm = sum(c.time(link) for c in comms[len(variant.comms) :])
     # Like Interconnect, the model ignores overlap of communication with compute:

@@ -103,6 +103,9 @@ class Variant:
       body: ``body(a_block, b_block) -> c_block`` inside ``jax.shard_map``.
       overlap_steps: for ring-style variants, the permutes that could hide behind a
         local product on hardware that overlaps (informational; not priced).
+      panel_steps: loop steps that add one panel of a local product into the output
+        in place (ring's gather variants); each costs the interconnect's calibrated
+        ``panel_step_s`` on top of the flops.
     """
 
     algorithm: str
@@ -113,6 +116,7 @@ class Variant:
     flops: float
     body: Body = field(compare=False, repr=False)
     overlap_steps: int = 0
+    panel_steps: int = 0
 
 
 # ---- per-shard helpers (run inside shard_map) -------------------------------------

@@ -59,7 +59,7 @@ import jax
 import jax.numpy as jnp
 
 from shardkit.fft._api import transform
-from shardkit.fft._problem import Layout
+from shardkit.fft._problem import InLayout, Layout
 from shardkit.fft._shift import shift
 
 __all__ = [
@@ -96,6 +96,7 @@ def fftn(
     norm: str | None = None,
     *,
     out_layout: Layout = "default",
+    in_layout: InLayout = "natural",
 ) -> jax.Array:
     """N-D discrete Fourier transform of a sharded array, as ``jnp.fft.fftn``.
 
@@ -146,7 +147,7 @@ def fftn(
       >>> p.all_to_alls, p.sent_bytes(np.complex128), p.padding_bytes(np.complex128)
       (2, 8960, 2240)
     """
-    return transform("fftn", x, s, axes, norm, out_layout)
+    return transform("fftn", x, s, axes, norm, out_layout, in_layout)
 
 
 def ifftn(
@@ -157,6 +158,7 @@ def ifftn(
     norm: str | None = None,
     *,
     out_layout: Layout = "default",
+    in_layout: InLayout = "natural",
 ) -> jax.Array:
     """N-D inverse FFT, as ``jnp.fft.ifftn``; the default layout undoes :func:`fftn`'s.
 
@@ -182,7 +184,7 @@ def ifftn(
       >>> z.sharding.spec == x.sharding.spec, bool(np.allclose(z, 1))
       (True, True)
     """
-    return transform("ifftn", x, s, axes, norm, out_layout)
+    return transform("ifftn", x, s, axes, norm, out_layout, in_layout)
 
 
 def rfftn(
@@ -193,6 +195,7 @@ def rfftn(
     norm: str | None = None,
     *,
     out_layout: Layout = "default",
+    in_layout: InLayout = "natural",
 ) -> jax.Array:
     """N-D FFT of a real sharded array, as ``jnp.fft.rfftn`` (R2C).
 
@@ -234,7 +237,7 @@ def rfftn(
       >>> bool(np.allclose(y, np.fft.rfftn(v)))
       True
     """
-    return transform("rfftn", x, s, axes, norm, out_layout)
+    return transform("rfftn", x, s, axes, norm, out_layout, in_layout)
 
 
 def irfftn(
@@ -245,6 +248,7 @@ def irfftn(
     norm: str | None = None,
     *,
     out_layout: Layout = "default",
+    in_layout: InLayout = "natural",
 ) -> jax.Array:
     """Inverse of :func:`rfftn` (C2R), as ``jnp.fft.irfftn``; it mirrors its layout.
 
@@ -268,7 +272,7 @@ def irfftn(
       >>> z.sharding.spec == x.sharding.spec, bool(np.allclose(z, 1))
       (True, True)
     """
-    return transform("irfftn", x, s, axes, norm, out_layout)
+    return transform("irfftn", x, s, axes, norm, out_layout, in_layout)
 
 
 def fft2(
@@ -279,6 +283,7 @@ def fft2(
     norm: str | None = None,
     *,
     out_layout: Layout = "default",
+    in_layout: InLayout = "natural",
 ) -> jax.Array:
     """2-D FFT over ``axes`` (default the last two), as ``jnp.fft.fft2``; see :func:`fftn`.
 
@@ -288,7 +293,7 @@ def fft2(
       >>> bool(np.allclose(shardkit.fft.fft2(shardkit.shard(v, m, "x")), np.fft.fft2(v)))
       True
     """
-    return transform("fftn", x, s, axes, norm, out_layout)
+    return transform("fftn", x, s, axes, norm, out_layout, in_layout)
 
 
 def ifft2(
@@ -299,6 +304,7 @@ def ifft2(
     norm: str | None = None,
     *,
     out_layout: Layout = "default",
+    in_layout: InLayout = "natural",
 ) -> jax.Array:
     """2-D inverse FFT, as ``jnp.fft.ifft2``; see :func:`ifftn`.
 
@@ -308,7 +314,7 @@ def ifft2(
       >>> bool(np.allclose(shardkit.fft.ifft2(shardkit.shard(v, m, "x")), np.fft.ifft2(v)))
       True
     """
-    return transform("ifftn", x, s, axes, norm, out_layout)
+    return transform("ifftn", x, s, axes, norm, out_layout, in_layout)
 
 
 def rfft2(
@@ -319,6 +325,7 @@ def rfft2(
     norm: str | None = None,
     *,
     out_layout: Layout = "default",
+    in_layout: InLayout = "natural",
 ) -> jax.Array:
     """2-D R2C FFT, as ``jnp.fft.rfft2``; see :func:`rfftn`.
 
@@ -328,7 +335,7 @@ def rfft2(
       >>> bool(np.allclose(shardkit.fft.rfft2(shardkit.shard(v, m, "x")), np.fft.rfft2(v)))
       True
     """
-    return transform("rfftn", x, s, axes, norm, out_layout)
+    return transform("rfftn", x, s, axes, norm, out_layout, in_layout)
 
 
 def irfft2(
@@ -339,6 +346,7 @@ def irfft2(
     norm: str | None = None,
     *,
     out_layout: Layout = "default",
+    in_layout: InLayout = "natural",
 ) -> jax.Array:
     """2-D C2R inverse FFT, as ``jnp.fft.irfft2``; see :func:`irfftn`.
 
@@ -349,7 +357,7 @@ def irfft2(
       >>> bool(np.allclose(z, np.arange(224.0).reshape(16, 14)))
       True
     """
-    return transform("irfftn", x, s, axes, norm, out_layout)
+    return transform("irfftn", x, s, axes, norm, out_layout, in_layout)
 
 
 def fft(

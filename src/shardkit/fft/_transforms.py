@@ -14,7 +14,23 @@ None)`` comes out ``P(None, 'x', None)``, a pencil ``P('x', 'y', None)`` comes o
 layout. When every transformed axis is split (``fft2`` of a 2-D array on a 2-D
 mesh, ``fft`` along a split axis) the output is in the natural layout.
 ``out_layout="natural"`` always returns the input's layout (one more
-``all_to_all`` per move). The R2C axis (the last of ``axes``) is transformed first
+``all_to_all`` per move).
+
+Transposed layout (``out_layout="transposed"``): the default layout's splits, with
+the transformed axes rolled by one so that the output is stored in the order the
+last local FFT leaves it, saving the final local transpose (one pass over the
+block). With ``t = sorted(axes)``, output axis ``t[i]`` holds the transform's axis
+``t[i + 1]`` (cyclically), other axes stay: a 3-D ``fftn`` returns
+``np.fft.fftn(x).transpose(1, 2, 0)``, jaxDecomp's ``pfft3d`` order. An X pencil
+``P('x', 'y', None)`` comes back ``P('x', 'y', None)`` (jaxDecomp's output spec),
+a slab ``P('x', None, None)`` comes back ``P('x', None, None)`` (``x``'s axis 1 split
+where jaxDecomp splits axis 2), ``fft2`` of ``(b, n, m)`` returns ``(b, m, n)``.
+One transformed axis has nothing to roll (the default layout). The inverse
+transforms accept that order with ``in_layout="transposed"`` (``axes`` and ``s``
+name the logical axes, as given to the forward transform), so
+``ifftn(fftn(x, out_layout="transposed"), in_layout="transposed")`` is ``x`` in
+``x``'s layout; ``plan(..., out_layout=, in_layout=)`` records the orders as
+``plan.out_order``/``plan.in_order``. The R2C axis (the last of ``axes``) is transformed first
 and its halved length ``n//2+1`` is split only if the mesh divides it.
 
 Sizes the mesh does not divide: only the input's own split has to divide. A move
@@ -111,8 +127,11 @@ def fftn(
       s: lengths of the transformed axes (crop or zero-pad), as in numpy.
       axes: axes to transform (default: all, or the last ``len(s)``).
       norm: ``None``/``"backward"``, ``"ortho"`` or ``"forward"``, as in numpy.
-      out_layout: ``"default"`` (the sharding moves to the next transformed axis) or
-        ``"natural"`` (the input's sharding).
+      out_layout: ``"default"`` (the sharding moves to the next transformed axis),
+        ``"natural"`` (the input's sharding) or ``"transposed"`` (the default
+        layout with the transformed axes rolled, ``transpose(1, 2, 0)`` in 3-D:
+        jaxDecomp's order, one local transpose fewer; see the module docstring).
+      in_layout: ``"natural"``, or ``"transposed"`` for an input stored rolled.
 
     Returns:
       The complex transform, sharded as ``out_layout`` says.
@@ -135,6 +154,12 @@ def fftn(
       P(None, 'x', None)
       >>> bool(np.allclose(y, np.fft.fftn(v)))
       True
+
+      jaxDecomp's axis order, without the last local transpose:
+
+      >>> t = shardkit.fft.fftn(shardkit.shard(v, m, "x,None,None"), out_layout="transposed")
+      >>> t.sharding.spec, bool(np.allclose(t, np.fft.fftn(v).transpose(1, 2, 0)))
+      (P('x', None, None), True)
 
       12 is not a multiple of 8: the move pads axis 1 to 16 and the result returns
       to the input's layout (7/8 of two padded 2x16x10 blocks are sent):
@@ -167,8 +192,11 @@ def ifftn(
       s: lengths of the transformed axes.
       axes: axes to transform.
       norm: ``None``/``"backward"``, ``"ortho"`` or ``"forward"``.
-      out_layout: ``"default"`` (the split moves to the previous transformed axis) or
-        ``"natural"``.
+      out_layout: ``"default"`` (the split moves to the previous transformed axis),
+        ``"natural"`` or ``"transposed"``.
+      in_layout: ``"natural"``, or ``"transposed"``: ``x`` is the spectrum with its
+        transformed axes rolled, as ``fftn(..., out_layout="transposed")`` returns
+        it (``axes`` and ``s`` name the unrolled axes).
 
     Returns:
       The complex inverse transform.
@@ -181,6 +209,15 @@ def ifftn(
       >>> m = shardkit.mesh("2x4", "x,y")
       >>> x = shardkit.shard(np.ones((8, 8, 8), np.complex128), m, "x,y,None")
       >>> z = shardkit.fft.ifftn(shardkit.fft.fftn(x))
+      >>> z.sharding.spec == x.sharding.spec, bool(np.allclose(z, 1))
+      (True, True)
+
+      Back from jaxDecomp's order (the spectrum transposed ``(1, 2, 0)``):
+
+      >>> t = shardkit.fft.fftn(x, out_layout="transposed")
+      >>> t.sharding.spec
+      P('x', 'y', None)
+      >>> z = shardkit.fft.ifftn(t, in_layout="transposed")
       >>> z.sharding.spec == x.sharding.spec, bool(np.allclose(z, 1))
       (True, True)
     """
@@ -217,7 +254,8 @@ def rfftn(
       s: lengths of the transformed axes (real lengths).
       axes: axes to transform; the last is the R2C axis.
       norm: ``None``/``"backward"``, ``"ortho"`` or ``"forward"``.
-      out_layout: ``"default"`` or ``"natural"``.
+      out_layout: ``"default"``, ``"natural"`` or ``"transposed"`` (see :func:`fftn`).
+      in_layout: ``"natural"`` or ``"transposed"`` (see :func:`ifftn`).
 
     Returns:
       The complex half-spectrum.
@@ -257,7 +295,9 @@ def irfftn(
       s: real output lengths (default: ``2 * (m - 1)`` on the last axis).
       axes: axes to transform; the last is the C2R axis, transformed last.
       norm: ``None``/``"backward"``, ``"ortho"`` or ``"forward"``.
-      out_layout: ``"default"`` or ``"natural"``.
+      out_layout: ``"default"``, ``"natural"`` or ``"transposed"``.
+      in_layout: ``"natural"``, or ``"transposed"`` for the output of
+        ``rfftn(..., out_layout="transposed")`` (see :func:`ifftn`).
 
     Returns:
       The real inverse transform.

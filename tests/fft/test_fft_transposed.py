@@ -89,7 +89,7 @@ def test_round_trip_matches_numpy(mesh_shape: str, route: str) -> None:
     assert_close(y, np.fft.fftn(a).transpose(ROLL))
     z = inv(y)
     assert_close(z, a)
-    assert z.sharding.spec == x.sharding.spec
+    assert z.sharding.spec == x.sharding.spec  # type: ignore[attr-defined]
     for f, v in ((fwd, x), (inv, y)):
         report = comms(f, v)
         report.assert_only({"all-to-all"})
@@ -104,7 +104,7 @@ def test_real_transforms_round_trip() -> None:
     assert_close(y, np.fft.rfftn(a).transpose(ROLL))
     z = skfft.irfftn(y, s=SHAPE, in_layout="transposed")
     assert_close(z, a)
-    assert z.sharding.spec == x.sharding.spec
+    assert z.sharding.spec == x.sharding.spec  # type: ignore[attr-defined]
     # fft2 rolls its two axes; the untransformed axis 0 stays.
     y2 = skfft.fft2(shardkit.shard(_data(), m, "x,y,None"), out_layout="transposed")
     assert_close(y2, np.fft.fft2(_data()).transpose(0, 2, 1))

@@ -145,6 +145,13 @@ def test_chunks_pipeline_each_move(mesh_shape: str) -> None:
     assert report.bytes_sent == whole.sent_bytes(np.complex64)
 
 
+def test_planner_cuts_only_large_blocks() -> None:
+    m = make_mesh("8", "explicit")
+    assert skfft.plan("fftn", (256, 256, 128), "x", m).chunks == 4  # 2**20 per device
+    assert skfft.plan("fftn", (256, 128, 128), "x", m).chunks == 1
+    assert skfft.plan("fftn", (256, 128, 128), "x", m, chunks=2).chunks == 2
+
+
 def test_bad_layouts_and_chunks_are_refused() -> None:
     m = make_mesh("8", "explicit")
     x = shardkit.shard(_data(), m, "x")
@@ -152,5 +159,5 @@ def test_bad_layouts_and_chunks_are_refused() -> None:
         skfft.ifftn(x, in_layout="rolled")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="'transposed'"):
         skfft.fftn(x, out_layout="swapped")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="chunks=0; legal values are ints >= 1"):
+    with pytest.raises(ValueError, match="chunks=0; legal values are None or ints >= 1"):
         skfft.plan("fftn", SHAPE, P("x"), m, chunks=0)

@@ -115,7 +115,8 @@ class Problem:
         ``()`` for the logical order).
       out_order: the output array's axis order, likewise.
       chunks: how many pieces each ``all_to_all`` and the local FFT after it are
-        cut into, so that the exchange of one overlaps the transform of another.
+        cut into, so that the exchange of one overlaps the transform of another
+        (``None``: the planner's choice, by block size).
     """
 
     name: Name
@@ -128,7 +129,7 @@ class Problem:
     mesh: tuple[tuple[str, int], ...] = ()
     in_order: Order = ()
     out_order: Order = ()
-    chunks: int = 1
+    chunks: int | None = None
 
     def __post_init__(self) -> None:
         # One spelling per field, so that equal problems hash equal.

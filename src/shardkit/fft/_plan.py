@@ -64,7 +64,7 @@ CHUNK_MIN_ELEMENTS = 2**20
 """A device's input block must hold this many elements for the planner to cut moves.
 
 Measured with ``shardkit bench fft`` and its ablations on 8 simulated CPU devices:
-at 256^3 complex64 (2^21 elements per device) four pieces cut the time by 10-30% and
+at 256^3 complex64 (2^21 elements per device) four pieces cut the time by 8-30% and
 the peak memory by 6-18% on both a slab and a pencil, with no overlap of
 communication (the CPU runtime runs the ``all_to_all`` synchronously): the smaller
 pieces are cheaper to allocate and fit the caches better. At 128^3 (2^18 per

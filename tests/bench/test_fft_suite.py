@@ -13,12 +13,23 @@ def test_quick_cases_measure_every_candidate() -> None:
     if len(jax.devices()) < 8:
         pytest.skip("needs 8 devices")
     cases = SUITE.cases(SuiteConfig(sizes=(16,), meshes=("8", "2x4"), quick=True))
-    assert [c.name for c in cases] == ["1/16", "8/16", "2x4/16"]
+    assert [c.name for c in cases] == [
+        "1/16",
+        "8/16",
+        "8/16/gathered",
+        "2x4/16",
+        "2x4/16/gathered",
+    ]
     jd, reason = jaxdecomp_status()
     assert (jd is None) == bool(reason)
-    records = measure_case(cases[2], suite="fft", timing=Timing(warmup=0, repeat=1))
+    timing = Timing(warmup=0, repeat=1)
+    records = measure_case(cases[3], suite="fft", timing=timing)
+    records += measure_case(cases[4], suite="fft", timing=timing)
     by_name = {r["candidate"]: r for r in records}
-    assert {"shardkit", "shardkit-natural", "shardkit-auto", "jnp-sharded"} <= set(by_name)
+    assert {"shardkit", "shardkit-transposed", "shardkit-natural", "shardkit-auto"} <= set(by_name)
+    # Its own case shares the main case's jaxdecomp time.
+    assert (by_name["jnp-sharded"]["metrics"]["vs_jaxdecomp"] is None) == (jd is None)
+    assert by_name["shardkit-transposed"]["metrics"]["all_to_all"] == 2
     assert by_name["shardkit"]["metrics"]["all_to_all"] == 2
     assert by_name["shardkit"]["metrics"]["all_gather"] == 0
     assert by_name["shardkit-natural"]["metrics"]["all_to_all"] == 4

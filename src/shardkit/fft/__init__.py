@@ -7,7 +7,9 @@ the split ones (one for a slab, two for a pencil). They work eagerly, inside ``j
 rule) and under every transformation (``grad`` of any order, ``vmap``,
 ``jacfwd``/``jacrev``, ``linear_transpose``). Only the input's own split has to divide
 its lengths: moves pad what the mesh does not divide and trim it afterwards (see
-:func:`fftn`). :func:`plan` exposes the per-shard form for use
+:func:`fftn`). ``out_layout="transposed"`` returns jaxDecomp's axis order
+(``fftn(x).transpose(1, 2, 0)`` in 3-D) one local transpose cheaper, and the inverse
+transforms take it back with ``in_layout="transposed"``. :func:`plan` exposes the per-shard form for use
 inside your own ``shard_map``. For hand-written spectral and stencil codes:
 :func:`halo_exchange` (neighbours' cells, ``ppermute`` only) and the pencil
 transposes :func:`x_to_y`, :func:`y_to_z`, :func:`z_to_y`, :func:`y_to_x` and

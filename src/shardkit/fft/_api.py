@@ -28,7 +28,17 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from shardkit.fft._fourstep import planned
 from shardkit.fft._partition import Op, apply, auto_layout
 from shardkit.fft._plan import FFTPlan
-from shardkit.fft._problem import KINDS, Kind, Layout, Name, Problem, is_name
+from shardkit.fft._problem import (
+    KINDS,
+    InLayout,
+    Kind,
+    Layout,
+    Name,
+    Problem,
+    is_name,
+    transposed_order,
+    unpermute,
+)
 from shardkit.layout.internal import (
     check_mesh_arg,
     check_placement,
@@ -43,7 +53,8 @@ from shardkit.layout.internal import (
 __all__ = ["plan", "transform"]
 
 _NORMS = (None, "backward", "ortho", "forward")
-_LAYOUTS = ("default", "natural")
+_LAYOUTS = ("default", "natural", "transposed")
+_IN_LAYOUTS = ("natural", "transposed")
 
 
 def _normalize_axes(
@@ -102,7 +113,7 @@ def _auto_op(problem: Problem, arr: jax.Array) -> Op:
         # through its own rules; match its output dtype exactly.
         out = jax.eval_shape(
             functools.partial(problem.reference, s=problem.sizes, axes=problem.axes),
-            jax.ShapeDtypeStruct(arr.shape, dtype),
+            jax.ShapeDtypeStruct(problem.shape, dtype),
         ).dtype
         dtype = (
             np.dtype(jnp.finfo(out).dtype)
@@ -116,11 +127,13 @@ def _auto_op(problem: Problem, arr: jax.Array) -> Op:
     return Op(dataclasses.replace(problem, out_layout=layout), str(dtype), cycle)
 
 
-def _check_options(where: str, norm: str | None, out_layout: str) -> None:
+def _check_options(where: str, norm: str | None, out_layout: str, in_layout: str) -> None:
     if norm not in _NORMS:
         raise ValueError(f"{where}: norm={norm!r}; legal values are {list(_NORMS)}")
     if out_layout not in _LAYOUTS:
         raise ValueError(f"{where}: out_layout={out_layout!r}; legal values are {list(_LAYOUTS)}")
+    if in_layout not in _IN_LAYOUTS:
+        raise ValueError(f"{where}: in_layout={in_layout!r}; legal values are {list(_IN_LAYOUTS)}")
 
 
 def _placement(x: jax.Array) -> tuple[str, Any, PartitionSpec | None]:
@@ -142,21 +155,39 @@ def _shard_mapped(p: FFTPlan, mesh: Mesh) -> Callable[[jax.Array], jax.Array]:
 
 def _describe(
     name: Name,
-    shape: tuple[int, ...],
+    stored: tuple[int, ...],
     s: Sequence[int] | None,
     axes: Sequence[int] | None,
     norm: str | None,
     out_layout: Layout,
+    in_layout: InLayout,
 ) -> Problem:
-    """The one :class:`~shardkit.fft._problem.Problem` of a public call (axes and ``s`` checked)."""
-    axes_t = _normalize_axes(name, shape, s, axes)
+    """The one :class:`~shardkit.fft._problem.Problem` of a public call (axes and ``s`` checked).
+
+    ``stored`` is the input array's shape; with ``in_layout="transposed"`` its
+    transformed axes are rolled (see :func:`~shardkit.fft._problem.transposed_order`)
+    and ``axes``/``s`` name the logical ones.
+    """
+    axes_t = _normalize_axes(name, stored, s, axes)
+    roll = transposed_order(len(stored), axes_t)
+    in_order = roll if in_layout == "transposed" else ()
+    shape = unpermute(stored, in_order)
     sizes = _normalize_sizes(name, KINDS[name][0], shape, s, axes_t)
-    return Problem(name, shape, axes_t, sizes, norm, out_layout)
+    return Problem(
+        name,
+        shape,
+        axes_t,
+        sizes,
+        norm,
+        "natural" if out_layout == "natural" else "default",
+        in_order=in_order,
+        out_order=roll if out_layout == "transposed" else (),
+    )
 
 
 def _reference(problem: Problem, arr: jax.Array) -> jax.Array:
-    """``jnp.fft``'s transform, for inputs on one device."""
-    return problem.reference(arr, s=problem.sizes, axes=problem.axes, norm=problem.norm)
+    """``jnp.fft``'s transform, for inputs on one device (in the problem's axis orders)."""
+    return problem.stored_reference(arr, norm=problem.norm)
 
 
 def _ctx(x_shape: tuple[int, ...], spec: PartitionSpec, mesh: Any) -> str:
@@ -170,10 +201,11 @@ def transform(
     axes: Sequence[int] | None,
     norm: str | None,
     out_layout: Layout,
+    in_layout: InLayout = "natural",
 ) -> jax.Array:
     """Run transform ``name`` (``fftn``, ``ifftn``, ``rfftn``, ``irfftn``) on ``x``."""
     kind = KINDS[name][0]
-    _check_options(name, norm, out_layout)
+    _check_options(name, norm, out_layout, in_layout)
     arr = x if isinstance(x, jax.Array) else jnp.asarray(x)
     if arr.ndim == 0:
         raise ValueError(f"{name}: x has rank 0; an FFT needs at least one axis")
@@ -182,7 +214,7 @@ def transform(
             f"{name}: x has dtype {arr.dtype}; the R2C transform takes a real input. "
             "Use fftn for complex inputs."
         )
-    problem = _describe(name, tuple(arr.shape), s, axes, norm, out_layout)
+    problem = _describe(name, tuple(arr.shape), s, axes, norm, out_layout, in_layout)
     if not problem.axes:
         return _reference(problem, arr)
     route, mesh, spec = _placement(arr)
@@ -232,6 +264,8 @@ def plan(
     axes: Sequence[int] | None = None,
     norm: str | None = None,
     out_layout: Layout = "default",
+    in_layout: InLayout = "natural",
+    chunks: int | None = None,
 ) -> FFTPlan:
     """Plan a distributed transform: the per-shard form, for your own ``shard_map``.
 
@@ -245,11 +279,20 @@ def plan(
         are ``fftn`` with ``axes``).
       shape: the global input shape.
       spec: the input's ``PartitionSpec`` (or a string for :func:`shardkit.spec`).
+        ``shape`` and ``spec`` are the input array's own (rolled when
+        ``in_layout="transposed"``).
       mesh: the device mesh.
       s: transformed lengths, as in ``jnp.fft.fftn``.
       axes: transformed axes, as in ``jnp.fft.fftn``.
       norm: ``None``, ``"backward"``, ``"ortho"`` or ``"forward"``.
-      out_layout: ``"default"`` or ``"natural"`` (see :func:`shardkit.fft.fftn`).
+      out_layout: ``"default"``, ``"natural"`` or ``"transposed"`` (see
+        :func:`shardkit.fft.fftn`).
+      in_layout: ``"natural"`` or ``"transposed"`` (see :func:`shardkit.fft.ifftn`).
+      chunks: cut each ``all_to_all`` and the local FFT after it into this many
+        pieces along an axis neither touches (see :attr:`FFTPlan.chunks`); 1 runs
+        them whole. ``None`` (the default, also what :func:`~shardkit.fft.fftn`
+        uses) picks 4 when a device's input block holds at least 2**20 elements
+        and 1 otherwise (measured on CPU devices; see the guide).
 
     Returns:
       The :class:`~shardkit.fft.FFTPlan`.
@@ -273,18 +316,23 @@ def plan(
     if not is_name(name):
         raise ValueError(f"plan: name={name!r}; legal values are {sorted(KINDS)}")
     check_mesh_arg("plan", mesh)
-    _check_options("plan", norm, out_layout)
+    _check_options("plan", norm, out_layout, in_layout)
     shape_t = tuple(int(n) for n in shape)
     p_spec = parse_spec(spec)
-    problem = _describe(name, shape_t, s, axes, norm, out_layout)
+    problem = _describe(name, shape_t, s, axes, norm, out_layout, in_layout)
+    if chunks is not None and (
+        isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1
+    ):
+        raise ValueError(f"plan: chunks={chunks!r}; legal values are None or ints >= 1")
+    problem = dataclasses.replace(problem, chunks=chunks)
     return _checked_plan("plan", problem, p_spec, mesh)
 
 
 def _checked_plan(where: str, problem: Problem, spec: PartitionSpec, mesh: Mesh) -> FFTPlan:
     """Check ``problem``'s input fits ``spec`` on ``mesh`` (errors name ``where``), then plan."""
-    check_placement(where, problem.shape, spec, mesh)
+    check_placement(where, problem.in_shape, spec, mesh)
     placed = problem.placed(spec, dict(mesh.shape))
-    return planned(placed, ctx=_ctx(problem.shape, spec, mesh))
+    return planned(placed, ctx=_ctx(problem.in_shape, spec, mesh))
 
 
 def _frequencies(

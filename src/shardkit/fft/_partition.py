@@ -69,7 +69,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from shardkit.fft._compat import require_devices_during_lowering
 from shardkit.fft._fourstep import planned
 from shardkit.fft._plan import FFTPlan
-from shardkit.fft._problem import Layout, Problem
+from shardkit.fft._problem import PlanLayout, Problem
 from shardkit.layout.internal import normalize
 
 __all__ = ["Op", "apply", "auto_layout"]
@@ -86,7 +86,7 @@ class Op:
       in_dtype: the forward transform's input dtype.
       cycle: for the default layout, the axes whose splits move round.
       transposed: the op is the transpose: it maps the forward output's cotangent
-        (shape :attr:`out`) to the input's (shape ``problem.shape``).
+        (shape :attr:`out`) to the input's (shape ``problem.in_shape``).
     """
 
     problem: Problem
@@ -109,8 +109,7 @@ class Op:
         """The single-device forward transform (``jnp.fft``)."""
         # Tracing jnp's "ortho"/"forward" scaling leaves constants in the jaxpr, which
         # custom_partitioning rejects: scale by a Python float instead.
-        t = self.problem
-        y = t.reference(x, s=t.sizes, axes=t.axes, norm="backward")
+        y = self.problem.stored_reference(x, norm="backward")
         return y if self.scale == 1.0 else y * self.scale
 
     @property
@@ -121,10 +120,18 @@ class Op:
     def batched(self, size: int) -> Op:
         """The same op with a new leading (untransformed) axis of length ``size``."""
         t = self.problem
+
+        def shifted(order: tuple[int, ...]) -> tuple[int, ...]:
+            return (0, *(a + 1 for a in order)) if order else ()
+
         return dataclasses.replace(
             self,
             problem=dataclasses.replace(
-                t, shape=(size, *t.shape), axes=tuple(a + 1 for a in t.axes)
+                t,
+                shape=(size, *t.shape),
+                axes=tuple(a + 1 for a in t.axes),
+                in_order=shifted(t.in_order),
+                out_order=shifted(t.out_order),
             ),
             cycle=tuple(a + 1 for a in self.cycle),
         )
@@ -142,12 +149,12 @@ class Op:
         ``strict`` first (see ``_impl``).
         """
 
-        def make(layout: Layout, where: Any) -> FFTPlan:
+        def make(layout: PlanLayout, where: Any) -> FFTPlan:
             problem = dataclasses.replace(self.problem, out_layout=layout)
             return planned(problem.placed(where, dict(mesh.shape)))
 
         promised = self.problem.out_layout
-        other: Layout = "default" if promised == "natural" else "natural"
+        other: PlanLayout = "default" if promised == "natural" else "natural"
         try:
             try:
                 return make(promised, spec)
@@ -159,15 +166,20 @@ class Op:
             return make("natural", PartitionSpec())
 
     def destinations(self) -> tuple[int, ...]:
-        """Where each input axis's split lands in the promised layout (the Shardy rule's map)."""
-        dest = list(range(len(self.problem.shape)))
-        if self.problem.out_layout == "natural":
-            return tuple(dest)
-        cycle = self.cycle
-        step = -1 if self.problem.inverse else 1
-        for k, a in enumerate(cycle):
-            dest[a] = cycle[(k + step) % len(cycle)]
-        return tuple(dest)
+        """Where each input axis's split lands in the promised layout (the Shardy rule's map).
+
+        Positions of the stored arrays: input axis ``i`` (in ``in_order``) to output
+        axis ``dest[i]`` (in ``out_order``).
+        """
+        t = self.problem
+        dest = list(range(len(t.shape)))
+        if t.out_layout != "natural":
+            cycle = self.cycle
+            step = -1 if t.inverse else 1
+            for k, a in enumerate(cycle):
+                dest[a] = cycle[(k + step) % len(cycle)]
+        stored_out = t.out_order or tuple(range(len(dest)))
+        return tuple(stored_out.index(dest[a]) for a in (t.in_order or range(len(dest))))
 
 
 def _cycle(problem: Problem, half: int, devices: int) -> list[int]:
@@ -177,7 +189,7 @@ def _cycle(problem: Problem, half: int, devices: int) -> list[int]:
     return sorted(problem.axes[:-1])
 
 
-def auto_layout(problem: Problem, mesh: Any) -> tuple[Layout, tuple[int, ...]]:
+def auto_layout(problem: Problem, mesh: Any) -> tuple[PlanLayout, tuple[int, ...]]:
     """The layout an Auto-axes op promises the partitioner before the split is known.
 
     The Shardy rule is fixed while tracing, when only the mesh is known (``mesh``:
@@ -210,7 +222,7 @@ def auto_layout(problem: Problem, mesh: Any) -> tuple[Layout, tuple[int, ...]]:
 
 @functools.cache
 def _out_struct(op: Op) -> jax.ShapeDtypeStruct:
-    return jax.eval_shape(op.reference, jax.ShapeDtypeStruct(op.problem.shape, op.in_dtype))
+    return jax.eval_shape(op.reference, jax.ShapeDtypeStruct(op.problem.in_shape, op.in_dtype))
 
 
 def _rule(op: Op, *, transposed: bool) -> tuple[str, dict[str, int]]:
@@ -220,7 +232,7 @@ def _rule(op: Op, *, transposed: bool) -> tuple[str, dict[str, int]]:
     divisor, as the major part of both axes, so a split that divides it carries
     over instead of being dropped (which would make the partitioner gather).
     """
-    in_shape, out_shape = op.problem.shape, tuple(op.out.shape)
+    in_shape, out_shape = op.problem.in_shape, tuple(op.out.shape)
     dest = op.destinations()
     ins: list[str] = [""] * len(in_shape)
     outs: list[str] = [""] * len(out_shape)
@@ -295,7 +307,7 @@ def _forward(op: Op) -> Callable[[jax.Array], jax.Array]:
 
 @functools.cache
 def _backward(op: Op) -> Callable[[jax.Array], jax.Array]:
-    in_struct = jax.ShapeDtypeStruct(op.problem.shape, op.in_dtype)
+    in_struct = jax.ShapeDtypeStruct(op.problem.in_shape, op.in_dtype)
 
     def reference(ct: jax.Array) -> jax.Array:
         (out,) = jax.linear_transpose(op.reference, in_struct)(ct)
@@ -355,7 +367,7 @@ def _impl(x: jax.Array, *, op: Op) -> jax.Array:
 
 def _abstract_eval(x: Any, *, op: Op) -> Any:
     if op.transposed:
-        shape, dtype = op.problem.shape, np.dtype(op.in_dtype)
+        shape, dtype = op.problem.in_shape, np.dtype(op.in_dtype)
     else:
         shape, dtype = tuple(op.out.shape), np.dtype(op.out.dtype)
     return x.update(shape=shape, dtype=dtype, weak_type=False)
@@ -404,7 +416,7 @@ def _check_traced(op: Op, x: Any) -> None:
       TypeError: the dtype differs from the op's.
     """
     name = op.problem.name
-    shape = op.out.shape if op.transposed else op.problem.shape
+    shape = op.out.shape if op.transposed else op.problem.in_shape
     dtype = op.out.dtype if op.transposed else np.dtype(op.in_dtype)
     if tuple(x.shape) != tuple(shape):
         raise ValueError(f"{name}: x has shape {tuple(x.shape)}; the transform expects {shape}")

@@ -9,8 +9,8 @@ rules). Frozen and hashable.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
-from typing import Literal, TypeGuard
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, TypeGuard
 
 import jax
 import jax.numpy as jnp
@@ -18,11 +18,64 @@ from jax.sharding import PartitionSpec
 
 from shardkit.layout.internal import NormSpec, normalize
 
-__all__ = ["KINDS", "Kind", "Layout", "Name", "Problem", "is_name"]
+__all__ = [
+    "KINDS",
+    "InLayout",
+    "Kind",
+    "Layout",
+    "Name",
+    "Order",
+    "PlanLayout",
+    "Problem",
+    "is_name",
+    "permute",
+    "transposed_order",
+    "unpermute",
+]
 
 Name = Literal["fftn", "ifftn", "rfftn", "irfftn"]
 Kind = Literal["c2c", "r2c", "c2r"]
-Layout = Literal["default", "natural"]
+# What the public ``out_layout`` takes; ``"transposed"`` is ``"default"``'s splits
+# with the transformed axes rolled (see ``transposed_order``).
+Layout = Literal["default", "natural", "transposed"]
+# What the public ``in_layout`` takes.
+InLayout = Literal["natural", "transposed"]
+# Where the planner puts the splits (the axis order is separate: ``Problem.out_order``).
+PlanLayout = Literal["default", "natural"]
+# An axis order: position ``i`` of the stored array holds logical axis ``order[i]``
+# (``stored = logical.transpose(order)``); ``()`` is the identity.
+Order = tuple[int, ...]
+
+
+def transposed_order(rank: int, axes: tuple[int, ...]) -> Order:
+    """The ``"transposed"`` layout's axis order: the transformed axes rolled by one.
+
+    With ``t = sorted(axes)``, position ``t[i]`` holds logical axis ``t[i + 1]``
+    (cyclically); other axes stay. For a 3-D ``fftn`` it is ``(1, 2, 0)``:
+    ``fftn(x).transpose(1, 2, 0)``, jaxDecomp's ``pfft3d`` order. ``()`` (identity)
+    when fewer than two axes are transformed.
+    """
+    t = sorted(axes)
+    order = list(range(rank))
+    for i, a in enumerate(t):
+        order[a] = t[(i + 1) % len(t)]
+    return () if order == list(range(rank)) else tuple(order)
+
+
+def permute(values: Sequence[Any], order: Order) -> tuple[Any, ...]:
+    """Logical per-axis ``values`` in the stored order ``order``."""
+    return tuple(values[o] for o in order) if order else tuple(values)
+
+
+def unpermute(values: Sequence[Any], order: Order) -> tuple[Any, ...]:
+    """Stored per-axis ``values`` (in order ``order``) back in the logical order."""
+    if not order:
+        return tuple(values)
+    out: list[Any] = [None] * len(values)
+    for i, o in enumerate(order):
+        out[o] = values[i]
+    return tuple(out)
+
 
 # name -> (kind, inverse, the single-device jnp.fft function)
 KINDS: Mapping[str, tuple[Kind, bool, Callable[..., jax.Array]]] = {
@@ -42,6 +95,9 @@ def is_name(name: object) -> TypeGuard[Name]:
 class Problem:
     """One transform of one array: the planner's whole input.
 
+    Shapes, specs and ``axes`` are *logical* (the axes of ``x`` for ``fftn``);
+    ``in_order``/``out_order`` say how the input and output arrays store them.
+
     Attributes:
       name: ``"fftn"``, ``"ifftn"``, ``"rfftn"`` or ``"irfftn"`` (the 1-D and 2-D
         forms are these with ``axes``); it fixes :attr:`kind` and :attr:`inverse`.
@@ -50,11 +106,17 @@ class Problem:
       sizes: numpy's ``s``, one length per axis (for ``irfftn`` the real output
         length of the last).
       norm: numpy's ``norm``.
-      out_layout: the output layout asked for (on Auto axes: the one promised to
-        the partitioner).
+      out_layout: where the output's splits go, ``"default"`` or ``"natural"`` (on
+        Auto axes: the one promised to the partitioner).
       spec: the input's split, one tuple of mesh axes per dimension (normalized;
         replicated until :meth:`placed`).
       mesh: the mesh's ``(axis name, size)`` pairs, in order (empty until placed).
+      in_order: the input array's axis order (``x = logical.transpose(in_order)``;
+        ``()`` for the logical order).
+      out_order: the output array's axis order, likewise.
+      chunks: how many pieces each ``all_to_all`` and the local FFT after it are
+        cut into, so that the exchange of one overlaps the transform of another
+        (``None``: the planner's choice, by block size).
     """
 
     name: Name
@@ -62,15 +124,26 @@ class Problem:
     axes: tuple[int, ...]
     sizes: tuple[int, ...]
     norm: str | None = None
-    out_layout: Layout = "default"
+    out_layout: PlanLayout = "default"
     spec: NormSpec = ()
     mesh: tuple[tuple[str, int], ...] = ()
+    in_order: Order = ()
+    out_order: Order = ()
+    chunks: int | None = None
 
     def __post_init__(self) -> None:
         # One spelling per field, so that equal problems hash equal.
         for field in ("shape", "axes", "sizes"):
             object.__setattr__(self, field, tuple(int(n) for n in getattr(self, field)))
         object.__setattr__(self, "spec", normalize(self.spec, len(self.shape)))
+        for field in ("in_order", "out_order"):
+            order = tuple(int(a) for a in getattr(self, field))
+            object.__setattr__(self, field, () if order == tuple(range(len(order))) else order)
+
+    @property
+    def in_shape(self) -> tuple[int, ...]:
+        """The input array's shape (in :attr:`in_order`)."""
+        return permute(self.shape, self.in_order)
 
     @property
     def kind(self) -> Kind:
@@ -87,13 +160,22 @@ class Problem:
         """The single-device ``jnp.fft`` function of :attr:`name`."""
         return KINDS[self.name][2]
 
+    def stored_reference(self, x: jax.Array, *, norm: str | None) -> jax.Array:
+        """:attr:`reference` on an input stored in :attr:`in_order`, output in :attr:`out_order`."""
+        if self.in_order:
+            x = jnp.transpose(x, unpermute(range(len(self.shape)), self.in_order))
+        y = self.reference(x, s=self.sizes, axes=self.axes, norm=norm)
+        return jnp.transpose(y, self.out_order) if self.out_order else y
+
     @property
     def mesh_sizes(self) -> dict[str, int]:
         """:attr:`mesh` as a mapping from axis name to size."""
         return dict(self.mesh)
 
     def placed(self, spec: PartitionSpec | NormSpec, mesh_sizes: Mapping[str, int]) -> Problem:
-        """The same transform of an input split as ``spec`` over a mesh of ``mesh_sizes``."""
-        return dataclasses.replace(
-            self, spec=normalize(spec, len(self.shape)), mesh=tuple(mesh_sizes.items())
-        )
+        """The same transform of an input split as ``spec`` over a mesh of ``mesh_sizes``.
+
+        ``spec`` is the input array's own (in :attr:`in_order`).
+        """
+        logical = unpermute(normalize(spec, len(self.shape)), self.in_order)
+        return dataclasses.replace(self, spec=logical, mesh=tuple(mesh_sizes.items()))

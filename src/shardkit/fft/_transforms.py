@@ -14,7 +14,23 @@ None)`` comes out ``P(None, 'x', None)``, a pencil ``P('x', 'y', None)`` comes o
 layout. When every transformed axis is split (``fft2`` of a 2-D array on a 2-D
 mesh, ``fft`` along a split axis) the output is in the natural layout.
 ``out_layout="natural"`` always returns the input's layout (one more
-``all_to_all`` per move). The R2C axis (the last of ``axes``) is transformed first
+``all_to_all`` per move).
+
+Transposed layout (``out_layout="transposed"``): the default layout's splits, with
+the transformed axes rolled by one so that the output is stored in the order the
+last local FFT leaves it, saving the final local transpose (one pass over the
+block). With ``t = sorted(axes)``, output axis ``t[i]`` holds the transform's axis
+``t[i + 1]`` (cyclically), other axes stay: a 3-D ``fftn`` returns
+``np.fft.fftn(x).transpose(1, 2, 0)``, jaxDecomp's ``pfft3d`` order. An X pencil
+``P('x', 'y', None)`` comes back ``P('x', 'y', None)`` (jaxDecomp's output spec),
+a slab ``P('x', None, None)`` comes back ``P('x', None, None)`` (``x``'s axis 1 split
+where jaxDecomp splits axis 2), ``fft2`` of ``(b, n, m)`` returns ``(b, m, n)``.
+One transformed axis has nothing to roll (the default layout). The inverse
+transforms accept that order with ``in_layout="transposed"`` (``axes`` and ``s``
+name the logical axes, as given to the forward transform), so
+``ifftn(fftn(x, out_layout="transposed"), in_layout="transposed")`` is ``x`` in
+``x``'s layout; ``plan(..., out_layout=, in_layout=)`` records the orders as
+``plan.out_order``/``plan.in_order``. The R2C axis (the last of ``axes``) is transformed first
 and its halved length ``n//2+1`` is split only if the mesh divides it.
 
 Sizes the mesh does not divide: only the input's own split has to divide. A move
@@ -59,7 +75,7 @@ import jax
 import jax.numpy as jnp
 
 from shardkit.fft._api import transform
-from shardkit.fft._problem import Layout
+from shardkit.fft._problem import InLayout, Layout
 from shardkit.fft._shift import shift
 
 __all__ = [
@@ -96,6 +112,7 @@ def fftn(
     norm: str | None = None,
     *,
     out_layout: Layout = "default",
+    in_layout: InLayout = "natural",
 ) -> jax.Array:
     """N-D discrete Fourier transform of a sharded array, as ``jnp.fft.fftn``.
 
@@ -110,8 +127,11 @@ def fftn(
       s: lengths of the transformed axes (crop or zero-pad), as in numpy.
       axes: axes to transform (default: all, or the last ``len(s)``).
       norm: ``None``/``"backward"``, ``"ortho"`` or ``"forward"``, as in numpy.
-      out_layout: ``"default"`` (the sharding moves to the next transformed axis) or
-        ``"natural"`` (the input's sharding).
+      out_layout: ``"default"`` (the sharding moves to the next transformed axis),
+        ``"natural"`` (the input's sharding) or ``"transposed"`` (the default
+        layout with the transformed axes rolled, ``transpose(1, 2, 0)`` in 3-D:
+        jaxDecomp's order, one local transpose fewer; see the module docstring).
+      in_layout: ``"natural"``, or ``"transposed"`` for an input stored rolled.
 
     Returns:
       The complex transform, sharded as ``out_layout`` says.
@@ -135,6 +155,12 @@ def fftn(
       >>> bool(np.allclose(y, np.fft.fftn(v)))
       True
 
+      jaxDecomp's axis order, without the last local transpose:
+
+      >>> t = shardkit.fft.fftn(shardkit.shard(v, m, "x,None,None"), out_layout="transposed")
+      >>> t.sharding.spec, bool(np.allclose(t, np.fft.fftn(v).transpose(1, 2, 0)))
+      (P('x', None, None), True)
+
       12 is not a multiple of 8: the move pads axis 1 to 16 and the result returns
       to the input's layout (7/8 of two padded 2x16x10 blocks are sent):
 
@@ -146,7 +172,7 @@ def fftn(
       >>> p.all_to_alls, p.sent_bytes(np.complex128), p.padding_bytes(np.complex128)
       (2, 8960, 2240)
     """
-    return transform("fftn", x, s, axes, norm, out_layout)
+    return transform("fftn", x, s, axes, norm, out_layout, in_layout)
 
 
 def ifftn(
@@ -157,6 +183,7 @@ def ifftn(
     norm: str | None = None,
     *,
     out_layout: Layout = "default",
+    in_layout: InLayout = "natural",
 ) -> jax.Array:
     """N-D inverse FFT, as ``jnp.fft.ifftn``; the default layout undoes :func:`fftn`'s.
 
@@ -165,8 +192,11 @@ def ifftn(
       s: lengths of the transformed axes.
       axes: axes to transform.
       norm: ``None``/``"backward"``, ``"ortho"`` or ``"forward"``.
-      out_layout: ``"default"`` (the split moves to the previous transformed axis) or
-        ``"natural"``.
+      out_layout: ``"default"`` (the split moves to the previous transformed axis),
+        ``"natural"`` or ``"transposed"``.
+      in_layout: ``"natural"``, or ``"transposed"``: ``x`` is the spectrum with its
+        transformed axes rolled, as ``fftn(..., out_layout="transposed")`` returns
+        it (``axes`` and ``s`` name the unrolled axes).
 
     Returns:
       The complex inverse transform.
@@ -181,8 +211,17 @@ def ifftn(
       >>> z = shardkit.fft.ifftn(shardkit.fft.fftn(x))
       >>> z.sharding.spec == x.sharding.spec, bool(np.allclose(z, 1))
       (True, True)
+
+      Back from jaxDecomp's order (the spectrum transposed ``(1, 2, 0)``):
+
+      >>> t = shardkit.fft.fftn(x, out_layout="transposed")
+      >>> t.sharding.spec
+      P('x', 'y', None)
+      >>> z = shardkit.fft.ifftn(t, in_layout="transposed")
+      >>> z.sharding.spec == x.sharding.spec, bool(np.allclose(z, 1))
+      (True, True)
     """
-    return transform("ifftn", x, s, axes, norm, out_layout)
+    return transform("ifftn", x, s, axes, norm, out_layout, in_layout)
 
 
 def rfftn(
@@ -193,6 +232,7 @@ def rfftn(
     norm: str | None = None,
     *,
     out_layout: Layout = "default",
+    in_layout: InLayout = "natural",
 ) -> jax.Array:
     """N-D FFT of a real sharded array, as ``jnp.fft.rfftn`` (R2C).
 
@@ -214,7 +254,8 @@ def rfftn(
       s: lengths of the transformed axes (real lengths).
       axes: axes to transform; the last is the R2C axis.
       norm: ``None``/``"backward"``, ``"ortho"`` or ``"forward"``.
-      out_layout: ``"default"`` or ``"natural"``.
+      out_layout: ``"default"``, ``"natural"`` or ``"transposed"`` (see :func:`fftn`).
+      in_layout: ``"natural"`` or ``"transposed"`` (see :func:`ifftn`).
 
     Returns:
       The complex half-spectrum.
@@ -234,7 +275,7 @@ def rfftn(
       >>> bool(np.allclose(y, np.fft.rfftn(v)))
       True
     """
-    return transform("rfftn", x, s, axes, norm, out_layout)
+    return transform("rfftn", x, s, axes, norm, out_layout, in_layout)
 
 
 def irfftn(
@@ -245,6 +286,7 @@ def irfftn(
     norm: str | None = None,
     *,
     out_layout: Layout = "default",
+    in_layout: InLayout = "natural",
 ) -> jax.Array:
     """Inverse of :func:`rfftn` (C2R), as ``jnp.fft.irfftn``; it mirrors its layout.
 
@@ -253,7 +295,9 @@ def irfftn(
       s: real output lengths (default: ``2 * (m - 1)`` on the last axis).
       axes: axes to transform; the last is the C2R axis, transformed last.
       norm: ``None``/``"backward"``, ``"ortho"`` or ``"forward"``.
-      out_layout: ``"default"`` or ``"natural"``.
+      out_layout: ``"default"``, ``"natural"`` or ``"transposed"``.
+      in_layout: ``"natural"``, or ``"transposed"`` for the output of
+        ``rfftn(..., out_layout="transposed")`` (see :func:`ifftn`).
 
     Returns:
       The real inverse transform.
@@ -268,7 +312,7 @@ def irfftn(
       >>> z.sharding.spec == x.sharding.spec, bool(np.allclose(z, 1))
       (True, True)
     """
-    return transform("irfftn", x, s, axes, norm, out_layout)
+    return transform("irfftn", x, s, axes, norm, out_layout, in_layout)
 
 
 def fft2(
@@ -279,6 +323,7 @@ def fft2(
     norm: str | None = None,
     *,
     out_layout: Layout = "default",
+    in_layout: InLayout = "natural",
 ) -> jax.Array:
     """2-D FFT over ``axes`` (default the last two), as ``jnp.fft.fft2``; see :func:`fftn`.
 
@@ -288,7 +333,7 @@ def fft2(
       >>> bool(np.allclose(shardkit.fft.fft2(shardkit.shard(v, m, "x")), np.fft.fft2(v)))
       True
     """
-    return transform("fftn", x, s, axes, norm, out_layout)
+    return transform("fftn", x, s, axes, norm, out_layout, in_layout)
 
 
 def ifft2(
@@ -299,6 +344,7 @@ def ifft2(
     norm: str | None = None,
     *,
     out_layout: Layout = "default",
+    in_layout: InLayout = "natural",
 ) -> jax.Array:
     """2-D inverse FFT, as ``jnp.fft.ifft2``; see :func:`ifftn`.
 
@@ -308,7 +354,7 @@ def ifft2(
       >>> bool(np.allclose(shardkit.fft.ifft2(shardkit.shard(v, m, "x")), np.fft.ifft2(v)))
       True
     """
-    return transform("ifftn", x, s, axes, norm, out_layout)
+    return transform("ifftn", x, s, axes, norm, out_layout, in_layout)
 
 
 def rfft2(
@@ -319,6 +365,7 @@ def rfft2(
     norm: str | None = None,
     *,
     out_layout: Layout = "default",
+    in_layout: InLayout = "natural",
 ) -> jax.Array:
     """2-D R2C FFT, as ``jnp.fft.rfft2``; see :func:`rfftn`.
 
@@ -328,7 +375,7 @@ def rfft2(
       >>> bool(np.allclose(shardkit.fft.rfft2(shardkit.shard(v, m, "x")), np.fft.rfft2(v)))
       True
     """
-    return transform("rfftn", x, s, axes, norm, out_layout)
+    return transform("rfftn", x, s, axes, norm, out_layout, in_layout)
 
 
 def irfft2(
@@ -339,6 +386,7 @@ def irfft2(
     norm: str | None = None,
     *,
     out_layout: Layout = "default",
+    in_layout: InLayout = "natural",
 ) -> jax.Array:
     """2-D C2R inverse FFT, as ``jnp.fft.irfft2``; see :func:`irfftn`.
 
@@ -349,7 +397,7 @@ def irfft2(
       >>> bool(np.allclose(z, np.arange(224.0).reshape(16, 14)))
       True
     """
-    return transform("irfftn", x, s, axes, norm, out_layout)
+    return transform("irfftn", x, s, axes, norm, out_layout, in_layout)
 
 
 def fft(

@@ -95,43 +95,106 @@ def _local_fft(block: jax.Array, step: Step, k: int, norm: str | None) -> jax.Ar
     return jnp.fft.irfft(block, n=step.sizes[0], axis=-1, norm=norm)
 
 
-def run_steps(block: jax.Array, steps: Sequence[Step], norm: str | None) -> jax.Array:
+def _fft_step(
+    block: jax.Array,
+    order: tuple[int, ...],
+    step: Step,
+    rest: tuple[int, ...],
+    norm: str | None,
+) -> tuple[jax.Array, tuple[int, ...]]:
+    """``step``'s local FFT: its axes moved last (the others in ``rest``'s sequence)."""
+    k = len(step.axes)
+    if order[len(order) - k :] != step.axes:
+        new = tuple(a for a in rest if a not in step.axes) + step.axes
+        block = jnp.transpose(block, [order.index(a) for a in new])
+        order = new
+    return _local_fft(block, step, k, norm), order
+
+
+def _chunk_axis(
+    block: jax.Array, order: tuple[int, ...], move_step: Step, fft_step: Step, chunks: int
+) -> int | None:
+    """The logical axis to cut a move and its following FFT into ``chunks`` along.
+
+    One the move does not touch and the FFT does not transform, whose block length
+    ``chunks`` divides (the longest); ``None`` when there is none or nothing to cut.
+    """
+    if chunks <= 1 or move_step.pad or move_step.trim:
+        return None
+    busy = {move_step.src, move_step.dst, *fft_step.axes}
+    free = [a for a in order if a not in busy and block.shape[order.index(a)] % chunks == 0]
+    return max(free, key=lambda a: block.shape[order.index(a)], default=None)
+
+
+def run_steps(
+    block: jax.Array,
+    steps: Sequence[Step],
+    norm: str | None,
+    in_order: Sequence[int] = (),
+    out_order: Sequence[int] = (),
+    chunks: int = 1,
+) -> jax.Array:
     """Apply ``steps`` (see :class:`~shardkit.fft._steps.Step`) to ``block`` in order.
 
-    ``order[i]`` is the logical axis stored at physical position ``i``; the result
-    is returned in the logical order.
+    ``order[i]`` is the logical axis stored at physical position ``i``: ``in_order``
+    at the start (``()``: the logical order), and the result is returned in
+    ``out_order``. Before the last local FFT the untouched axes are laid out in
+    ``out_order``'s sequence, so an output order that ends with the last transformed
+    axes (the ``"transposed"`` layout) needs no final transpose.
+
+    With ``chunks > 1`` an ``all_to_all`` followed by a local FFT is cut into
+    ``chunks`` pieces along an axis neither touches: piece ``i + 1`` is exchanged
+    while piece ``i`` is transformed (where the runtime overlaps them), and the
+    pieces are joined after the FFT.
     """
-    order = tuple(range(block.ndim))
+    order = tuple(in_order) or tuple(range(block.ndim))
+    target = tuple(out_order) or tuple(range(block.ndim))
     last_fft = max((i for i, s in enumerate(steps) if s.op != "all_to_all"), default=-1)
-    for i, step in enumerate(steps):
-        if i == last_fft + 1 and order != tuple(range(block.ndim)):
-            # Only moves remain (the natural layout's way back): restoring the logical
+    i = 0
+    while i < len(steps):
+        step = steps[i]
+        if i == last_fft + 1 and order != target:
+            # Only moves remain (the natural layout's way back): reaching the output
             # order first lets XLA fuse the transpose into the packing of the next
             # ``all_to_all``, whose pieces are then contiguous.
-            block = jnp.transpose(block, [order.index(a) for a in range(block.ndim)])
-            order = tuple(range(block.ndim))
-        if step.op == "all_to_all":
-            src, dst = order.index(step.src), order.index(step.dst)
-            if step.pad:
-                before = tuple(block.shape)
-                with padding_scope(
-                    "fft_block",
-                    before,
-                    _padded(before, dst, step.pad),
-                    block.dtype,
-                    per_device=True,
-                ):
-                    block = pad_levels(block, dst, step.pad)
-            block = move(block, step.mesh_axes, src, dst)
-            if step.trim:
-                block = trim_levels(block, src, step.trim)
+            block = jnp.transpose(block, [order.index(a) for a in target])
+            order = target
+        if step.op != "all_to_all":
+            block, order = _fft_step(block, order, step, target if i == last_fft else order, norm)
+            i += 1
             continue
-        k = len(step.axes)
-        if order[len(order) - k :] != step.axes:
-            new = tuple(a for a in order if a not in step.axes) + step.axes
-            block = jnp.transpose(block, [order.index(a) for a in new])
+        nxt = steps[i + 1] if i + 1 < len(steps) else None
+        cut = (
+            None
+            if nxt is None or nxt.op == "all_to_all"
+            else (_chunk_axis(block, order, step, nxt, chunks))
+        )
+        if nxt is not None and cut is not None:
+            rest = target if i + 1 == last_fft else order
+            pieces, new = [], order
+            for piece in jnp.split(block, chunks, axis=order.index(cut)):
+                piece = move(piece, step.mesh_axes, order.index(step.src), order.index(step.dst))
+                piece, new = _fft_step(piece, order, nxt, rest, norm)
+                pieces.append(piece)
             order = new
-        block = _local_fft(block, step, k, norm)
-    if order != tuple(range(block.ndim)):
-        block = jnp.transpose(block, [order.index(a) for a in range(block.ndim)])
+            block = jnp.concatenate(pieces, axis=order.index(cut))
+            i += 2
+            continue
+        src, dst = order.index(step.src), order.index(step.dst)
+        if step.pad:
+            before = tuple(block.shape)
+            with padding_scope(
+                "fft_block",
+                before,
+                _padded(before, dst, step.pad),
+                block.dtype,
+                per_device=True,
+            ):
+                block = pad_levels(block, dst, step.pad)
+        block = move(block, step.mesh_axes, src, dst)
+        if step.trim:
+            block = trim_levels(block, src, step.trim)
+        i += 1
+    if order != target:
+        block = jnp.transpose(block, [order.index(a) for a in target])
     return block

@@ -126,7 +126,7 @@ def test_lstsq_beyond_tall_skinny(shape: str, sp: str, size: tuple[int, int]) ->
     else:
         assert float(np.max(np.asarray(res))) <= 1e-20
     assert int(rank) == size[1]
-    assert np.isnan(np.asarray(s)).all()
+    assert s is None  # BCGS2 computes no singular values (as scipy's gelsy driver)
     x1, *_ = lstsq(shard(a_np, m, sp), b[:, 0], nb=4)
     assert x1.shape == (size[1],)
 
@@ -152,11 +152,11 @@ def test_rank_deficient_raises_eagerly_and_reports_status_under_jit() -> None:
         qr(shard(np.zeros((32, 32)), m, "x,y"))
     # lstsq answers as numpy.linalg.lstsq instead (minimum norm), eagerly and under jit.
     b = np.ones(32)
-    ref, _, rank_ref, s_ref = np.linalg.lstsq(a_np, b, rcond=None)
+    ref, _, rank_ref, _ = np.linalg.lstsq(a_np, b, rcond=None)
     for x, res, rank, s in (lstsq(a, b, nb=4), jax.jit(lambda a, b: lstsq(a, b, nb=4))(a, b)):
         assert int(rank) == rank_ref == 31
         assert_close(x, ref, dtype=np.float32)
-        assert_close(s, s_ref)
+        assert s is None  # BCGS2's layout computes no singular values (scipy's gelsy)
         assert_close(res, np.sum((a_np @ ref - b) ** 2, keepdims=True), dtype=np.float32)
 
 

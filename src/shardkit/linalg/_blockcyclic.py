@@ -384,32 +384,59 @@ def local_tables(plan: Plan) -> LocalTables:
 
 
 def to_local_order(x: jax.Array, plan: Plan, tab: LocalTables) -> jax.Array:
-    """Reorder a device's ``(m, k)`` block so its blocks are in elimination order (a copy)."""
-    return _reorder(x, plan, tab.perm_r, tab.perm_c)
+    """Reorder a device's ``(m, k)`` block so its blocks are in elimination order.
 
-
-def _reorder(x: jax.Array, plan: Plan, pr: jax.Array, pc: jax.Array) -> jax.Array:
-    # One gather (not one per axis) so that only one share-sized copy is made; an axis
-    # whose order is the identity on every device is left alone.
-    nb = plan.nb
-    m, k = x.shape
-    t = plan.tables
-    same_r = bool((t.perm_r == np.arange(m // nb)).all())
-    same_c = bool((t.perm_c == np.arange(k // nb)).all())
-    ri = (pr[:, None] * nb + jnp.arange(nb)[None, :]).reshape(-1)
-    ci = (pc[:, None] * nb + jnp.arange(nb)[None, :]).reshape(-1)
-    if same_r and same_c:
-        return x
-    if same_c:
-        return x[ri]
-    if same_r:
-        return x[:, ci]
-    return x[ri[:, None], ci[None, :]]
+    In place (block swaps, see :func:`_swaps`): a donated block is reordered in its own
+    buffer, with no share-sized copy.
+    """
+    return _reorder(x, plan, tab, inverse=False)
 
 
 def from_local_order(x: jax.Array, plan: Plan, tab: LocalTables) -> jax.Array:
-    """Inverse of :func:`to_local_order`."""
-    return _reorder(x, plan, jnp.argsort(tab.perm_r), jnp.argsort(tab.perm_c))
+    """Inverse of :func:`to_local_order` (in place too)."""
+    return _reorder(x, plan, tab, inverse=True)
+
+
+def _swaps(perm: np.ndarray) -> np.ndarray:
+    """``j[d, i]``: swapping block ``i`` with block ``j[d, i]`` for ``i = 0, 1, ...`` in turn
+    puts device ``d``'s blocks in the order ``perm[d]`` (``x[perm[d]]``)."""
+    out = np.empty_like(perm)
+    for d, p in enumerate(perm):
+        cur, where = np.arange(len(p)), np.arange(len(p))
+        for i, blk in enumerate(p):
+            j = where[blk]
+            out[d, i] = j
+            cur[i], cur[j] = cur[j], cur[i]
+            where[cur[i]], where[cur[j]] = i, j
+    return out
+
+
+def _reorder(x: jax.Array, plan: Plan, tab: LocalTables, *, inverse: bool) -> jax.Array:
+    # A loop of nb-block swaps per axis updates the loop carry in place, so that a donated
+    # block needs no second share: a gather (x[rows][:, cols]) writes a new buffer, and
+    # XLA built it transposed and transposed it back (two more shares at the peak). An
+    # axis whose order is the identity on every device is left alone.
+    nb, t = plan.nb, plan.tables
+    for axis, perm, dev in ((0, t.perm_r, tab.r), (1, t.perm_c, tab.c)):
+        if (perm == np.arange(perm.shape[1])).all():
+            continue
+        table = jnp.asarray(_swaps(np.argsort(perm, axis=1) if inverse else perm), jnp.int32)
+        to = table[dev]
+        span = jnp.arange(nb, dtype=jnp.int32)
+
+        def swap(
+            i: jax.Array, y: jax.Array, to: jax.Array = to, span: jax.Array = span, axis: int = axis
+        ) -> jax.Array:
+            # One gather and one scatter: a pair of dynamic slices and updates let XLA
+            # fuse the second read into the second write and copy all of y to keep it.
+            both = jnp.concatenate([i * nb + span, to[i] * nb + span])
+            moved = jnp.take(y, jnp.roll(both, nb), axis=axis)
+            if axis == 0:
+                return y.at[both].set(moved)
+            return y.at[:, both].set(moved)
+
+        x = jax.lax.fori_loop(jnp.int32(0), jnp.int32(perm.shape[1]), swap, x)
+    return x
 
 
 # ---- public helpers -----------------------------------------------------------------

@@ -50,6 +50,7 @@ from shardkit.linalg._inputs import (
     referenced,
     require_finite,
 )
+from shardkit.linalg._lu_kernel import trailing_update
 from shardkit.linalg._pad import (
     Padding,
     natural_status,
@@ -141,10 +142,10 @@ def _chol_local(a: jax.Array, plan: Plan, stages: int) -> tuple[jax.Array, jax.A
             c0: int = c0,
             rows: int = rows,
         ) -> tuple[jax.Array, jax.Array]:
-            sub, status = carry
+            a, status = carry
             ce, cs = tab.own_c[e], tab.slot_c[e]
             re, rs = tab.own_r[e], tab.slot_r[e]
-            pan = psum(jnp.where(c == ce, dslice(sub, (0, cs * nb), (rows, nb)), 0), cols_ax)
+            pan = psum(jnp.where(c == ce, dslice(a, (r0, cs * nb), (rows, nb)), 0), cols_ax)
             le = jnp.clip(rs * nb - r0, 0, rows - nb)
             d = psum(jnp.where(r == re, dslice(pan, (le, 0), (nb, nb)), 0), rows_ax)
             d = jnp.tril(d)  # only the lower triangle is read: NaN above it is ignored
@@ -159,16 +160,17 @@ def _chol_local(a: jax.Array, plan: Plan, stages: int) -> tuple[jax.Array, jax.A
             newpan = dupdate(
                 newpan, jnp.where(r == re, l11, dslice(newpan, (le, 0), (nb, nb))), (le, 0)
             )
-            cur = dslice(sub, (0, cs * nb), (rows, nb))
-            sub = dupdate(sub, jnp.where(c == ce, newpan, cur), (0, cs * nb))
+            cur = dslice(a, (r0, cs * nb), (rows, nb))
+            a = dupdate(a, jnp.where(c == ce, newpan, cur), (r0, cs * nb))
             l21 = jnp.where(below, l21, 0)
             # The panel's rows for this device's columns: assembled along the mesh column.
             full = psum(jnp.zeros((n, nb), dtype).at[g_r].set(l21), rows_ax)
-            sub = sub.at[:, c0:].add(-(l21 @ jnp.conj(full[g_c]).T))
-            return sub, status
+            # In column chunks, in place: O(n nb) temporaries, not a share.
+            return trailing_update(a, l21, jnp.conj(full[g_c]).T, r0, c0), status
 
-        sub, status = lax.fori_loop(jnp.int32(s0), jnp.int32(s1), step, (a[r0:], status))
-        a = a.at[r0:].set(sub)
+        # The loop carries the whole block (a stage's active rows are a static offset
+        # into it): a carried slice a[r0:] would be a second, share-sized buffer.
+        a, status = lax.fori_loop(jnp.int32(s0), jnp.int32(s1), step, (a, status))
     return a, status
 
 
@@ -461,7 +463,10 @@ def cholesky(
         m, p = f.mesh, f.spec
         assert m is not None
         assert p is not None
-        tril = _tril_program(f.plan, m, p)(f.c)
+        zero = _tril_program(f.plan, m, p)
+        # f.c is this call's own intermediate: zeroing its upper triangle in its buffer
+        # keeps the step at one share (and overwrite_a's saving through to the end).
+        tril = (zero if is_traced(f.c) else zero.donating)(f.c)
         out, status = unpad_matrix(tril, f.padding, f.plan, m, p), f.status
     if check_finite and is_traced(a):
         out = nan_unless_finite(out, True, referenced(a, lower=True))

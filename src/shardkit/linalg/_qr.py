@@ -77,6 +77,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from shardkit.layout.internal import check_same_devices, mesh_summary, spec_summary
 from shardkit.linalg._blockcyclic import (
     AnyMesh,
+    Plan,
     SpecLike,
     Spmd,
     axis_index,
@@ -87,6 +88,7 @@ from shardkit.linalg._blockcyclic import (
     psum,
     resolve,
 )
+from shardkit.linalg._condest import inverse_condition
 from shardkit.linalg._dtype import as_inexact, common, real_dtype
 from shardkit.linalg._inputs import ArrayInput, nan_unless_finite, require_finite, rhs_shape
 from shardkit.linalg._pad import cut, pad_tall, scale, tall_sizes
@@ -522,10 +524,13 @@ def _tsqr_lstsq_program(lay: _Layout, rcond: float) -> Any:
 
 
 MIN_NORM_GUARD = 100.0
-""":func:`lstsq` on the BCGS2 path solves for NumPy's minimum-norm ``x`` instead when
-``min|r_jj| <= MIN_NORM_GUARD * rcond * max|r_jj|`` (or BCGS2 reports rank deficiency,
-or its ``x`` is not finite): the diagonal ratio is a cheap estimate of ``1 / kappa(a)``
-(an upper bound on it), the guard factor covers the usual gap between the two."""
+""":func:`lstsq` on the BCGS2 path solves for NumPy's minimum-norm ``x`` instead when its
+estimate of ``1 / kappa(a)`` is at most ``MIN_NORM_GUARD * rcond`` (or BCGS2 reports rank
+deficiency, or its ``x`` is not finite). The estimate is the smaller of
+``min|r_jj| / max|r_jj|`` and an inverse power estimate of ``sigma_min(r)`` over the
+largest column norm (:mod:`shardkit.linalg._condest`; the diagonal alone misses
+Kahan-like ``r``); both are upper bounds on ``1 / kappa``, the guard factor covers the
+usual gap."""
 
 
 def _min_norm_local(lay: _Layout, rcond: float) -> Any:
@@ -570,7 +575,30 @@ def _min_norm_program(lay: _Layout, rcond: float) -> Any:
 
 def _needs_min_norm(status: jax.Array, ratio: jax.Array, x: jax.Array, rcond: float) -> jax.Array:
     """Whether BCGS2's answer must give way to the minimum-norm one (see MIN_NORM_GUARD)."""
-    return (status != 0) | (ratio <= MIN_NORM_GUARD * rcond) | ~jnp.all(jnp.isfinite(x))
+    # Not "ratio <= guard": a NaN estimate (non-finite r) must choose the fallback too.
+    return (status != 0) | ~(ratio > MIN_NORM_GUARD * rcond) | ~jnp.all(jnp.isfinite(x))
+
+
+def _r_plan(lay: _Layout) -> Plan | None:
+    """The natural-order plan of BCGS2's ``r`` (None when ``r`` is replicated)."""
+    if all(e is None for e in lay.r_spec):
+        return None
+    struct = jax.ShapeDtypeStruct(
+        (lay.n, lay.n), jnp.float32, sharding=NamedSharding(lay.mesh, lay.r_spec)
+    )
+    return plan_for("lstsq", struct, None, None, lay.nb, "natural")[2]
+
+
+def _inverse_condition_local(lay: _Layout) -> Any:
+    """``r -> min(diagonal ratio, power estimate)`` of ``1 / kappa`` (see MIN_NORM_GUARD)."""
+    plan = _r_plan(lay)
+    return lambda r, ratio: jnp.minimum(ratio, inverse_condition(r, plan, lay.shape[1]))
+
+
+@functools.lru_cache(maxsize=64)
+def _inverse_condition_program(lay: _Layout) -> Any:
+    rep = PartitionSpec()
+    return Spmd(_inverse_condition_local(lay), lay.mesh, (lay.r_spec, rep), rep)
 
 
 @functools.lru_cache(maxsize=64)
@@ -610,12 +638,13 @@ def _residual_program(lay: _Layout) -> Any:
 
 
 def _lstsq_local(lay: _Layout, rcond: float) -> Any:
-    """Least squares' per-shard program: ``(x, residuals, s, status, rank)``, all replicated.
+    """Least squares' per-shard program: ``(x, residuals, status, rank)``, all replicated.
 
     The eager path's programs composed: TSQR's, or BCGS2, ``q^T b``, the triangular
     solve on the sharded ``r`` (then one all-gather of ``x``, ``n x nrhs``) and the
-    residual, with the minimum-norm program in a ``lax.cond`` when BCGS2's condition
-    estimate asks for it. ``s`` is NaN when BCGS2's answer stands, as eagerly.
+    residual, with the minimum-norm program in a ``lax.cond`` when the condition
+    estimate asks for it. No ``s``: which of the two runs is the partitioner's choice
+    under ``jit`` on Auto axes, and BCGS2 computes no singular values.
     """
     rep = PartitionSpec()
     b_spec = PartitionSpec(lay.spec[0], None)
@@ -623,40 +652,45 @@ def _lstsq_local(lay: _Layout, rcond: float) -> Any:
         tsqr = _tsqr_lstsq_program(lay, rcond).body
 
         def local_tsqr(a: jax.Array, b: jax.Array) -> tuple[jax.Array, ...]:
-            x, res, s, rank = tsqr(a, b)
-            return x, res, s, jnp.int32(0), rank
+            x, res, _, rank = tsqr(a, b)
+            return x, res, jnp.int32(0), rank
 
-        return local_tsqr, (lay.spec, b_spec), (rep,) * 5
+        return local_tsqr, (lay.spec, b_spec), (rep,) * 4
     factor = _bcgs2_program(lay, False).body
     min_norm = _min_norm_local(lay, rcond)
     qtb_of = _qtb_program(lay).body
     residual = _residual_program(lay).body
+    cond = _inverse_condition_local(lay)
+    plan = _r_plan(lay)
     trsm = None
-    if lay.r_spec != rep:
-        struct = jax.ShapeDtypeStruct(
-            (lay.n, lay.n), jnp.float32, sharding=NamedSharding(lay.mesh, lay.r_spec)
-        )
-        _, r_spec, plan = plan_for("lstsq", struct, None, None, lay.nb, "natural")
-        trsm = (_trsm_program(plan, lay.mesh, r_spec, False, False, False).body, plan.row_axes)
+    if plan is not None:
+        trsm = _trsm_program(plan, lay.mesh, lay.r_spec, False, False, False).body
 
     def local(a: jax.Array, b: jax.Array) -> tuple[jax.Array, ...]:
         q, r, status, ratio = factor(a)
         qtb = qtb_of(q, b)
-        if trsm is None:
+        if trsm is None or plan is None:
             x = _local_trsm(r, qtb, lower=False)
         else:
-            x = trsm[0](r, qtb)
-            x = lax.all_gather(x, trsm[1], tiled=True) if trsm[1] else x
+            x = trsm(r, qtb)
+            x = lax.all_gather(x, plan.row_axes, tiled=True) if plan.row_axes else x
 
         def standing() -> tuple[jax.Array, ...]:
-            s = jnp.full((lay.shape[1],), jnp.nan, real_dtype(a.dtype))
-            return x, residual(a, x, b), s, jnp.int32(lay.shape[1])
+            return x, residual(a, x, b), jnp.int32(lay.shape[1])
 
-        need = _needs_min_norm(status, ratio, x, rcond)
-        x, res, s, rank = lax.cond(need, lambda: min_norm(a, b), standing)
-        return x, res, s, jnp.int32(0), rank
+        def fallback() -> tuple[jax.Array, ...]:
+            xm, res, _, rank = min_norm(a, b)
+            return xm, res, rank
 
-    return local, (lay.spec, b_spec), (rep,) * 5
+        need = _needs_min_norm(status, cond(r, ratio), x, rcond)
+        x, res, rank = lax.cond(need, fallback, standing)
+        return x, res, jnp.int32(0), rank
+
+    return local, (lay.spec, b_spec), (rep,) * 4
+
+
+_LstsqResult = tuple[jax.Array, jax.Array, jax.Array, jax.Array | None]
+"""``(x, residuals, rank, s)``; ``s`` is None where no SVD is computed (see :func:`lstsq`)."""
 
 
 @overload
@@ -671,7 +705,7 @@ def lstsq(
     spec: SpecLike = ...,
     return_status: Literal[False] = ...,
     check_finite: bool = ...,
-) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]: ...
+) -> _LstsqResult: ...
 
 
 @overload
@@ -686,7 +720,7 @@ def lstsq(
     spec: SpecLike = ...,
     return_status: Literal[True],
     check_finite: bool = ...,
-) -> tuple[tuple[jax.Array, jax.Array, jax.Array, jax.Array], jax.Array]: ...
+) -> tuple[_LstsqResult, jax.Array]: ...
 
 
 @overload
@@ -701,10 +735,7 @@ def lstsq(
     spec: SpecLike = ...,
     return_status: bool = ...,
     check_finite: bool = ...,
-) -> (
-    tuple[jax.Array, jax.Array, jax.Array, jax.Array]
-    | tuple[tuple[jax.Array, jax.Array, jax.Array, jax.Array], jax.Array]
-): ...
+) -> _LstsqResult | tuple[_LstsqResult, jax.Array]: ...
 
 
 def lstsq(
@@ -718,10 +749,7 @@ def lstsq(
     spec: SpecLike = None,
     return_status: bool = False,
     check_finite: bool = True,
-) -> (
-    tuple[jax.Array, jax.Array, jax.Array, jax.Array]
-    | tuple[tuple[jax.Array, jax.Array, jax.Array, jax.Array], jax.Array]
-):
+) -> _LstsqResult | tuple[_LstsqResult, jax.Array]:
     """Least squares ``min ||a x - b||`` for sharded ``a``, like ``jnp.linalg.lstsq``.
 
     Through :func:`qr`. **Rank deficiency** is handled as ``numpy.linalg.lstsq`` handles
@@ -736,16 +764,21 @@ def lstsq(
       NumPy's, tested against it) and ``s`` are ``a``'s singular values.
     * Other layouts use BCGS2, then ``q^H b`` (one ``n x nrhs`` all-reduce),
       :func:`~shardkit.linalg.solve_triangular` on the sharded ``r`` and the residual
-      (an ``(M / R) x nrhs`` all-reduce). ``r`` is never gathered, so neither an SVD
-      nor a minimum-norm solution comes from it; ``s`` is NaN and ``rank`` is ``n``.
-      When BCGS2 finds ``a`` near or past rank deficiency (``min|r_jj| <=
-      MIN_NORM_GUARD * rcond * max|r_jj|``, a cheap condition estimate, or a
-      non-finite ``x``), the answer is recomputed by the **minimum-norm path**: a
+      (an ``(M / R) x nrhs`` all-reduce). ``r`` is never gathered, so no SVD comes from
+      it: **``s`` is None** on these layouts, as ``scipy.linalg.lstsq`` returns it for
+      ``lapack_driver="gelsy"`` (also when the minimum-norm path below runs, so that
+      one layout always answers with one type, under ``jit`` too), and ``rank`` is
+      ``n`` when the condition estimate finds ``a`` well away from rank deficiency.
+      The estimate (:data:`MIN_NORM_GUARD`) is the smaller of ``min|r_jj| / max|r_jj|``
+      and two steps of inverse power iteration for ``sigma_min(r)`` (four triangular
+      solves on the sharded ``r``, no gather; the diagonal alone misses Kahan-like
+      matrices). When it is at most ``MIN_NORM_GUARD * rcond`` (or BCGS2 finds a
+      zero ``|r_jj|``, or ``x`` is not finite), the answer is recomputed by the
+      **minimum-norm path**: a
       Householder TSQR of ``[a, b]`` over the row blocks (all-gathers of each row block
       over the column axes, ``(M / R) x n``, and of the ``R`` triangular factors,
       ``R min(M / R, n + nrhs) x (n + nrhs)``, on every device) and the SVD of the
-      replicated ``r`` (``O(n^3)`` flops per device); ``s`` and ``rank`` are then
-      NumPy's. For a narrow ``a`` the stack is small; for a square one it is a copy of
+      replicated ``r`` (``O(n^3)`` flops per device); ``rank`` is then NumPy's. For a narrow ``a`` the stack is small; for a square one it is a copy of
       ``a`` on every device, which is why only a (nearly) rank-deficient ``a`` pays it
       (measured, float64, ``n = 256`` on 2x4 simulated CPU devices sharing two cores:
       0.04 s per call full rank, 1.3 s with one dependent column, the redundant SVDs
@@ -757,7 +790,8 @@ def lstsq(
     ``a^H V S^-2 V^H b`` so that ``q`` never exists; see :mod:`shardkit.linalg._wide`
     for its all-gathers, each of ``M``-sized pieces); ``x`` replicated, ``rank`` and
     ``s`` NumPy's. Under ``jit`` on Auto axes ``jnp.linalg.lstsq`` runs instead (XLA
-    gathers ``a``).
+    gathers ``a``). Tall or square ``a`` under ``jit`` on Auto axes: the partitioner
+    picks the layout, hence TSQR or BCGS2, after ``lstsq`` returns; ``s`` is None.
 
     ``residuals`` are the squared norms of ``a x - b`` for the ``x`` returned, for every
     ``M`` and rank (NumPy returns them only for full rank and ``M > n``). Complex ``a``
@@ -784,7 +818,9 @@ def lstsq(
       ``(x, residuals, rank, s)``: ``x`` with ``b``'s trailing shape (replicated for
       TSQR and the minimum-norm path, rows sharded like ``r``'s rows for BCGS2);
       ``residuals`` the squared norms
-      of ``a x - b`` per right-hand side (``(nrhs,)``, also for square ``a``).
+      of ``a x - b`` per right-hand side (``(nrhs,)``, also for square ``a``);
+      ``s`` ``a``'s singular values (descending) on the TSQR layout and for wide
+      ``a``, None on the BCGS2 layouts and under ``jit`` on Auto axes (see above).
 
     Raises:
       ValueError: ``b`` does not fit ``a``, a bad ``nb``, a layout error, or (eagerly)
@@ -881,15 +917,15 @@ def _lstsq(
     b2 = b[:, None] if b.ndim == 1 else b
     ok = jnp.zeros((), jnp.int32)
     if unknown(a, mesh, spec):
-        x, res, s, _, rank = _on_layout(
+        x, res, _, rank = _on_layout(
             where,
             a,
             (b2,),
             nb,
             lambda lay: _lstsq_local(lay, tol),
-            "i j, i k -> j k, k, j, , ",
+            "i j, i k -> j k, k, , ",
         )
-        return (x[:, 0] if b.ndim == 1 else x, res, rank, s), ok
+        return (x[:, 0] if b.ndim == 1 else x, res, rank, None), ok
     lay = _layout(where, a, mesh, spec, nb)
     if lay.padded:
         b2 = pad_tall(b2, lay.big, b2.shape[1], 0.0, lay.mesh)
@@ -901,6 +937,7 @@ def _lstsq(
         x = x[:n]
         return (x[:, 0] if b.ndim == 1 else x, res, rank, s), ok
     q, r, status, ratio = _factor(a, lay, False)
+    estimate = _inverse_condition_program(lay)(r, ratio)
     qtb = _qtb_program(lay)(q, b2)
     if all(e is None for e in lay.r_spec):
         x = _local_trsm(r, qtb, lower=False)
@@ -912,18 +949,20 @@ def _lstsq(
 
     def standing() -> tuple[jax.Array, ...]:
         res = _residual_program(lay)(ap, xr, b2)
-        s = jnp.full((n,), jnp.nan, real_dtype(a.dtype))
         # Under a traced cond both answers must carry one type: the replicated x.
-        return (xr if lay.padded or is_traced(xr) else x), res, s, jnp.int32(n)
+        return (xr if lay.padded or is_traced(xr) else x), res, jnp.int32(n)
 
     def min_norm() -> tuple[jax.Array, ...]:
-        return tuple(_min_norm_program(lay, tol)(ap, b2))
+        xm, res, _, rank = _min_norm_program(lay, tol)(ap, b2)
+        return xm, res, rank
 
-    need = _needs_min_norm(status, ratio, xr, tol)
+    need = _needs_min_norm(status, estimate, xr, tol)
     if is_traced(need):
-        x, res, s, rank = lax.cond(need, min_norm, standing)
+        x, res, rank = lax.cond(need, min_norm, standing)
     else:
-        x, res, s, rank = min_norm() if bool(need) else standing()
+        x, res, rank = min_norm() if bool(need) else standing()
     if x.shape[0] != n:
         x = x[:n]
-    return (x[:, 0] if b.ndim == 1 else x, res, rank, s), ok
+    # BCGS2 computes no singular values (the minimum-norm branch does, but one answer
+    # has one type, under jit too): s is None, as scipy's gelsy driver returns it.
+    return (x[:, 0] if b.ndim == 1 else x, res, rank, None), ok

@@ -12,6 +12,7 @@ import pytest
 
 import shardkit
 import shardkit.fft as skfft
+from _matrix import rotate
 from shardkit.testing import assert_close
 
 CASES = [
@@ -65,8 +66,8 @@ def _reference(name: str, dtype: str, norm: str | None) -> dict[str, np.ndarray]
     }
 
 
-@pytest.mark.parametrize("types", ["auto", "explicit"])
-@pytest.mark.parametrize(("name", "dtype", "norm"), CASES)
+# Each case on one axis type in turn (both with SHARDKIT_FULL_TESTS=1).
+@pytest.mark.parametrize(("name", "dtype", "norm", "types"), rotate(CASES, ["auto", "explicit"]))
 def test_grad_jvp_vjp(name: str, dtype: str, norm: str | None, types: str) -> None:
     if len(jax.devices()) < 8:
         pytest.skip("needs 8 devices")

@@ -62,6 +62,7 @@ from shardkit.linalg._pad import (
 )
 from shardkit.linalg._partitioned import on_layout, unknown
 from shardkit.linalg._status import Failure, Problem, finish, is_traced, succeeded
+from shardkit.linalg._tiles import active_update
 from shardkit.linalg._triangular import substitute
 
 __all__ = ["CholeskyFactors", "cho_factor", "cho_solve", "cholesky"]
@@ -164,7 +165,19 @@ def _chol_local(a: jax.Array, plan: Plan, stages: int) -> tuple[jax.Array, jax.A
             l21 = jnp.where(below, l21, 0)
             # The panel's rows for this device's columns: assembled along the mesh column.
             full = psum(jnp.zeros((n, nb), dtype).at[g_r].set(l21), rows_ax)
-            sub = sub.at[:, c0:].add(-(l21 @ jnp.conj(full[g_c]).T))
+            # Only the lower triangle of the active corner: tiles whose rows all sit
+            # above their first column are skipped (the upper triangle is never read).
+            nxt = (e + 1) * nb
+            sub = active_update(
+                sub,
+                l21,
+                jnp.conj(full[g_c]).T,
+                (0, c0),
+                jnp.sum(g_r < nxt),
+                jnp.sum(g_c < nxt),
+                nb=nb,
+                first_row=lambda j: jnp.sum(g_r < g_c[j]),
+            )
             return sub, status
 
         sub, status = lax.fori_loop(jnp.int32(s0), jnp.int32(s1), step, (a[r0:], status))

@@ -35,6 +35,8 @@ def test_active_update_touches_only_the_active_corner(
     at = (3, 2)
     a = rng.standard_normal((rows + at[0], cols + at[1]))
     left, right = rng.standard_normal((rows, nb)), rng.standard_normal((nb, cols))
+    # The callers' contract: the factors are zero outside the active rows and columns.
+    left[:row_lo], right[:, :col_lo] = 0, 0
     # The staircase: column j's rows start at row j (a lower triangle).
     first = (lambda j: j) if stair else None
     got = jax.jit(lambda a, x, y, r, c: active_update(a, x, y, at, r, c, nb=nb, first_row=first))(

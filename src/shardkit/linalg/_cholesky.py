@@ -4,7 +4,9 @@ Per panel of ``nb`` columns: the diagonal block is summed to every device (all-r
 of ``nb x nb``) and factored locally; the panel's column block is broadcast along the
 mesh row (all-reduce over the column axes, ``(n / R) x nb``) and solved against it;
 the panel rows are assembled once per step as an ``n x nb`` all-reduce over the row
-axes, so that each device can form its share of ``L21 L21^H`` with one local matmul.
+axes, so that each device can form its share of ``L21 L21^H`` locally: by tiles over
+the active lower triangle only (:func:`shardkit.linalg._tiles.active_update`, about
+``n^3 / 3P`` flops rather than a whole square's ``2 n^3 / 3P``).
 Complex Hermitian matrices factor as ``a = L L^H`` (real: ``L L^T``); an order the mesh
 or the block size does not divide is padded with an identity block (see
 :mod:`shardkit.linalg._pad`; Hermitian positive definiteness carries over).
@@ -322,7 +324,7 @@ def cho_factor(
         natural (see :class:`CholeskyFactors`).
       mesh: the mesh, when ``a`` does not carry it.
       spec: ``a``'s spec, likewise.
-      stages: static sub-loops over which the working set shrinks.
+      stages: static sub-loops over which the panel steps' working set shrinks.
       return_status: also return the status.
       overwrite_a: donate ``a``'s buffer to the factorization (as SciPy's
         ``overwrite_a``; eagerly only): the factors are written over it and ``a`` is

@@ -42,6 +42,16 @@ def _cdiv(x: jax.Array, d: int) -> jax.Array:
     return (x + (d - 1)) // d
 
 
+def _tiles(
+    count: jax.Array, size: int, tile: int, body: Callable[..., jax.Array], a: jax.Array
+) -> jax.Array:
+    # One tile covers everything: call the body once (masked to a no-op when nothing is
+    # active) rather than a while loop, which costs compile time on small problems.
+    if size <= tile:
+        return body(jnp.int32(0), a)
+    return lax.fori_loop(jnp.int32(0), count, body, a)
+
+
 def active_update(
     a: jax.Array,
     left: jax.Array,
@@ -53,21 +63,25 @@ def active_update(
     nb: int,
     first_row: Callable[[jax.Array], jax.Array] | None = None,
 ) -> jax.Array:
-    """``a[r0 + i, c0 + j] -= (left @ right)[i, j]`` for ``i >= row_lo`` and ``j >= col_lo``.
+    """``a[r0 + i, c0 + j] -= (left @ right)[i, j]``, computed for the active corner only.
 
     ``left`` is ``(rows, kk)``, ``right`` is ``(kk, cols)`` and ``at = (r0, c0)`` (static)
-    places them in ``a``. Only the tiles meeting the active corner are computed; inside
-    a tile the rows and columns outside it (or another tile's) are masked to zeros in
-    ``left`` / ``right``, so overlapping edge tiles never update anything twice.
+    places them in ``a``. The caller zeroes ``left``'s rows before ``row_lo`` and
+    ``right``'s columns before ``col_lo`` (both factorizations' panels are masked so),
+    which makes the update there a no-op; the tiles decide which products are computed
+    at all: those meeting the active corner. Where the tiles do not divide the shape,
+    the first tile overlaps its neighbour and the shared rows (columns) are masked out
+    of it, so nothing is updated twice; a shape one tile covers is one matmul, no loop.
 
     Args:
       a: the local block, updated in place (a ``fori_loop`` carry).
-      left, right: the update's factors.
+      left, right: the update's factors, zero outside the active rows and columns.
       at: where ``left``'s row 0 and ``right``'s column 0 sit in ``a``.
       row_lo, col_lo: first active row of ``left`` and column of ``right`` (traced).
       nb: block size (the tiles are multiples of it).
-      first_row: optional, the first row to update for a tile whose first active
-        column is ``j`` (Cholesky: the diagonal); ``row_lo`` applies as well.
+      first_row: optional, the first row worth updating in a tile whose first active
+        column is ``j`` (Cholesky: the diagonal; the rows above it may or may not be
+        updated).
 
     Returns:
       ``a`` updated.
@@ -82,25 +96,24 @@ def active_update(
 
     def col_tile(j: jax.Array, a: jax.Array) -> jax.Array:
         c_end = cols - j * wc
-        c_beg = jnp.maximum(c_end - wc, col_lo)
         cs = jnp.maximum(c_end - wc, 0)
-        cidx = cs + ci
         rw = dslice(right, (0, cs), (kk, wc))
-        rw = jnp.where(((cidx >= c_beg) & (cidx < c_end))[None, :], rw, 0)
-        lo = (
-            row_lo if first_row is None else jnp.maximum(row_lo, first_row(c_beg).astype(jnp.int32))
-        )
+        if cols % wc:
+            rw = jnp.where((cs + ci < c_end)[None, :], rw, 0)
+        if first_row is None:
+            lo = row_lo
+        else:
+            lo = jnp.maximum(row_lo, first_row(jnp.maximum(cs, col_lo)).astype(jnp.int32))
 
         def row_tile(i: jax.Array, a: jax.Array) -> jax.Array:
             r_end = rows - i * hr
-            r_beg = jnp.maximum(r_end - hr, lo)
             rs = jnp.maximum(r_end - hr, 0)
-            ridx = rs + ri
             lw = dslice(left, (rs, 0), (hr, kk))
-            lw = jnp.where(((ridx >= r_beg) & (ridx < r_end))[:, None], lw, 0)
+            if rows % hr:
+                lw = jnp.where((rs + ri < r_end)[:, None], lw, 0)
             start = (r0 + rs, c0 + cs)
             return dupdate(a, dslice(a, start, (hr, wc)) - lw @ rw, start)
 
-        return lax.fori_loop(jnp.int32(0), _cdiv(rows - lo, hr), row_tile, a)
+        return _tiles(_cdiv(rows - lo, hr), rows, hr, row_tile, a)
 
-    return lax.fori_loop(jnp.int32(0), _cdiv(cols - col_lo, wc), col_tile, a)
+    return _tiles(_cdiv(cols - col_lo, wc), cols, wc, col_tile, a)

@@ -65,7 +65,7 @@ ORDER_NAMES: tuple[str, ...] = get_args(Order)
 DEFAULT_BLOCK = 128
 """Default block size ``nb`` (rounded down to a divisor of the local block sizes)."""
 DEFAULT_STAGES = 8
-"""Default ``stages=`` of LU and Cholesky: static sub-loops over which the working set shrinks."""
+"""Default ``stages=`` of LU and Cholesky: static sub-loops over which the panel steps shrink."""
 
 
 class PlanTables(NamedTuple):

@@ -32,8 +32,11 @@ each panel of ``nb`` columns:
 4. the trailing matrix is updated locally with one matmul.
 
 Every collective is panel- or vector-sized; none moves the matrix. The loops are
-``lax.fori_loop``: the program size does not grow with ``n`` (``stages`` static
-sub-loops shrink the working set so the flops stay within ~1.3x of LU's ``2n^3/3P``).
+``lax.fori_loop``: the program size does not grow with ``n``. The trailing update walks
+only the active rows and columns, by cache-sized tiles
+(:func:`shardkit.linalg._tiles.active_update`), so its flops follow the remaining
+matrix step by step (within one ``nb`` block and one tile of LU's ``2n^3/3P``); the
+``stages`` static sub-loops shrink what the panel steps read.
 The per-shard kernel is :mod:`shardkit.linalg._lu_kernel`; this module holds the
 public functions around it.
 
@@ -321,7 +324,7 @@ def lu_factor(
       mesh: the mesh, when ``a`` does not carry it (host data). Not needed under
         ``jit`` on Auto axes: the layout comes from the partitioner.
       spec: ``a``'s spec, likewise.
-      stages: static sub-loops over which the working set shrinks.
+      stages: static sub-loops over which the panel steps' working set shrinks.
       pivoting: ``"tournament"`` (CALU: one all-gather per panel) or ``"partial"``
         (LAPACK's pivots: one small all-gather per column); see the module docstring.
       return_status: also return the status (see the module docstring).

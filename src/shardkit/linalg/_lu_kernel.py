@@ -33,13 +33,13 @@ from shardkit.linalg._blockcyclic import (
     to_local_order,
     trsm,
 )
+from shardkit.linalg._tiles import active_update
 
 __all__ = [
     "INNER_BLOCK",
     "PIVOTING_NAMES",
     "Pivoting",
     "factor_local",
-    "trailing_update",
 ]
 
 Pivoting: TypeAlias = Literal["partial", "tournament"]
@@ -141,23 +141,6 @@ class Stage:
 
 PanelPivoting: TypeAlias = Callable[[Stage, jax.Array, jax.Array, jax.Array, Pivots], Panel]
 """``(stage, panel index e, a, broadcast panel, pivots) -> Panel``."""
-
-
-def trailing_update(a: jax.Array, left: jax.Array, right: jax.Array, r0: int, c0: int) -> jax.Array:
-    """``a[r0:, c0:] -= left @ right`` in column chunks of about ``n * nb`` elements.
-
-    Chunking keeps the matmul's temporary at ``O(n * nb)`` instead of the device's
-    whole share, which is what bounds the peak memory by ``2 x share + O(n * nb)``.
-    """
-    rows, width = left.shape[0], right.shape[1]
-    nb = left.shape[1]
-    step = max(nb, (max(rows, width) * nb) // max(rows, 1))
-    step = max(nb, min(width, step))
-    for j0 in range(0, width, step):
-        j1 = min(width, j0 + step)
-        upd = left @ right[:, j0:j1]
-        a = a.at[r0:, c0 + j0 : c0 + j1].add(-upd)
-    return a
 
 
 def _magnitude(x: jax.Array) -> jax.Array:
@@ -443,7 +426,8 @@ def _panel_step(ctx: Stage, pivot: PanelPivoting, e: jax.Array, state: Factoring
     """Panel ``e``: broadcast it along the mesh row, pivot it, then U's rows and the update.
 
     The ``nb`` rows of U are solved on their owner and broadcast down the mesh column;
-    the trailing matrix is updated locally with one matmul.
+    the trailing matrix is updated locally, by tiles over its active rows and columns
+    only (:func:`~shardkit.linalg._tiles.active_update`).
     """
     tab, nb, r0, rows = ctx.tab, ctx.plan.nb, ctx.r0, ctx.rows
     ce, cs = tab.own_c[e], tab.slot_c[e]
@@ -466,8 +450,11 @@ def _panel_step(ctx: Stage, pivot: PanelPivoting, e: jax.Array, state: Factoring
     )
     a = dupdate(a, u12, (le + r0, ctx.c0))
     u12 = psum(jnp.where(mine & trail, u12, 0), ctx.plan.row_axes)
-    l21 = jnp.where((ctx.g_r >= (e + 1) * nb)[:, None], pan, 0)
-    return Factoring(trailing_update(a, l21, u12, r0, ctx.c0), piv)
+    nxt = (e + 1) * nb
+    l21 = jnp.where((ctx.g_r >= nxt)[:, None], pan, 0)
+    row_lo, col_lo = jnp.sum(ctx.g_r < nxt), jnp.sum(ctx.g_c < nxt)
+    a = active_update(a, l21, u12, (r0, ctx.c0), row_lo, col_lo, nb=nb)
+    return Factoring(a, piv)
 
 
 def factor_local(

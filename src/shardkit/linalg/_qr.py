@@ -769,10 +769,10 @@ def lstsq(
       ``lapack_driver="gelsy"`` (also when the minimum-norm path below runs, so that
       one layout always answers with one type, under ``jit`` too), and ``rank`` is
       ``n`` when the condition estimate finds ``a`` well away from rank deficiency.
-      The estimate (:data:`MIN_NORM_GUARD`) is the smaller of ``min|r_jj| / max|r_jj|``
+      The estimate is the smaller of ``min|r_jj| / max|r_jj|``
       and two steps of inverse power iteration for ``sigma_min(r)`` (four triangular
       solves on the sharded ``r``, no gather; the diagonal alone misses Kahan-like
-      matrices). When it is at most ``MIN_NORM_GUARD * rcond`` (or BCGS2 finds a
+      matrices). When it is at most ``100 * rcond`` (or BCGS2 finds a
       zero ``|r_jj|``, or ``x`` is not finite), the answer is recomputed by the
       **minimum-norm path**: a
       Householder TSQR of ``[a, b]`` over the row blocks (all-gathers of each row block

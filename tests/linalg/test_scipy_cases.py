@@ -408,15 +408,22 @@ def test_lstsq_rank_estimate_is_not_fooled_by_a_kahan_matrix(ms: str) -> None:
     # The truncated problem's kappa is 3e5: 1e-12 is too tight for x.
     assert_close(x, xr, dtype=np.float32, what="minimum-norm x")
     assert_close(res, np.sum((a @ xr - b) ** 2, keepdims=True), dtype=np.float32)
-    # Under jit: the explicit layout's lax.cond, and Auto axes' per-shard program. Not on
-    # the 1-D mesh: there XLA's CPU runtime aborts in an all-reduce rendezvous for a
-    # 64 x 64 lstsq under jit, before this estimate existed too (left open).
-    if FULL and ms == "2x4":
-        names, sp = MESHES[ms]
-        for arr in (shard(a, where["mesh"], sp), shard(a, mesh(ms, names, axis_types="auto"), sp)):
-            x, _, rank, s = jax.jit(lambda a, b: lstsq(a, b, nb=8))(arr, b)
-            assert (int(rank), s) == (63, None)
-            assert_close(x, xr, dtype=np.float32, what="minimum-norm x under jit")
+    # Under jit: the explicit layout's lax.cond, and Auto axes' per-shard program. On the
+    # 1-D mesh the explicit case aborted the process in an all-reduce rendezvous: the
+    # finite check's all-reduce and the estimate's solves ran beside q^T b's psum, and
+    # XLA's CPU runtime entered them in different orders on different devices. Its
+    # collectives now form one chain (assert_ordered).
+    names, sp = MESHES[ms]
+    kinds = ("explicit", "auto") if FULL else (("explicit",) if ms == "8" else ("auto",))
+    for kind in kinds:
+        arr = shard(
+            a, where["mesh"] if kind == "explicit" else mesh(ms, names, axis_types=kind), sp
+        )
+        f = jax.jit(lambda a, b: lstsq(a, b, nb=8))
+        x, _, rank, s = f(arr, b)
+        assert (int(rank), s) == (63, None)
+        assert_close(x, xr, dtype=np.float32, what="minimum-norm x under jit")
+        comms(f, arr, b).assert_ordered()
     # Full rank (the same programs): rank n, x NumPy's, and s None rather than NaN.
     a = rng.standard_normal((64, 64)) + 16 * np.eye(64)
     x, res, rank, s = lstsq(a, b, nb=8, **where)

@@ -8,7 +8,14 @@ memory and a predicted time under an :class:`Interconnect` model.
 from shardkit.inspect._comms import comms, report_from_text
 from shardkit.inspect._interconnect import INTERCONNECTS, CollectiveFit, Interconnect
 from shardkit.inspect._presets import interconnect
-from shardkit.inspect._report import Collective, CommDiff, CommReport, MemoryStats, UnknownOp
+from shardkit.inspect._report import (
+    Collective,
+    CommDiff,
+    CommReport,
+    MemoryStats,
+    UnknownOp,
+    UnorderedPair,
+)
 
 __all__ = [
     "INTERCONNECTS",
@@ -19,6 +26,7 @@ __all__ = [
     "Interconnect",
     "MemoryStats",
     "UnknownOp",
+    "UnorderedPair",
     "comms",
     "interconnect",
     "report_from_text",

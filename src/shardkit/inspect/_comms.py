@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -11,11 +12,18 @@ import jax
 from jax.sharding import Mesh, NamedSharding
 
 from shardkit.inspect._axes import group_axes, pair_axes
-from shardkit.inspect._hlo import parse_module
+from shardkit.inspect._hlo import Instruction, parse_module
 from shardkit.inspect._interconnect import Interconnect
+from shardkit.inspect._order import unordered_collectives
 from shardkit.inspect._presets import interconnect as _interconnect
 from shardkit.inspect._program import Found, find_collectives
-from shardkit.inspect._report import Collective, CommReport, MemoryStats, UnknownOp
+from shardkit.inspect._report import (
+    Collective,
+    CommReport,
+    MemoryStats,
+    UnknownOp,
+    UnorderedPair,
+)
 from shardkit.inspect._traffic import message_bytes, traffic
 from shardkit.layout.internal import check_same_devices, find_padding
 
@@ -176,7 +184,18 @@ def report_from_text(
         flops=flops,
         interconnect=link,
         padding=find_padding(text),
+        unordered=tuple(
+            UnorderedPair(x.computation, _describe(x), _describe(y))
+            for x, y in unordered_collectives(module)
+        ),
     )
+
+
+def _describe(instr: Instruction) -> str:
+    """``all-reduce psum.7 (jit(f)/shard_map/psum)``: opcode, name and JAX's op name."""
+    op_name = re.search(r'op_name="([^"]*)"', instr.attrs.get("metadata", ""))
+    where = f" ({op_name.group(1)})" if op_name else ""
+    return f"{instr.opcode} {instr.name}{where}"
 
 
 def comms(

@@ -145,6 +145,20 @@ class UnknownOp:
 
 
 @dataclass(frozen=True)
+class UnorderedPair:
+    """Two collectives (or loops/branches holding them) no data dependency orders.
+
+    Attributes:
+      computation: the HLO computation holding both.
+      first, second: ``opcode name (op_name)`` of each instruction.
+    """
+
+    computation: str
+    first: str
+    second: str
+
+
+@dataclass(frozen=True)
 class MemoryStats:
     """Per-device memory of a compiled program, from ``Compiled.memory_analysis()``.
 
@@ -192,6 +206,10 @@ class CommReport:
       padding: the copies shardkit pads to sizes the mesh divides, with their extra
         bytes (of the whole array, or of one device's block for padding done per
         device, as the FFT's all-to-all blocks).
+      unordered: pairs of collectives that may run concurrently (no chain of operands
+        orders them). On simulated CPU devices such a pair can hang the program
+        (XLA's CPU runtime blocks one thread per device in each rendezvous); see
+        :meth:`assert_ordered`.
     """
 
     name: str
@@ -203,6 +221,7 @@ class CommReport:
     flops: float | None
     interconnect: Interconnect
     padding: tuple[PaddingMark, ...] = ()
+    unordered: tuple[UnorderedPair, ...] = ()
 
     # ---- figures -----------------------------------------------------------------
 
@@ -285,6 +304,25 @@ class CommReport:
             runs = ", ".join(f"{self.count(k)} {k}" for k in found)
             self._fail(f"expected no {sorted(banned)} but found {runs}")
         self._no_unknown(f"the absence of {sorted(banned)}")
+
+    def assert_ordered(self) -> None:
+        """Fail if two collectives of one computation may run concurrently.
+
+        Every pair of collectives (or ``while``/``conditional`` instructions holding
+        them) must be ordered by a chain of operands. XLA's CPU runtime starts
+        independent instructions concurrently on one thread per device: devices can
+        then enter two collectives in different orders and block each other's
+        rendezvous until the process aborts. Accelerators issue collectives in one
+        stream order, but an unordered pair still leaves the order to the compiler.
+
+        Raises:
+          AssertionError: such a pair exists (each listed), or an op could not be read.
+        """
+        if self.unordered:
+            pairs = "; ".join(f"{u.first} || {u.second}" for u in self.unordered[:6])
+            more = f" (and {len(self.unordered) - 6} more)" if len(self.unordered) > 6 else ""
+            self._fail(f"{len(self.unordered)} unordered collective pair(s): {pairs}{more}")
+        self._no_unknown("that the collectives run in one order")
 
     def assert_bytes_at_most(self, n: int, /) -> None:
         """Fail if one device sends more than ``n`` bytes per call.
@@ -450,6 +488,14 @@ class CommReport:
                     f"padding: {p.what} {_dims(p.shape)} -> {_dims(p.padded_shape)} "
                     f"(+{format_bytes(p.extra_bytes)} {'per device' if p.per_device else 'in all'})"
                     ", for a size the mesh does not divide"
+                )
+            )
+        if self.unordered:
+            parts.append(
+                Text(
+                    f"warning: {len(self.unordered)} pair(s) of collectives no data dependency "
+                    f"orders (e.g. {self.unordered[0].first} || {self.unordered[0].second}); "
+                    "they may run concurrently and can hang on CPU devices"
                 )
             )
         parts.append(Text(self.summary()))

@@ -344,6 +344,26 @@ def psum(x: Any, axes: tuple[str, ...]) -> Any:
     return jax.lax.psum(x, axes) if axes else x
 
 
+def after(x: Any, *deps: jax.Array) -> Any:
+    """``x`` unchanged, made to wait for ``deps`` (inside ``shard_map``, local arrays).
+
+    A data dependency XLA cannot fold away: a select on "``|d| > inf``" of one element
+    of each dep, never true. Independent collectives of one program must not run side
+    by side: XLA's CPU runtime starts them concurrently on a pool of one thread per
+    device, devices reach them in different orders and the rendezvous hangs (see
+    :mod:`shardkit.inspect._order`); ordering them costs one select over ``x``.
+    """
+    never = jnp.bool_(False)
+    for d in deps:
+        first = jnp.abs(jnp.ravel(d)[:1].astype(jnp.float32 if d.dtype == jnp.bool_ else d.dtype))
+        never = never | (first[0] > jnp.inf)
+
+    def wait(leaf: jax.Array) -> jax.Array:
+        return jnp.where(never, jnp.zeros_like(leaf), leaf)
+
+    return jax.tree.map(wait, x)
+
+
 class LocalTables(NamedTuple):
     """One device's tables inside ``shard_map`` (int32): :class:`PlanTables` plus its place.
 

@@ -48,7 +48,8 @@ from shardkit.linalg._inputs import (
     ArrayInput,
     as_rhs,
     empty_solution,
-    nan_unless_finite,
+    gate,
+    nan_unless,
     referenced,
     require_finite,
 )
@@ -352,8 +353,10 @@ def cho_factor(
       True
     """
     a = as_inexact("cho_factor", "a", a)
+    ok = None
     if check_finite and len(a.shape) == 2:
-        require_finite("cho_factor", True, a=referenced(a, lower=True))
+        ok = require_finite("cho_factor", True, a=referenced(a, lower=True))
+        a = gate(ok, a)
     if tuple(a.shape) == (0, 0):  # no layout holds it; cho_solve answers empty solutions
         plan = Plan(0, 1, (), (), 1, 1, ())
         f = CholeskyFactors(
@@ -367,8 +370,8 @@ def cho_factor(
         f = CholeskyFactors(c, status, plan, None, None, Padding(n, n, 1))
     else:
         f = _factor("cho_factor", a, nb, order, mesh, spec, stages, overwrite_a)
-    if check_finite and is_traced(a):
-        f = dataclasses.replace(f, c=nan_unless_finite(f.c, True, referenced(a, lower=True)))
+    if ok is not None:
+        f = dataclasses.replace(f, c=nan_unless(f.c, ok))
     if return_status:
         return f, f.status
     problem = Problem("cho_factor", Failure.NOT_POSITIVE_DEFINITE, (f.padding.n,) * 2, f.c.dtype)
@@ -466,8 +469,10 @@ def cholesky(
       True
     """
     a = as_inexact("cholesky", "a", a)
+    ok = None
     if check_finite and len(a.shape) == 2:
-        require_finite("cholesky", True, a=referenced(a, lower=True))
+        ok = require_finite("cholesky", True, a=referenced(a, lower=True))
+        a = gate(ok, a)
     if tuple(a.shape) == (0, 0):
         empty = jnp.zeros((0, 0), a.dtype)
         return succeeded(empty, return_status)
@@ -483,8 +488,7 @@ def cholesky(
         # keeps the step at one share (and overwrite_a's saving through to the end).
         tril = (zero if is_traced(f.c) else zero.donating)(f.c)
         out, status = unpad_matrix(tril, f.padding, f.plan, m, p), f.status
-    if check_finite and is_traced(a):
-        out = nan_unless_finite(out, True, referenced(a, lower=True))
+    out = nan_unless(out, ok)
     problem = Problem("cholesky", Failure.NOT_POSITIVE_DEFINITE, tuple(out.shape), out.dtype)
     return finish(problem, out, status, traced=is_traced(a), return_status=return_status)
 
@@ -535,7 +539,8 @@ def cho_solve(
     """
     plan, padding = factors.plan, factors.padding
     dt = common("cho_solve", factors.c.dtype, b)
-    require_finite("cho_solve", check_finite, b=b)
+    ok = require_finite("cho_solve", check_finite, b=b)
+    b = gate(ok, b)
     empty = empty_solution("cho_solve", jnp.zeros((padding.n, padding.n)), b, dt)
     if empty is not None:
         return empty
@@ -551,8 +556,8 @@ def cho_solve(
         (x,) = on_layout(
             "cho_solve", c, (c, b2), make, "i j, k l -> i l", nb=plan.nb, order="natural"
         )
-        return x[:, 0] if vec else x
+        return nan_unless(x[:, 0] if vec else x, ok)
     b2 = place(pad_rows(b2, padding, factors.mesh), factors.mesh, PartitionSpec())
     x = _cho_solve_program(plan, factors.mesh, factors.spec)(c, b2)
     x = unpad_rows(x, padding, factors.mesh, plan.row_axes)
-    return x[:, 0] if vec else x
+    return nan_unless(x[:, 0] if vec else x, ok)

@@ -21,7 +21,7 @@ import numpy as np
 from jax import lax
 from jax.scipy.linalg import solve_triangular as _local_trsm
 
-from shardkit.linalg._blockcyclic import Plan, local_tables
+from shardkit.linalg._blockcyclic import Plan, after, local_tables
 from shardkit.linalg._triangular import substitute
 
 __all__ = ["POWER_STEPS", "inverse_condition"]
@@ -68,6 +68,7 @@ def inverse_condition(r: jax.Array, plan: Plan | None, used: int) -> jax.Array:
         top = jnp.max(colsq)
         top = lax.pmax(top, plan.col_axes) if plan.col_axes else top
     grow = jnp.ones((), top.dtype)
+    x = after(x, top)  # the solves' collectives after top's (one chain; see after())
     for _ in range(POWER_STEPS):
         z = solve(solve(x, True), False)
         grow = jnp.linalg.norm(z)

@@ -5,9 +5,20 @@ a ``ValueError`` saying so before any factorization runs (otherwise LU's pivot t
 ``|u_jj| <= n eps max|a|``, is False for NaN and the NaN would come back as a result,
 or as a "singular" report that blames the rows). The check reads every element once
 (one scalar all-reduce for a sharded array) and waits for it. Traced under
-``jax.jit`` the values are unknown: the check becomes :func:`nan_unless_finite`, which
-NaN-fills the result when the input was not finite (never an error, never an
+``jax.jit`` the values are unknown: :func:`require_finite` then returns the flag, the
+caller passes its input through :func:`gate` and its result through :func:`nan_unless`,
+which NaN-fills the result when the input was not finite (never an error, never an
 infinite or made-up number).
+
+Why the input is gated rather than only the result filled: the flag's all-reduce must
+run before every collective of the factorization, not beside them. XLA's CPU runtime
+starts independent instructions of one device's program concurrently on a pool of one
+thread per device; a flag computed from the input alone is independent of the whole
+factorization, devices then reach the collectives in different orders, and the
+process aborts in a rendezvous ("Termination timeout for all reduce", seen with
+``jit(lstsq)`` on 8 simulated devices). ``where(ok, a, nan)`` orders everything after
+the flag for the price of one select, which XLA fuses into the input's first copy.
+:func:`shardkit.inspect.comms` reports such unordered pairs.
 
 Empty problems (an order 0 matrix or ``nrhs = 0``) never reach the distributed
 programs, whose layouts need at least one block: :func:`rhs_shape` validates ``b``
@@ -16,7 +27,7 @@ and the callers answer as NumPy does (``det`` 1, empty solutions).
 
 from __future__ import annotations
 
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -30,12 +41,15 @@ __all__ = [
     "ArrayInput",
     "as_rhs",
     "empty_solution",
-    "nan_unless_finite",
+    "gate",
+    "nan_unless",
     "referenced",
     "require_finite",
     "rhs_shape",
 ]
 
+
+_T = TypeVar("_T")
 
 ArrayInput: TypeAlias = JaxArrayLike | npt.ArrayLike
 """A matrix or right-hand side as the linear-algebra functions take it, as SciPy does:
@@ -59,43 +73,61 @@ def _dtype_name(x: Any) -> str:
     return np.dtype(x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype).name
 
 
-def require_finite(where: str, check: bool, **arrays: Any) -> None:
-    """Eagerly raise when one of ``arrays`` (by name) holds an inf or NaN; traced: nothing.
+def require_finite(where: str, check: bool, **arrays: Any) -> jax.Array | None:
+    """Eagerly raise when one of ``arrays`` (by name) holds an inf or NaN.
+
+    Traced under ``jit`` nothing can raise: the result is then the replicated flag
+    "every traced array is finite", for :func:`gate` and :func:`nan_unless`; None
+    when ``check`` is False or nothing is traced.
 
     Raises:
       ValueError: an array is not finite (scipy: "array must not contain infs or NaNs").
     """
     if not check:
-        return
+        return None
+    ok = None
     for name, x in arrays.items():
         if is_traced(x):
-            continue
-        if not bool(_all_finite(x)):
+            # Each flag's all-reduce reads the previous flag: the checks run in order.
+            flag = _all_finite(x if ok is None else _nan_where_not(ok, x))
+            ok = flag if ok is None else ok & flag
+        elif not bool(_all_finite(x)):
             raise ValueError(
                 f"{where}: {name} (shape={tuple(np.shape(x))}, dtype={_dtype_name(x)}) "
                 "must not contain infs or NaNs. Remove or replace them (e.g. jnp.nan_to_num), "
                 "or pass check_finite=False to skip this check (the result is then "
                 "undefined for such input)."
             )
+    return ok
 
 
-def nan_unless_finite(result: Any, check: bool, *arrays: Any) -> Any:
-    """Under ``jit``: ``result`` with every inexact array NaN-filled unless ``arrays`` are finite.
+def _nan_where_not(ok: jax.Array, x: Any) -> Any:
+    if (isinstance(x, jax.Array) or is_traced(x)) and jnp.issubdtype(x.dtype, jnp.inexact):
+        return jnp.where(ok, x, jnp.full_like(x, jnp.nan))
+    return x
 
-    Eagerly (nothing traced) or with ``check=False`` the result is returned as is: eager
-    input was already checked by :func:`require_finite`.
+
+def gate(ok: jax.Array | None, x: _T) -> _T:
+    """``x`` made to depend on the finite flag ``ok`` (NaN where it is False).
+
+    Every program reading the gated array, collectives included, runs after the flag's
+    all-reduce (see the module docstring for the hang this prevents). Only a traced
+    array is gated: a concrete one stays concrete (its programs ran eagerly while
+    tracing). ``ok=None``: ``x`` unchanged.
     """
-    traced = [x for x in arrays if is_traced(x)]
-    if not check or not traced:
-        return result
-    ok = jnp.all(jnp.stack([_all_finite(x) for x in traced]))
-
-    def fill(x: Any) -> Any:
-        if (isinstance(x, jax.Array) or is_traced(x)) and jnp.issubdtype(x.dtype, jnp.inexact):
-            return jnp.where(ok, x, jnp.full_like(x, jnp.nan))
+    if ok is None or not is_traced(x):
         return x
+    return _nan_where_not(ok, x)
 
-    return jax.tree.map(fill, result)
+
+def nan_unless(result: Any, ok: jax.Array | None) -> Any:
+    """``result`` with every inexact array NaN-filled unless the flag ``ok`` is True.
+
+    ``ok`` is :func:`require_finite`'s flag (None eagerly or unchecked: ``result`` as is).
+    """
+    if ok is None:
+        return result
+    return jax.tree.map(lambda x: _nan_where_not(ok, x), result)
 
 
 def rhs_shape(

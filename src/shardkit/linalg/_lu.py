@@ -84,7 +84,8 @@ from shardkit.linalg._inputs import (
     ArrayInput,
     as_rhs,
     empty_solution,
-    nan_unless_finite,
+    gate,
+    nan_unless,
     require_finite,
 )
 from shardkit.linalg._lu_kernel import PIVOTING_NAMES, Pivoting, factor_local
@@ -354,7 +355,8 @@ def lu_factor(
       True
     """
     a = as_inexact("lu_factor", "a", a)
-    require_finite("lu_factor", check_finite, a=a)
+    ok = require_finite("lu_factor", check_finite, a=a)
+    a = gate(ok, a)
     if tuple(a.shape) == (0, 0):  # no layout holds it; lu_solve answers empty solutions
         empty = jnp.zeros((), jnp.int32)
         f = LUFactors(
@@ -386,7 +388,7 @@ def lu_factor(
         f = LUFactors(lu_, perm, swaps, status, plan, None, None, Padding(n, n, 1))
     else:
         f = _factor("lu_factor", a, nb, order, mesh, spec, stages, pivoting, overwrite_a)
-    f = dataclasses.replace(f, lu=nan_unless_finite(f.lu, check_finite, a))
+    f = dataclasses.replace(f, lu=nan_unless(f.lu, ok))
     if return_status:
         return f, f.status
     return finish(_problem("lu_factor", f), f, f.status, traced=is_traced(a), return_status=False)
@@ -450,7 +452,8 @@ def lu_solve(
         )
     plan, padding = factors.plan, factors.padding
     dt = common("lu_solve", factors.lu.dtype, b)
-    require_finite("lu_solve", check_finite, b=b)
+    ok = require_finite("lu_solve", check_finite, b=b)
+    b = gate(ok, b)
     empty = empty_solution("lu_solve", jnp.zeros((padding.n, padding.n)), b, dt)
     if empty is not None:
         return empty
@@ -480,7 +483,7 @@ def lu_solve(
         x = _solve_program(plan, factors.mesh, factors.spec, bool(trans))(lu_, factors.perm, b2)
         x = unpad_rows(x, padding, factors.mesh, plan.row_axes)
     x = jnp.conj(x) if conj else x
-    return x[:, 0] if vec else x
+    return nan_unless(x[:, 0] if vec else x, ok)
 
 
 @overload
@@ -608,7 +611,8 @@ def solve(
     a = as_inexact("solve", "a", a)
     dt = common("solve", a.dtype, b)  # a bad b fails before the factorization
     check_same_devices("solve", {"a": a, "b": b}, mesh=mesh)
-    require_finite("solve", check_finite, a=a, b=b)
+    ok = require_finite("solve", check_finite, a=a, b=b)
+    a, b = gate(ok, a), gate(ok, b)
     empty = empty_solution("solve", a, b, dt)
     if empty is not None:  # 0x0, or no right-hand sides: nothing to factor
         return succeeded(empty, return_status)
@@ -632,10 +636,10 @@ def solve(
             stages=stages,
             pivoting=pivoting,
         )
-        x = nan_unless_finite(x[:, 0] if vec else x, check_finite, a, b)
+        x = nan_unless(x[:, 0] if vec else x, ok)
         return _finish_traced("solve", x, status, a, x.dtype, return_status)
     f = _factor("solve", a, nb, "cyclic", mesh, spec, stages, pivoting, overwrite_a)
-    x = nan_unless_finite(lu_solve(f, b, check_finite=False), check_finite, a, b)
+    x = nan_unless(lu_solve(f, b, check_finite=False), ok)
     return finish(
         _problem("solve", f), x, f.status, traced=is_traced(a, b), return_status=return_status
     )
@@ -676,7 +680,8 @@ def _det_parts(
 ) -> tuple[jax.Array, jax.Array]:
     """``(sign, log|det a|)`` from the distributed LU; ``(1, 0)`` for a 0x0 ``a``."""
     a = as_inexact(where, "a", a)
-    require_finite(where, check, a=a)
+    ok = require_finite(where, check, a=a)
+    a = gate(ok, a)
     if tuple(a.shape) == (0, 0):
         return jnp.ones((), a.dtype), jnp.zeros((), real_dtype(a.dtype))
     if unknown(a, mesh, spec):
@@ -700,7 +705,7 @@ def _det_parts(
     else:
         f = _factor(where, a, nb, "cyclic", mesh, spec, DEFAULT_STAGES, pivoting)
         sign, logabs = _sign_log(_u_diagonal(f), f.swaps)
-    return nan_unless_finite((sign, logabs), check, a)
+    return nan_unless((sign, logabs), ok)
 
 
 def _sign_log(d: jax.Array, swaps: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -892,7 +897,8 @@ def inv(
       True
     """
     a = as_inexact("inv", "a", a)
-    require_finite("inv", check_finite, a=a)
+    ok = require_finite("inv", check_finite, a=a)
+    a = gate(ok, a)
     if tuple(a.shape) == (0, 0):
         empty = jnp.zeros((0, 0), a.dtype)
         return succeeded(empty, return_status)
@@ -918,11 +924,11 @@ def inv(
             stages=DEFAULT_STAGES,
             pivoting=pivoting,
         )
-        x = nan_unless_finite(x, check_finite, a)
+        x = nan_unless(x, ok)
         return _finish_traced("inv", x, status, a, x.dtype, return_status)
     f = _factor("inv", a, nb, "cyclic", mesh, spec, DEFAULT_STAGES, pivoting)
     x = lu_solve(f, jnp.eye(f.padding.n, dtype=f.lu.dtype), check_finite=False)
-    x = nan_unless_finite(x, check_finite, a)
+    x = nan_unless(x, ok)
     return finish(_problem("inv", f), x, f.status, traced=is_traced(a), return_status=return_status)
 
 
@@ -1046,13 +1052,14 @@ def lu(
       True
     """
     a = as_inexact("lu", "a", a)
-    require_finite("lu", check_finite, a=a)
+    ok = require_finite("lu", check_finite, a=a)
+    a = gate(ok, a)
     if tuple(a.shape) == (0, 0):
         out = tuple(jnp.zeros((0, 0), a.dtype) for _ in range(3))
         return succeeded(out, return_status)
     if len(a.shape) == 2 and a.shape[0] != a.shape[1]:  # no distributed kernel: gathered
         out = tuple(jax.scipy.linalg.lu(replicated("lu", a, mesh, spec)))
-        out = nan_unless_finite(out, check_finite, a)
+        out = nan_unless(out, ok)
         return succeeded(out, return_status)
     if unknown(a, mesh, spec):
 
@@ -1071,7 +1078,7 @@ def lu(
             stages=DEFAULT_STAGES,
             pivoting=pivoting,
         )
-        plu = nan_unless_finite(tuple(plu), check_finite, a)
+        plu = nan_unless(tuple(plu), ok)
         return _finish_traced("lu", plu, status, a, plu[0].dtype, return_status)
     f = _factor("lu", a, nb, "natural", mesh, spec, DEFAULT_STAGES, pivoting)
     m, p = f.mesh, f.spec
@@ -1079,7 +1086,7 @@ def lu(
     assert p is not None
     out = _plu_program(f.plan, m, p)(f.lu, f.perm)
     out = tuple(unpad_matrix(x, f.padding, f.plan, m, p) for x in out)
-    out = nan_unless_finite(out, check_finite, a)
+    out = nan_unless(out, ok)
     return finish(
         _problem("lu", f), out, f.status, traced=is_traced(a), return_status=return_status
     )

@@ -80,6 +80,7 @@ from shardkit.linalg._blockcyclic import (
     Plan,
     SpecLike,
     Spmd,
+    after,
     axis_index,
     dslice,
     dupdate,
@@ -90,7 +91,7 @@ from shardkit.linalg._blockcyclic import (
 )
 from shardkit.linalg._condest import inverse_condition
 from shardkit.linalg._dtype import as_inexact, common, real_dtype
-from shardkit.linalg._inputs import ArrayInput, nan_unless_finite, require_finite, rhs_shape
+from shardkit.linalg._inputs import ArrayInput, gate, nan_unless, require_finite, rhs_shape
 from shardkit.linalg._pad import cut, pad_tall, scale, tall_sizes
 from shardkit.linalg._partitioned import on_layout, unknown
 from shardkit.linalg._status import (
@@ -458,20 +459,21 @@ def qr(
       shardkit.linalg.RankDeficientError: qr: a (shape=(32, 32), dtype=float64) is numerically rank deficient: |r_jj| of column 1 is at most n * eps * max|r_jj| (or NaN), so block Gram-Schmidt cannot make q orthonormal. Check a for dependent columns, or use the layout P(rows, None) with M / R >= n (Householder TSQR copes with rank deficiency); under jax.jit pass return_status=True to receive this status instead.
     """
     a = as_inexact("qr", "a", a)
-    require_finite("qr", check_finite, a=a)
+    ok = require_finite("qr", check_finite, a=a)
+    a = gate(ok, a)
     if len(a.shape) == 2 and a.shape[1] == 0:  # no columns: q (M, 0), r (0, 0)
         out = (jnp.zeros((a.shape[0], 0), a.dtype), jnp.zeros((0, 0), a.dtype))
         return succeeded(out, return_status)
     if len(a.shape) == 2 and a.shape[0] < a.shape[1]:  # wide: SciPy's economic QR
         out = jnp.linalg.qr(a) if unknown(a, mesh, spec) else wide_qr("qr", a, mesh, spec)
-        out = nan_unless_finite(tuple(out), check_finite, a)
+        out = nan_unless(tuple(out), ok)
         return succeeded(out, return_status)
     fill = is_traced(a) and not return_status
     if unknown(a, mesh, spec):
         # r's rows follow a's only when a is square (a rule ties equal lengths alone).
         rule = "i j -> i j, i j, " if a.shape[0] == a.shape[1] else "i j -> i j, k j, "
         q, r, status = _on_layout("qr", a, (), nb, lambda lay: _qr_local(lay, fill), rule)
-        q, r = nan_unless_finite((q, r), check_finite, a)
+        q, r = nan_unless((q, r), ok)
         return _finish("qr", (q, r), status, a, fill=fill, return_status=return_status)
     lay = _layout("qr", a, mesh, spec, nb)
     q, r, status, _ = _factor(a, lay, fill)
@@ -479,7 +481,7 @@ def qr(
         big, n = lay.shape
         q = cut(q, lay.mesh, lay.spec, (big, n))
         r = cut(r, lay.mesh, PartitionSpec() if lay.tsqr else lay.r_spec, (n, n))
-    q, r = nan_unless_finite((q, r), check_finite, a)
+    q, r = nan_unless((q, r), ok)
     return _finish("qr", (q, r), status, a, fill=fill, return_status=return_status)
 
 
@@ -668,7 +670,9 @@ def _lstsq_local(lay: _Layout, rcond: float) -> Any:
 
     def local(a: jax.Array, b: jax.Array) -> tuple[jax.Array, ...]:
         q, r, status, ratio = factor(a)
-        qtb = qtb_of(q, b)
+        # One chain of collectives: the estimate's solves, then q^T b's psum (after).
+        estimate = cond(r, ratio)
+        qtb = qtb_of(after(q, estimate), b)
         if trsm is None or plan is None:
             x = _local_trsm(r, qtb, lower=False)
         else:
@@ -682,7 +686,7 @@ def _lstsq_local(lay: _Layout, rcond: float) -> Any:
             xm, res, _, rank = min_norm(a, b)
             return xm, res, rank
 
-        need = _needs_min_norm(status, cond(r, ratio), x, rcond)
+        need = _needs_min_norm(status, estimate, x, rcond)
         x, res, rank = lax.cond(need, fallback, standing)
         return x, res, jnp.int32(0), rank
 
@@ -845,7 +849,8 @@ def lstsq(
     a = as_inexact(where, "a", a)
     dt = common(where, a.dtype, b)
     check_same_devices(where, {"a": a, "b": b}, mesh=mesh)
-    require_finite(where, check_finite, a=a, b=b)
+    ok = require_finite(where, check_finite, a=a, b=b)
+    a, b = gate(ok, a), gate(ok, b)
     a = a if a.dtype == dt else a.astype(dt)
     if a.ndim != 2:
         raise ValueError(
@@ -879,7 +884,7 @@ def lstsq(
         out, status = _wide(where, a, b, tol, mesh, spec), jnp.zeros((), jnp.int32)
     else:
         out, status = _lstsq(where, a, b, tol, nb, mesh, spec, return_status)
-    out = nan_unless_finite(out, check_finite, a, b)
+    out = nan_unless(out, ok)
     if return_status:
         return out, status
     return out
@@ -938,7 +943,9 @@ def _lstsq(
         return (x[:, 0] if b.ndim == 1 else x, res, rank, s), ok
     q, r, status, ratio = _factor(a, lay, False)
     estimate = _inverse_condition_program(lay)(r, ratio)
-    qtb = _qtb_program(lay)(q, b2)
+    # q^T b's psum after the estimate's solves (a replicated scalar): one chain of
+    # collectives, which XLA's CPU runtime needs (see after()).
+    qtb = _qtb_program(lay)(after(q, estimate), b2)
     if all(e is None for e in lay.r_spec):
         x = _local_trsm(r, qtb, lower=False)
     else:

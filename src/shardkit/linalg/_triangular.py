@@ -40,13 +40,13 @@ from shardkit.linalg._inputs import (
     ArrayInput,
     as_rhs,
     empty_solution,
-    nan_unless_finite,
+    gate,
+    nan_unless,
     referenced,
     require_finite,
 )
 from shardkit.linalg._pad import pad_matrix, pad_rows, square_plan, unpad_rows
 from shardkit.linalg._partitioned import on_layout, unknown
-from shardkit.linalg._status import is_traced
 
 __all__ = ["solve_triangular"]
 
@@ -191,9 +191,11 @@ def solve_triangular(
     empty = empty_solution(where, a, b, dt)
     if empty is not None:
         return empty
+    ok = None
     if check_finite and len(a.shape) == 2:
         tri = referenced(a, lower=bool(lower), unit=bool(unit_diagonal))
-        require_finite(where, True, a=tri, b=b)
+        ok = require_finite(where, True, a=tri, b=b)
+        a, b = gate(ok, a), gate(ok, b)
     # Auto axes inside jit: the partitioner gives the layout.
     layout = None if unknown(a, mesh, spec) else square_plan(where, a, mesh, spec, nb, "natural")
     b2, vec = as_rhs(where, b, int(a.shape[0]), dt, tuple(a.shape))
@@ -210,9 +212,7 @@ def solve_triangular(
         a = a if a.dtype == dt else a.astype(dt)
         (x,) = on_layout(where, a, (a, b2), make, "i j, k l -> i l", nb=nb, order="natural")
         x = jnp.conj(x) if conj else x
-        x = x[:, 0] if vec else x
-        tri = referenced(a, lower=bool(lower), unit=bool(unit_diagonal))
-        return nan_unless_finite(x, check_finite, tri, b)
+        return nan_unless(x[:, 0] if vec else x, ok)
     m, p, plan, padding = layout
     b2 = pad_rows(b2, padding, m)
     ap = pad_matrix(a, padding, plan, m, p)
@@ -220,8 +220,4 @@ def solve_triangular(
     x = triangular_program(plan, m, p, *flags)(ap, place(b2, m, PartitionSpec()))
     x = unpad_rows(x, padding, m, plan.row_axes)
     x = jnp.conj(x) if conj else x
-    x = x[:, 0] if vec else x
-    if check_finite and is_traced(a, b):
-        tri = referenced(a, lower=bool(lower), unit=bool(unit_diagonal))
-        x = nan_unless_finite(x, True, tri, b)
-    return x
+    return nan_unless(x[:, 0] if vec else x, ok)

@@ -16,6 +16,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from shardkit.linalg._blockcyclic import after
 from shardkit.linalg._matmul._model import (
     Comm,
     Entry,
@@ -230,6 +231,8 @@ def allgather(pb: Problem) -> Result:
                 a = jax.lax.all_gather(a, name(ak), axis=a.ndim - 1, tiled=True)
             if gather_rows:
                 a = jax.lax.all_gather(a, name(am), axis=a.ndim - 2, tiled=True)
+            if (ak or gather_rows) and (bk or gather_cols):
+                b = after(b, a)  # b's gathers after a's: one chain (see after())
             if bk:
                 b = jax.lax.all_gather(b, name(bk), axis=b.ndim - 2, tiled=True)
             if gather_cols:

@@ -150,7 +150,8 @@ class UnorderedPair:
 
     Attributes:
       computation: the HLO computation holding both.
-      first, second: ``opcode name (op_name)`` of each instruction.
+      first: ``opcode name (op_name)`` of the one printed first.
+      second: the same for the other.
     """
 
     computation: str

@@ -19,6 +19,11 @@ Each case is one (mesh, n, op) on float32 data placed on an Auto-axes mesh:
   chunks; none for square ``qr``, which dask only does as TSQR) through
   ``jax.pure_callback``, when ``dask[array]`` is installed.
 
+The ``solve-parts`` case is an ablation of ``solve`` (see
+:mod:`shardkit.bench._lu_ablation`): the same algorithm on one device, the mesh's
+collectives alone, the update's tiled matmuls against one BLAS call, with SciPy and
+dask alongside.
+
 Metrics per candidate: ``cpu_s`` (process CPU seconds of one call, all threads: the
 simulated devices share the machine's cores, BLAS and XLA pinned to one thread each),
 ``resid`` (solve: ``||Ax-b|| / (||A|| ||x|| + ||b||)``; cholesky: ``||A - L L^T|| / ||A||``;
@@ -42,6 +47,7 @@ import scipy.linalg as sl
 from jax.sharding import NamedSharding, SingleDeviceSharding
 from jax.sharding import PartitionSpec as P
 
+from shardkit.bench._lu_ablation import NOT_SOLUTIONS, ablation_candidates
 from shardkit.bench._suite import Column, PlotSpec, Suite, SuiteConfig
 from shardkit.bench._timing import Case
 from shardkit.inspect import comms
@@ -55,8 +61,9 @@ DEFAULT_SIZES = (2048, 4096)
 QUICK_SIZES = (256,)
 """The size of a ``--quick`` run."""
 
-OPS = ("solve", "cholesky", "qr", "tsqr")
-"""The operations timed: ``qr`` is square (block Gram-Schmidt), ``tsqr`` is ``n x n/16``."""
+OPS = ("solve", "cholesky", "qr", "tsqr", "solve-parts")
+"""The operations timed: ``qr`` is square (block Gram-Schmidt), ``tsqr`` is ``n x n/16``;
+``solve-parts`` is the ablation of ``solve``."""
 
 BASELINE = "jnp"
 
@@ -69,7 +76,13 @@ def _have_dask() -> bool:
     return True
 
 
+def _kind(op: str) -> str:
+    """The operation whose data, reference and check ``op`` uses (the ablation: solve's)."""
+    return "solve" if op == "solve-parts" else op
+
+
 def _data(op: str, n: int) -> tuple[np.ndarray, np.ndarray]:
+    op = _kind(op)
     rng = np.random.default_rng(0)
     if op == "tsqr":
         return rng.standard_normal((n, max(8, n // 16))).astype(np.float32), np.zeros(1, np.float32)
@@ -88,6 +101,7 @@ def _spec(op: str, names: tuple[str, ...]) -> P:
 
 
 def _scipy(op: str, a: np.ndarray, b: np.ndarray) -> Any:
+    op = _kind(op)
     if op == "solve":
         return sl.solve(a, b, check_finite=False)
     if op == "cholesky":
@@ -99,6 +113,7 @@ def _dask(op: str, a: np.ndarray, b: np.ndarray) -> Any:
     # Typed loosely: dask's stubs do not describe its lazy submodules.
     dask: Any = importlib.import_module("dask")
     da: Any = importlib.import_module("dask.array")
+    op = _kind(op)
 
     with dask.config.set(scheduler="threads"):
         if op == "tsqr":
@@ -112,6 +127,7 @@ def _dask(op: str, a: np.ndarray, b: np.ndarray) -> Any:
 
 
 def _host(fn: Callable[..., Any], op: str, a: jax.Array, b: jax.Array) -> Any:
+    op = _kind(op)
     n, k = a.shape
     if op in ("qr", "tsqr"):
         out = (jax.ShapeDtypeStruct((n, k), a.dtype), jax.ShapeDtypeStruct((k, k), a.dtype))
@@ -132,6 +148,7 @@ def _host(fn: Callable[..., Any], op: str, a: jax.Array, b: jax.Array) -> Any:
 
 
 def _residual(op: str, a: np.ndarray, b: np.ndarray, out: Any) -> float:
+    op = _kind(op)
     a64 = a.astype(np.float64)
     if op == "solve":
         x = np.asarray(out, np.float64)
@@ -151,11 +168,18 @@ _JNP: dict[str, Callable[..., Any]] = {
     "cholesky": lambda a, b: jnp.linalg.cholesky(a),
     "qr": lambda a, b: tuple(jnp.linalg.qr(a)),
     "tsqr": lambda a, b: tuple(jnp.linalg.qr(a)),
+    "solve-parts": lambda a, b: jnp.linalg.solve(a, b),
 }
 """``jnp.linalg`` for each op: the baseline (sharded input) and ``1 device``."""
 
 
-def _candidates(op: str, m: Any, spec: P) -> dict[str, Callable[..., Any]]:
+def _candidates(op: str, m: Any, spec: P, n: int) -> dict[str, Callable[..., Any]]:
+    if op == "solve-parts":
+        out = ablation_candidates(m, spec, n)
+        out["scipy"] = lambda a, b, a1, b1: _host(_scipy, op, a1, b1)
+        if _have_dask():
+            out["dask"] = lambda a, b, a1, b1: _host(_dask, op, a1, b1)
+        return out
     jnp_op = _JNP[op]
     ours: Callable[..., Any] = {
         "solve": lambda a, b: solve(a, b, mesh=m, spec=spec),
@@ -211,10 +235,10 @@ class _Measure:
         out = jax.block_until_ready(fn(*args))
         cpu = time.process_time() - c0
         a, b = _data(self.op, self.n)
-        res = _residual(self.op, a, b, jax.device_get(out))
+        res = None if name in NOT_SOLUTIONS else _residual(self.op, a, b, jax.device_get(out))
         metrics: dict[str, float | None] = {"cpu_s": cpu, "resid": res}
         share = a.nbytes / self.m.size
-        if name in ("scipy", "dask"):
+        if name in ("scipy", "dask", "BLAS gemm"):
             metrics.update(bytes_sent=None, peak_bytes=None, mem_ratio=None)
             return metrics
         structs = tuple(jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding) for x in args)
@@ -242,7 +266,7 @@ def _cases(config: SuiteConfig) -> list[Case]:
         for n in sizes:
             for op in OPS:
                 spec = _spec(op, names)
-                cands = _candidates(op, m, spec)
+                cands = _candidates(op, m, spec, n)
                 jnp_fn = partial(lambda op, a, b, a1, b1: _JNP[op](a, b), op)
                 measure = _Measure(op, n, m, spec, {BASELINE: jnp_fn, **cands})
                 cases.append(
@@ -271,6 +295,10 @@ def _notes() -> list[str]:
         "qr: square n x n, block Gram-Schmidt with TSQR panels (~3x Householder's flops); "
         "no dask (its QR needs chunks at least as tall as wide). tsqr: n x n/16, rows sharded.",
         "scipy and dask run through jax.pure_callback on the one-device copy.",
+        "solve-parts (ablation of solve): 'shardkit 1 device' is the same algorithm on a "
+        "one-device mesh; 'collectives only' the mesh's LU collectives alone, chained; "
+        "'XLA tiles' the update's 2n^3/3 flops as its tiled matmuls on one device; "
+        "'BLAS gemm' the same flops as one host BLAS call.",
     ] + (
         []
         if _have_dask()

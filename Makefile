@@ -37,6 +37,12 @@ typecheck: $(VENV)/.installed-test
 # Two workers: compiling is single-threaded, so one process leaves a core idle.
 PYTEST_WORKERS ?= 2
 
+# The installs skip byte-compiling (--no-compile above), so Python must be free to
+# cache the bytecode of what it imports: with PYTHONDONTWRITEBYTECODE set, every
+# process the tests start (CLI, launcher ranks, tour) compiled jax and shardkit from
+# source again (tests/test_cli.py alone: 53 -> 35 CPU-s with the cache).
+unexport PYTHONDONTWRITEBYTECODE
+
 pytest: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS)
 

@@ -36,8 +36,7 @@ from jax import lax
 from jax.sharding import PartitionSpec as P
 
 from shardkit.linalg import solve
-from shardkit.linalg._blockcyclic import DEFAULT_BLOCK, DEFAULT_STAGES, make_plan
-from shardkit.linalg._tiles import active_update
+from shardkit.linalg.internal import DEFAULT_BLOCK, DEFAULT_STAGES, active_update, make_plan
 
 __all__ = ["NOT_SOLUTIONS", "ablation_candidates"]
 

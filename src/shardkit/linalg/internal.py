@@ -5,9 +5,13 @@ pieces, so that a plan's predictions are the prices ``matmul(algorithm="auto")``
 quote: the algorithm table (:data:`ALGORITHMS`) and :class:`Problem`, the variant
 enumeration and pricing (:func:`enumerate_variants`, :func:`price`), the communication
 model (:class:`Comm`, ``Spec``, :func:`spec_text`) and the ``shard_map`` builder
-(:func:`build`). Like ``equinox.internal``, it may change without notice.
+(:func:`build`). ``shardkit.bench``'s LU ablation times the factorization's own
+pieces: its defaults and plan (:data:`DEFAULT_BLOCK`, :data:`DEFAULT_STAGES`,
+:func:`make_plan`) and the tiled trailing update (:func:`active_update`). Like
+``equinox.internal``, it may change without notice.
 """
 
+from shardkit.linalg._blockcyclic import DEFAULT_BLOCK, DEFAULT_STAGES, make_plan
 from shardkit.linalg._matmul import (
     ALGORITHMS,
     Comm,
@@ -18,14 +22,19 @@ from shardkit.linalg._matmul import (
     price,
     spec_text,
 )
+from shardkit.linalg._tiles import active_update
 
 __all__ = [
     "ALGORITHMS",
+    "DEFAULT_BLOCK",
+    "DEFAULT_STAGES",
     "Comm",
     "Problem",
     "Spec",
+    "active_update",
     "build",
     "enumerate_variants",
+    "make_plan",
     "price",
     "spec_text",
 ]

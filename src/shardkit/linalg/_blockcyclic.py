@@ -433,27 +433,33 @@ def _swaps(perm: np.ndarray) -> np.ndarray:
 
 def _reorder(x: jax.Array, plan: Plan, tab: LocalTables, *, inverse: bool) -> jax.Array:
     # A loop of nb-block swaps per axis updates the loop carry in place, so that a donated
-    # block needs no second share: a gather (x[rows][:, cols]) writes a new buffer, and
-    # XLA built it transposed and transposed it back (two more shares at the peak). An
-    # axis whose order is the identity on every device is left alone.
+    # block needs no second share: a gather (x[rows][:, cols]) writes a new buffer. Each
+    # swap reads both blocks into one small buffer (2 nb rows or columns) behind an
+    # optimization barrier, then writes them back with two dynamic-update-slices: without
+    # the barrier XLA fuses the second read into the second write and copies all of the
+    # carry to keep it; with a gather/scatter pair instead, the scatter's per-element loop
+    # cost 0.38 CPU-s at n=4096 on 8 devices (32 column swaps each), against 0.03 so.
+    # An axis whose order is the identity on every device is left alone.
     nb, t = plan.nb, plan.tables
     for axis, perm, dev in ((0, t.perm_r, tab.r), (1, t.perm_c, tab.c)):
         if (perm == np.arange(perm.shape[1])).all():
             continue
         table = jnp.asarray(_swaps(np.argsort(perm, axis=1) if inverse else perm), jnp.int32)
         to = table[dev]
-        span = jnp.arange(nb, dtype=jnp.int32)
 
-        def swap(
-            i: jax.Array, y: jax.Array, to: jax.Array = to, span: jax.Array = span, axis: int = axis
-        ) -> jax.Array:
-            # One gather and one scatter: a pair of dynamic slices and updates let XLA
-            # fuse the second read into the second write and copy all of y to keep it.
-            both = jnp.concatenate([i * nb + span, to[i] * nb + span])
-            moved = jnp.take(y, jnp.roll(both, nb), axis=axis)
-            if axis == 0:
-                return y.at[both].set(moved)
-            return y.at[:, both].set(moved)
+        def swap(i: jax.Array, y: jax.Array, to: jax.Array = to, axis: int = axis) -> jax.Array:
+            size = list(y.shape)
+            size[axis] = nb
+
+            def at(blk: jax.Array) -> tuple[jax.Array, ...]:
+                return (blk * nb, 0) if axis == 0 else (0, blk * nb)
+
+            pair = jnp.concatenate(
+                [dslice(y, at(i), tuple(size)), dslice(y, at(to[i]), tuple(size))], axis=axis
+            )
+            pair = jax.lax.optimization_barrier(pair)
+            mine, theirs = jnp.split(pair, 2, axis=axis)
+            return dupdate(dupdate(y, theirs, at(i)), mine, at(to[i]))
 
         x = jax.lax.fori_loop(jnp.int32(0), jnp.int32(perm.shape[1]), swap, x)
     return x

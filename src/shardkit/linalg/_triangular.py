@@ -78,25 +78,40 @@ def substitute(
         ce, cs = tab.own_c[e], tab.slot_c[e]
         # Only the solved part of the triangle is read: the other triangle (and the
         # unsolved columns) may hold anything, NaN included, so they are selected away
-        # before the product rather than multiplied by x's zeros.
+        # before the product rather than multiplied by x's zeros. Only the devices
+        # holding block e's row (column) compute (a cond): the others' products were
+        # dropped, and masking a whole n/C-wide block row per step on every device
+        # cost 0.1 CPU-s of a 0.15 CPU-s solve at n=4096 on 8 devices.
         if not trans:
-            blk = dslice(a, (rs * nb, 0), (nb, k))
             mine = r == re
             g = tab.g_c
             done = (g < e * nb) if forward else (g >= (e + 1) * nb)
-            part = jnp.where(done[None, :], blk, 0) @ x[g]
-            diag = dslice(blk, (0, cs * nb), (nb, nb))
+
+            def product() -> tuple[jax.Array, jax.Array]:
+                blk = dslice(a, (rs * nb, 0), (nb, k))
+                return jnp.where(done[None, :], blk, 0) @ x[g], dslice(blk, (0, cs * nb), (nb, nb))
+
         else:
-            blk = dslice(a, (0, cs * nb), (m, nb))
             mine = c == ce
             g = tab.g_r
             done = (g < e * nb) if forward else (g >= (e + 1) * nb)
-            part = jnp.where(done[:, None], blk, 0).T @ x[g]
-            diag = dslice(blk, (rs * nb, 0), (nb, nb)).T
+
+            def product() -> tuple[jax.Array, jax.Array]:
+                # (x^T blk)^T, not blk^T x: a transposed operand made XLA lay the whole
+                # carried block out column-major (1.57 CPU-s instead of 0.06 for one
+                # n=4096 solve on 8 devices); here the big operand stays row-major.
+                blk = dslice(a, (0, cs * nb), (m, nb))
+                part = (x[g].T @ jnp.where(done[:, None], blk, 0)).T
+                return part, dslice(blk, (rs * nb, 0), (nb, nb)).T
+
+        nothing = (
+            jnp.zeros((nb, x.shape[1]), jnp.result_type(a, x)),
+            jnp.zeros((nb, nb), a.dtype),
+        )
+        part, diag = lax.cond(mine, product, lambda: nothing)
         # op(T) is lower exactly when the substitution runs forward.
         diag = jnp.tril(diag, -1 if unit else 0) if forward else jnp.triu(diag, 1 if unit else 0)
-        part = jnp.where(mine, part, 0)
-        diag = jnp.where(mine & (r == re) & (c == ce), diag, 0)
+        diag = jnp.where((r == re) & (c == ce), diag, 0)
         both = psum(jnp.concatenate([part, diag], axis=1), axes)
         part, diag = both[:, : x.shape[1]], both[:, x.shape[1] :]
         if unit:  # the diagonal is never read: ones in its place

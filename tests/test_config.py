@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -47,6 +48,33 @@ def test_use_cpu_devices_in_fresh_process_sets_count_and_pins() -> None:
     assert out[0] == "3"
     assert "--xla_cpu_multi_thread_eigen=false" in out
     assert out[-1] == "1"
+
+
+def test_use_cpu_devices_pins_a_blas_loaded_before_it() -> None:
+    # SciPy imported first: its BLAS (which jaxlib's CPU LAPACK kernels call) read its
+    # thread count at load time, before the variables were set; it is limited at run
+    # time instead (a sharded solve ran 6x slower here with it multi-threaded).
+    code = (
+        "import scipy.linalg, threadpoolctl, shardkit; "
+        "before = [p['num_threads'] for p in threadpoolctl.threadpool_info() if p['user_api'] == 'blas']; "
+        "shardkit.use_cpu_devices(2); "
+        "after = [p['num_threads'] for p in threadpoolctl.threadpool_info() if p['user_api'] == 'blas']; "
+        "import json; print(json.dumps([before, after]))"
+    )
+    blas = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "XLA_FLAGS")
+    env = {k: v for k, v in os.environ.items() if k not in blas}
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+        timeout=120,
+    ).stdout
+    before, after = json.loads(out)
+    assert after, out  # SciPy's BLAS was found
+    assert set(after) == {1}, out
+    assert len(before) == len(after)
 
 
 def test_pin_cpu_threads_keeps_user_flags(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import jax
@@ -11,6 +12,7 @@ import pytest
 import scipy.linalg as sl
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from jax.extend.core import Literal, jaxprs_in_params
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -29,7 +31,7 @@ from shardkit.linalg import (
     solve,
     to_block_cyclic,
 )
-from shardkit.linalg._lu_kernel import _panel_permutation
+from shardkit.linalg._lu_kernel import BULK_SCOPE, _panel_permutation
 from shardkit.testing import assert_close
 
 
@@ -265,3 +267,68 @@ def test_solve_never_moves_the_matrix_and_bounds_memory(shape: str, sp: P, pivot
     assert report.memory is not None
     assert ref.memory is not None
     assert report.memory.peak_bytes < ref.memory.peak_bytes / 2
+
+
+def _has_collective(eqn: Any) -> bool:
+    """A collective, or a loop or cond holding one."""
+    if eqn.primitive.name in ("psum", "psum_invariant", "all_gather", "pmax", "ppermute"):
+        return True
+    return any(_has_collective(e) for j in jaxprs_in_params(eqn.params) for e in j.eqns)
+
+
+def _panel_loop_bodies(jaxpr: Any) -> list[Any]:
+    """The bodies of the loops over panels: those whose own equations hold the bulk update."""
+    out = []
+    for eqn in jaxpr.eqns:
+        for sub in jaxprs_in_params(eqn.params):
+            if eqn.primitive.name == "while" and any(
+                BULK_SCOPE in str(e.source_info.name_stack) for e in sub.eqns
+            ):
+                out.append(sub)
+            out.extend(_panel_loop_bodies(sub))
+    return out
+
+
+def _ancestors(jaxpr: Any) -> list[set[int]]:
+    """For each equation, the equations it depends on (transitively, through data)."""
+    made: dict[Any, int] = {}
+    anc: list[set[int]] = []
+    for i, eqn in enumerate(jaxpr.eqns):
+        deps: set[int] = set()
+        for v in eqn.invars:
+            if not isinstance(v, Literal) and v in made:
+                deps |= anc[made[v]] | {made[v]}
+        anc.append(deps)
+        made.update((v, i) for v in eqn.outvars)
+    return anc
+
+
+@pytest.mark.parametrize(
+    ("shape", "pivoting"), [("2x4", "tournament"), ("2x4", "partial"), ("8", "tournament")]
+)
+def test_lookahead_panel_collectives_do_not_wait_for_the_bulk_update(
+    shape: str, pivoting: Any
+) -> None:
+    # Lookahead: within a step, the next panel's collectives (its column broadcast and
+    # pivot search) must not depend on the step's bulk trailing update (so that they
+    # can overlap it), and every collective must depend on the one before it (XLA's
+    # CPU runtime deadlocks on collectives that data do not order).
+    m = make_mesh(shape)
+    b = jax.ShapeDtypeStruct((64,), jnp.float32, sharding=NamedSharding(m, P()))
+    sp = P("x", None) if shape == "8" else P("x", "y")
+    fn = lambda a, b: solve(a, b, nb=8, pivoting=pivoting)  # noqa: E731
+    bodies = _panel_loop_bodies(jax.make_jaxpr(fn)(_struct(64, m, sp), b).jaxpr)
+    assert bodies
+    for body in bodies:
+        anc = _ancestors(body)
+        colls = [i for i, e in enumerate(body.eqns) if _has_collective(e)]
+        bulk = {i for i, e in enumerate(body.eqns) if BULK_SCOPE in str(e.source_info.name_stack)}
+        assert any(body.eqns[i].primitive.name in ("dot_general", "while") for i in bulk)
+        assert len(colls) >= 3
+        for c in colls:
+            assert not anc[c] & bulk, f"collective {body.eqns[c].primitive} waits for the update"
+        for before, after in itertools.pairwise(colls):
+            assert before in anc[after], "two collectives of a step are not ordered by data"
+        bulk_needs = set().union(*(anc[i] for i in bulk))
+        # The panel's pivot search (its last collectives) runs beside the update.
+        assert colls[-1] not in bulk_needs

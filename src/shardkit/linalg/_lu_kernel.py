@@ -36,6 +36,7 @@ from shardkit.linalg._blockcyclic import (
 from shardkit.linalg._tiles import active_update
 
 __all__ = [
+    "BULK_SCOPE",
     "INNER_BLOCK",
     "PIVOTING_NAMES",
     "Pivoting",
@@ -45,6 +46,9 @@ __all__ = [
 Pivoting: TypeAlias = Literal["partial", "tournament"]
 PIVOTING_NAMES: tuple[str, ...] = get_args(Pivoting)
 """The legal values of ``pivoting=``."""
+
+BULK_SCOPE = "lu_trailing_update"
+"""The ``jax.named_scope`` of each step's bulk trailing update (profiles, structure tests)."""
 
 INNER_BLOCK = 16
 """Columns factored one at a time inside a panel before a blocked update of the rest."""
@@ -64,19 +68,41 @@ class Pivots(NamedTuple):
     swaps: jax.Array
 
 
-class Factoring(NamedTuple):
-    """The carry of the loop over panels: the local block and the pivots so far."""
-
-    a: jax.Array
-    piv: Pivots
-
-
 class Panel(NamedTuple):
-    """What pivoting one panel returns: ``a`` with its rows exchanged, the factored panel."""
+    """A factored panel whose row exchanges have not yet reached the rest of ``a``.
 
-    a: jax.Array
+    Attributes:
+      pan: the panel's active rows, factored (tournament: still in their old order).
+      piv: the pivots, this panel's included.
+      touched, came_from: the row moves (position ``touched[i]`` receives the row at
+        ``came_from[i]``), applied to ``a`` by :func:`_finish_panel`.
+      top: tournament only: ``L11 \\ U11``, the panel's top ``nb`` rows once the rows
+        have moved (partial pivoting moves the panel's rows as it goes: ``None``).
+    """
+
     pan: jax.Array
     piv: Pivots
+    touched: jax.Array
+    came_from: jax.Array
+    top: jax.Array | None
+
+
+class Factoring(NamedTuple):
+    """The carry of the loop over panels: step ``e`` starts with panel ``e`` pivoted.
+
+    Attributes:
+      a: the local block, updated up to step ``e - 1``; panel ``e``'s row exchanges
+        are still to come.
+      ahead: panel ``e + 1``'s columns (this device's slot, active rows), as in ``a``:
+        taken at the end of a step, so that the next step's lookahead reads them while
+        ``a`` is updated in place, without a copy of ``a``.
+      panel: panel ``e``, factored and broadcast along the mesh row (the pivots so far
+        in ``panel.piv``).
+    """
+
+    a: jax.Array
+    ahead: jax.Array
+    panel: Panel
 
 
 class _BlockCarry(NamedTuple):
@@ -139,8 +165,8 @@ class Stage:
         return self.tab.own_r[blk], jnp.clip(loc, 0, self.m - 1)
 
 
-PanelPivoting: TypeAlias = Callable[[Stage, jax.Array, jax.Array, jax.Array, Pivots], Panel]
-"""``(stage, panel index e, a, broadcast panel, pivots) -> Panel``."""
+PanelPivoting: TypeAlias = Callable[[Stage, jax.Array, jax.Array, Pivots], Panel]
+"""``(stage, panel index e, broadcast panel, pivots) -> Panel``; reads nothing of ``a``."""
 
 
 def _magnitude(x: jax.Array) -> jax.Array:
@@ -164,12 +190,15 @@ def _exchange_rows(
     xs: tuple[tuple[jax.Array, int], ...],
     touched: jax.Array,
     came_from: jax.Array,
+    view: tuple[jax.Array, int, jax.Array] | None = None,
 ) -> tuple[jax.Array, ...]:
     """Give positions ``touched`` the rows that were at ``came_from``: one all-reduce.
 
     Each ``(x, r0)`` holds local rows ``r0:`` (of whatever columns it has). The
     sources' owners contribute their rows of every ``x`` and one
     ``len(touched) x (total columns)`` all-reduce over the row axes delivers them all.
+    ``view = (y, r0, c)``: ``y`` (rows ``r0:``) is a copy of ``xs[0]``'s columns
+    ``c:``, kept apart; its rows move with them at no extra communication (returned last).
     """
     r = ctx.tab.r
     own_s, loc_s = ctx.where_row(came_from)
@@ -183,6 +212,10 @@ def _exchange_rows(
         dest = jnp.where(own_t == r, loc_t - r0, x.shape[0])
         out.append(x.at[dest].set(moved[:, start : start + size], mode="drop"))
         start += size
+    if view is not None:
+        y, r0, c = view
+        dest = jnp.where(own_t == r, loc_t - r0, y.shape[0])
+        out.append(y.at[dest].set(dslice(moved, (0, c), (moved.shape[0], y.shape[1])), mode="drop"))
     return tuple(out)
 
 
@@ -225,7 +258,7 @@ def _panel_permutation(chosen: jax.Array, j0: jax.Array) -> tuple[jax.Array, jax
 # ---- tournament pivoting (CALU) ---------------------------------------------------------
 
 
-def _tournament_panel(ctx: Stage, e: jax.Array, a: jax.Array, pan: jax.Array, piv: Pivots) -> Panel:
+def _tournament_panel(ctx: Stage, e: jax.Array, pan: jax.Array, piv: Pivots) -> Panel:
     """Factor one panel with tournament pivoting (CALU): one all-gather picks all ``nb`` pivots.
 
     Each device runs LAPACK's partial-pivoting LU on its active rows of the panel and
@@ -233,8 +266,8 @@ def _tournament_panel(ctx: Stage, e: jax.Array, a: jax.Array, pan: jax.Array, pi
     ``R x nb`` nominees, the first row of devices factors the stack (partial pivoting
     again) and one small all-reduce shares the result: its first ``nb`` pivots are the
     panel's pivot rows and its ``nb x nb`` top is ``L11 \\ U11``. Every other active row
-    gets ``L21 = A21 U11^-1`` in place, before the rows move; then one all-reduce of
-    ``2 nb`` rows exchanges the rows of ``a`` and of the factored panel together. With
+    gets ``L21 = A21 U11^-1`` in place, before the rows move; :func:`_finish_panel`
+    later exchanges the rows of ``a`` and of the factored panel in one all-reduce. With
     one row of devices this is exactly partial pivoting; otherwise the pivots can
     differ from LAPACK's (Grigori, Demmel and Xiang, "CALU", SIMAX 2011: as stable as
     partial pivoting in practice). ``a``'s panel columns are rewritten by the caller.
@@ -270,24 +303,21 @@ def _tournament_panel(ctx: Stage, e: jax.Array, a: jax.Array, pan: jax.Array, pi
     l21 = trsm(u11, pan, lower=False, left=False)
     pan = jnp.where(act[:, None], l21, pan)
     touched, came_from, parity = _panel_permutation(chosen, j0)
-    a, pan = _exchange_rows(ctx, ((a, 0), (pan, ctx.r0)), touched, came_from)
     perm = piv.perm.at[touched].set(piv.perm[came_from])
-    in_top = (g_r >= j0) & (g_r < j0 + nb)
-    pan = jnp.where(in_top[:, None], top[jnp.clip(g_r - j0, 0, nb - 1)], pan)
-    return Panel(a, pan, Pivots(perm, status, piv.swaps + parity))
+    return Panel(pan, Pivots(perm, status, piv.swaps + parity), touched, came_from, top)
 
 
 # ---- partial pivoting (LAPACK's) --------------------------------------------------------
 
 
-def _partial_panel(ctx: Stage, e: jax.Array, a: jax.Array, pan: jax.Array, piv: Pivots) -> Panel:
+def _partial_panel(ctx: Stage, e: jax.Array, pan: jax.Array, piv: Pivots) -> Panel:
     """Factor one panel with LAPACK's partial pivoting, ``ib`` columns at a time.
 
     Each column's pivot is found over the whole column by one small all-gather
     (:func:`_pivot_candidates`); after each ``ib`` columns the rest of the panel is
-    updated by blocks (:func:`_partial_block`). The panel's row exchanges then reach
-    whole rows of ``a`` at once: the (at most ``2 nb``) touched positions receive their
-    new rows in one ``2 nb x n / C`` all-reduce.
+    updated by blocks (:func:`_partial_block`). The panel's row exchanges reach
+    whole rows of ``a`` later, at once (:func:`_finish_panel`): the (at most ``2 nb``)
+    touched positions receive their new rows in one ``2 nb x n / C`` all-reduce.
     """
     nb, n = ctx.plan.nb, ctx.plan.n
     src0 = jnp.arange(n, dtype=jnp.int32)
@@ -299,8 +329,7 @@ def _partial_panel(ctx: Stage, e: jax.Array, a: jax.Array, pan: jax.Array, piv: 
         _BlockCarry(pan, src0, piv, pivs0),
     )
     touched = jnp.concatenate([e * nb + ctx.cols_nb.astype(jnp.int32), out.pivs])
-    (a,) = _exchange_rows(ctx, ((a, 0),), touched, out.src[touched])
-    return Panel(a, out.pan, out.piv)
+    return Panel(out.pan, out.piv, touched, out.src[touched], None)
 
 
 def _partial_block(ctx: Stage, e: jax.Array, kb: jax.Array, st: _BlockCarry) -> _BlockCarry:
@@ -422,25 +451,66 @@ PANEL_PIVOTING: dict[Pivoting, PanelPivoting] = {
 # ---- the loop over panels ----------------------------------------------------------------
 
 
-def _panel_step(ctx: Stage, pivot: PanelPivoting, e: jax.Array, state: Factoring) -> Factoring:
-    """Panel ``e``: broadcast it along the mesh row, pivot it, then U's rows and the update.
+def _broadcast_columns(ctx: Stage, e: jax.Array, cols: jax.Array) -> jax.Array:
+    """Panel ``e``'s columns (``cols``: this device's slot of them) along the mesh row."""
+    return psum(jnp.where(ctx.tab.c == ctx.tab.own_c[e], cols, 0), ctx.plan.col_axes)
 
-    The ``nb`` rows of U are solved on their owner and broadcast down the mesh column;
-    the trailing matrix is updated locally, by tiles over its active rows and columns
-    only (:func:`~shardkit.linalg._tiles.active_update`).
+
+def _ahead(ctx: Stage, e: jax.Array, a: jax.Array) -> jax.Array:
+    """This device's slot of panel ``e``'s columns, active rows (``e`` clipped to the last)."""
+    cs = ctx.tab.slot_c[jnp.minimum(e, ctx.plan.blocks - 1)]
+    return dslice(a, (ctx.r0, cs * ctx.plan.nb), (ctx.rows, ctx.plan.nb))
+
+
+def _finish_panel(
+    ctx: Stage, e: jax.Array, a: jax.Array, p: Panel, ahead: jax.Array | None
+) -> tuple[jax.Array, jax.Array, jax.Array | None]:
+    """Panel ``e``'s row exchanges reach ``a`` (one all-reduce), then its columns are written.
+
+    ``ahead`` (the next panel's columns, kept apart) has its rows exchanged too. Returns
+    ``a``, the factored panel in its final row order, and ``ahead``.
     """
-    tab, nb, r0, rows = ctx.tab, ctx.plan.nb, ctx.r0, ctx.rows
-    ce, cs = tab.own_c[e], tab.slot_c[e]
-    pan = dslice(state.a, (r0, cs * nb), (rows, nb))
-    pan = psum(jnp.where(tab.c == ce, pan, 0), ctx.plan.col_axes)
-    a, pan, piv = pivot(ctx, e, state.a, pan, state.piv)
+    nb, r0, rows = ctx.plan.nb, ctx.r0, ctx.rows
+    xs = ((a, 0), (p.pan, r0)) if p.top is not None else ((a, 0),)
+    view = None if ahead is None else (ahead, r0, ctx.tab.slot_c[e + 1] * nb)
+    out = list(_exchange_rows(ctx, xs, p.touched, p.came_from, view))
+    a, pan = out.pop(0), p.pan
+    if p.top is not None:
+        j0 = e * nb
+        in_top = (ctx.g_r >= j0) & (ctx.g_r < j0 + nb)
+        pan = jnp.where(in_top[:, None], p.top[jnp.clip(ctx.g_r - j0, 0, nb - 1)], out.pop(0))
+    ahead = out.pop(0) if ahead is not None else None
+    cs = ctx.tab.slot_c[e]
     cur = dslice(a, (r0, cs * nb), (rows, nb))
-    a = dupdate(a, jnp.where(tab.c == ce, pan, cur), (r0, cs * nb))
+    # Active rows only: the lookahead's copy of the rows above (U) may be stale.
+    write = (ctx.tab.c == ctx.tab.own_c[e]) & (ctx.g_r >= e * nb)[:, None]
+    a = dupdate(a, jnp.where(write, pan, cur), (r0, cs * nb))
+    return a, pan, ahead
+
+
+def _panel_step(ctx: Stage, pivot: PanelPivoting, e: jax.Array, state: Factoring) -> Factoring:
+    """Step ``e``, with lookahead: panel ``e + 1`` first, then the rest of update ``e``.
+
+    Panel ``e``'s row exchanges reach ``a``, the ``nb`` rows of U are solved on their
+    owner and broadcast down the mesh column. Then panel ``e + 1``'s columns alone are
+    updated, broadcast along the mesh row and pivoted, while the rest of the trailing
+    matrix is updated locally, by tiles over its active rows and columns only
+    (:func:`~shardkit.linalg._tiles.active_update`): the next panel's collectives do
+    not depend on that update, so on real devices they can overlap it (ScaLAPACK's and
+    HPL's lookahead). Its row exchanges, which need the updated rows, open the next step.
+
+    Every collective still depends on the one before it: on XLA's CPU runtime two
+    collectives no data dependency orders may run concurrently on one device's threads
+    and deadlock in their rendezvous.
+    """
+    tab, nb, r0, rows, c0 = ctx.tab, ctx.plan.nb, ctx.r0, ctx.rows, ctx.c0
+    a, pan, ahead = _finish_panel(ctx, e, state.a, state.panel, state.ahead)
+    assert ahead is not None
     re, rs = tab.own_r[e], tab.slot_r[e]
     mine = tab.r == re
     le = jnp.clip(rs * nb - r0, 0, rows - nb)
     l11 = jnp.where(mine, dslice(pan, (le, 0), (nb, nb)), jnp.eye(nb, dtype=a.dtype))
-    urow = dslice(a, (le + r0, ctx.c0), (nb, ctx.k - ctx.c0))
+    urow = dslice(a, (le + r0, c0), (nb, ctx.k - c0))
     trail = ctx.g_c >= (e + 1) * nb
     # Only the owner solves (a cond: the others would redo its work and drop it).
     u12 = lax.cond(
@@ -448,19 +518,32 @@ def _panel_step(ctx: Stage, pivot: PanelPivoting, e: jax.Array, state: Factoring
         lambda: jnp.where(trail, trsm(l11, urow, lower=True, unit_diagonal=True), urow),
         lambda: urow,
     )
-    a = dupdate(a, u12, (le + r0, ctx.c0))
+    a = dupdate(a, u12, (le + r0, c0))
     u12 = psum(jnp.where(mine & trail, u12, 0), ctx.plan.row_axes)
-    nxt = (e + 1) * nb
+    nxt, after = (e + 1) * nb, (e + 2) * nb
     l21 = jnp.where((ctx.g_r >= nxt)[:, None], pan, 0)
-    row_lo, col_lo = jnp.sum(ctx.g_r < nxt), jnp.sum(ctx.g_c < nxt)
-    a = active_update(a, l21, u12, (r0, ctx.c0), row_lo, col_lo, nb=nb)
-    return Factoring(a, piv)
+    # Lookahead: panel e + 1's columns alone (their rows of U are stale in `ahead`;
+    # _finish_panel writes active rows only).
+    cs = tab.slot_c[e + 1]
+    cols = ahead - l21 @ dslice(u12, (0, cs * nb - c0), (nb, nb))
+    panel = pivot(ctx, e + 1, _broadcast_columns(ctx, e + 1, cols), state.panel.piv)
+    # The rest of update e, panel e + 1's columns left out (they are rewritten).
+    rest = jnp.where((ctx.g_c >= after)[None, :], u12, 0)
+    row_lo, col_lo = jnp.sum(ctx.g_r < nxt), jnp.sum(ctx.g_c < after)
+    with jax.named_scope(BULK_SCOPE):
+        a = active_update(a, l21, rest, (r0, c0), row_lo, col_lo, nb=nb)
+    return Factoring(a, _ahead(ctx, e + 2, a), panel)
 
 
 def factor_local(
     a: jax.Array, plan: Plan, stages: int, pivoting: Pivoting
 ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
-    """The LU kernel, inside ``shard_map``: (packed factors in slot order, perm, swaps, status)."""
+    """The LU kernel, inside ``shard_map``: (packed factors in slot order, perm, swaps, status).
+
+    Panel 0 is pivoted first; step ``e`` then pivots panel ``e + 1`` (lookahead, see
+    :func:`_panel_step`), so the loop runs ``n / nb - 1`` steps and the last panel's
+    row exchanges follow it.
+    """
     tab = local_tables(plan)
     a = to_local_order(a, plan, tab)
     nb, n = plan.nb, plan.n
@@ -471,15 +554,33 @@ def factor_local(
     if axes:
         amax = lax.pmax(amax, axes)
     tol = n * jnp.finfo(a.dtype).eps * amax
-    state = Factoring(a, Pivots(jnp.arange(n, dtype=jnp.int32), jnp.int32(0), jnp.int32(0)))
+    piv = Pivots(jnp.arange(n, dtype=jnp.int32), jnp.int32(0), jnp.int32(0))
     cols_nb = jnp.arange(nb, dtype=jnp.int32)
     ib = max(d for d in range(1, min(nb, INNER_BLOCK) + 1) if nb % d == 0)
     cols_ib = jnp.arange(ib, dtype=jnp.int32)
     pivot = PANEL_PIVOTING[pivoting]
+    state: Factoring | None = None
+    ctx: Stage | None = None
     for s0, s1, lr, lc in plan.stage_bounds(stages):
         r0, c0 = lr * nb, lc * nb
         g_r, g_c = tab.g_r[r0:], tab.g_c[c0:]
         ctx = Stage(plan, tab, tol, r0, c0, m, k, ib, cols_nb, cols_ib, g_r, g_c)
-        step = functools.partial(_panel_step, ctx, pivot)
-        state = lax.fori_loop(jnp.int32(s0), jnp.int32(s1), step, state)
-    return state.a, state.piv.perm, state.piv.swaps, state.piv.status
+        if state is None:  # panel 0
+            e0 = jnp.int32(0)
+            p0 = pivot(ctx, e0, _broadcast_columns(ctx, e0, _ahead(ctx, e0, a)), piv)
+            state = Factoring(a, _ahead(ctx, e0 + 1, a), p0)
+        # The panels' rows above this stage's are all eliminated (never moved): drop them.
+        cut = state.ahead.shape[0] - ctx.rows
+        state = Factoring(
+            state.a, state.ahead[cut:], state.panel._replace(pan=state.panel.pan[cut:])
+        )
+        last = min(s1, plan.blocks - 1)
+        if s0 < last:
+            step = functools.partial(_panel_step, ctx, pivot)
+            state = lax.fori_loop(jnp.int32(s0), jnp.int32(last), step, state)
+    assert state is not None
+    assert ctx is not None
+    e = jnp.int32(plan.blocks - 1)
+    a, _, _ = _finish_panel(ctx, e, state.a, state.panel, None)
+    piv = state.panel.piv
+    return a, piv.perm, piv.swaps, piv.status

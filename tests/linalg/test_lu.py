@@ -316,7 +316,7 @@ def test_lookahead_panel_collectives_do_not_wait_for_the_bulk_update(
     m = make_mesh(shape)
     b = jax.ShapeDtypeStruct((64,), jnp.float32, sharding=NamedSharding(m, P()))
     sp = P("x", None) if shape == "8" else P("x", "y")
-    fn = lambda a, b: solve(a, b, nb=8, pivoting=pivoting)  # noqa: E731
+    fn = lambda a, b: solve(a, b, nb=8, pivoting=pivoting, lookahead=True)  # noqa: E731
     bodies = _panel_loop_bodies(jax.make_jaxpr(fn)(_struct(64, m, sp), b).jaxpr)
     assert bodies
     for body in bodies:
@@ -332,3 +332,31 @@ def test_lookahead_panel_collectives_do_not_wait_for_the_bulk_update(
         bulk_needs = set().union(*(anc[i] for i in bulk))
         # The panel's pivot search (its last collectives) runs beside the update.
         assert colls[-1] not in bulk_needs
+
+
+@pytest.mark.parametrize(
+    ("shape", "sp", "pivoting", "n"),
+    [
+        ("2x4", P("x", "y"), "tournament", 64),
+        ("2x4", P("x", "y"), "partial", 61),
+        ("8", P("x", None), "tournament", 61),
+        ("4x2", P("x", "y"), "partial", 64),
+    ],
+)
+def test_lookahead_gives_the_same_factors(shape: str, sp: P, pivoting: Any, n: int) -> None:
+    # Lookahead only reorders the work of a step: the same pivots and, to rounding, the
+    # same factors, eagerly and under jit (sizes the mesh does not divide: padded).
+    m = make_mesh(shape)
+    rng = np.random.default_rng(7)
+    a_np = rng.standard_normal((n, n))
+    a = jax.device_put(a_np, NamedSharding(m, sp)) if n % 8 == 0 else a_np
+    kw: dict[str, Any] = {"nb": 4, "pivoting": pivoting, "mesh": m, "spec": sp}
+    plain = lu_factor(a, **kw)
+    ahead = lu_factor(a, lookahead=True, **kw)
+    np.testing.assert_array_equal(np.asarray(ahead.perm), np.asarray(plain.perm))
+    assert_close(np.asarray(ahead.lu), np.asarray(plain.lu))
+    b = rng.standard_normal(n)
+    x = jax.jit(lambda a, b: solve(a, b, lookahead=True, **kw))(a, b)
+    assert_close(a_np @ np.asarray(x), b)
+    with pytest.raises(TypeError, match="lookahead='yes' must be True or False"):
+        solve(a, b, lookahead="yes", **kw)  # type: ignore[arg-type]

@@ -146,11 +146,16 @@ class LUFactors:
 
 @functools.lru_cache(maxsize=128)
 def _factor_program(
-    plan: Plan, mesh: AnyMesh, spec: PartitionSpec, stages: int, pivoting: Pivoting
+    plan: Plan,
+    mesh: AnyMesh,
+    spec: PartitionSpec,
+    stages: int,
+    pivoting: Pivoting,
+    lookahead: bool = False,
 ) -> Any:
     rep = PartitionSpec()
     return Spmd(
-        lambda a: factor_local(a, plan, stages, pivoting),
+        lambda a: factor_local(a, plan, stages, pivoting, lookahead=lookahead),
         mesh,
         spec,
         (spec, rep, rep, rep),
@@ -167,6 +172,8 @@ def _factor(
     stages: int,
     pivoting: str,
     overwrite: bool = False,
+    *,
+    lookahead: bool = False,
 ) -> LUFactors:
     if pivoting not in PIVOTING_NAMES:
         raise ValueError(
@@ -174,12 +181,14 @@ def _factor(
             "'partial' is LAPACK's (one small all-gather per column), 'tournament' "
             "picks a panel's pivots with one all-gather (faster, CALU)"
         )
+    if not isinstance(lookahead, bool):
+        raise TypeError(f"{where}: lookahead={lookahead!r} must be True or False")
     a = as_inexact(where, "a", a)
     m, p, plan, padding = square_plan(where, a, mesh, spec, nb, order)
     # The border max|a| I keeps the singularity tolerance n eps max|a| that of a.
     diag = scale(a) if padding.size != padding.n else 1.0
     x = pad_matrix(a, padding, plan, m, p, diag)
-    prog = _factor_program(plan, m, p, int(stages), pivoting)
+    prog = _factor_program(plan, m, p, int(stages), pivoting, lookahead)  # type: ignore[arg-type]
     # Donated, the factors take x's buffer: one share of a per device less.
     run = prog.donating if overwrite and not is_traced(x) else prog
     lu_, perm, swaps, status = run(x)
@@ -201,18 +210,20 @@ def _on_layout(
     order: str,
     stages: int,
     pivoting: str,
+    lookahead: bool = False,
 ) -> tuple[Any, ...]:
     """Auto mesh axes under ``jit``: factor, then ``tail``, in one per-shard program.
 
     Returns ``tail``'s outputs and the natural status; see :mod:`shardkit.linalg._partitioned`.
     """
-    if pivoting not in PIVOTING_NAMES:
-        _factor(where, a, nb, order, None, None, stages, pivoting)  # raises the error
+    if pivoting not in PIVOTING_NAMES or not isinstance(lookahead, bool):
+        # raises the error
+        _factor(where, a, nb, order, None, None, stages, pivoting, lookahead=lookahead)
     if not jnp.issubdtype(a.dtype, jnp.inexact):
         a = a.astype(jnp.result_type(float))
 
     def make(plan: Plan, m: AnyMesh, p: PartitionSpec) -> Any:
-        fac = _factor_program(plan, m, p, int(stages), pivoting).body  # type: ignore[arg-type]
+        fac = _factor_program(plan, m, p, int(stages), pivoting, lookahead).body  # type: ignore[arg-type]
         fn, rest_specs, out_specs = tail(plan, m, p)
 
         def local(a: jax.Array, *more: jax.Array) -> tuple[jax.Array, ...]:
@@ -248,6 +259,7 @@ def lu_factor(
     spec: SpecLike = ...,
     stages: int = ...,
     pivoting: Pivoting = ...,
+    lookahead: bool = ...,
     return_status: Literal[False] = ...,
     check_finite: bool = ...,
     overwrite_a: bool = ...,
@@ -265,6 +277,7 @@ def lu_factor(
     spec: SpecLike = ...,
     stages: int = ...,
     pivoting: Pivoting = ...,
+    lookahead: bool = ...,
     return_status: Literal[True],
     check_finite: bool = ...,
     overwrite_a: bool = ...,
@@ -282,6 +295,7 @@ def lu_factor(
     spec: SpecLike = ...,
     stages: int = ...,
     pivoting: Pivoting = ...,
+    lookahead: bool = ...,
     return_status: bool = ...,
     check_finite: bool = ...,
     overwrite_a: bool = ...,
@@ -298,6 +312,7 @@ def lu_factor(
     spec: SpecLike = None,
     stages: int = DEFAULT_STAGES,
     pivoting: Pivoting = "tournament",
+    lookahead: bool = False,
     return_status: bool = False,
     check_finite: bool = True,
     overwrite_a: bool = False,
@@ -328,6 +343,11 @@ def lu_factor(
       stages: static sub-loops over which the panel steps' working set shrinks.
       pivoting: ``"tournament"`` (CALU: one all-gather per panel) or ``"partial"``
         (LAPACK's pivots: one small all-gather per column); see the module docstring.
+      lookahead: factor and broadcast panel ``k + 1`` before the rest of update ``k``
+        (ScaLAPACK's and HPL's lookahead), so that on devices with their own links the
+        panel's collectives can overlap the update. Same factors and communication;
+        off by default: on simulated CPU devices sharing cores there is nothing to
+        overlap, and it cost 20-35% more CPU time and a longer compile here.
       return_status: also return the status (see the module docstring).
       overwrite_a: donate ``a``'s buffer to the factorization (as SciPy's
         ``overwrite_a``; eagerly only): the factors are written over it and ``a`` is
@@ -382,12 +402,24 @@ def lu_factor(
             order="natural",
             stages=stages,
             pivoting=pivoting,
+            lookahead=lookahead,
         )
         n = int(a.shape[0])
         plan = make_plan(n, (), (), 1, 1, nb, "natural")
         f = LUFactors(lu_, perm, swaps, status, plan, None, None, Padding(n, n, 1))
     else:
-        f = _factor("lu_factor", a, nb, order, mesh, spec, stages, pivoting, overwrite_a)
+        f = _factor(
+            "lu_factor",
+            a,
+            nb,
+            order,
+            mesh,
+            spec,
+            stages,
+            pivoting,
+            overwrite_a,
+            lookahead=lookahead,
+        )
     f = dataclasses.replace(f, lu=nan_unless(f.lu, ok))
     if return_status:
         return f, f.status
@@ -497,6 +529,7 @@ def solve(
     spec: SpecLike = ...,
     stages: int = ...,
     pivoting: Pivoting = ...,
+    lookahead: bool = ...,
     return_status: Literal[False] = ...,
     check_finite: bool = ...,
     overwrite_a: bool = ...,
@@ -514,6 +547,7 @@ def solve(
     spec: SpecLike = ...,
     stages: int = ...,
     pivoting: Pivoting = ...,
+    lookahead: bool = ...,
     return_status: Literal[True],
     check_finite: bool = ...,
     overwrite_a: bool = ...,
@@ -531,6 +565,7 @@ def solve(
     spec: SpecLike = ...,
     stages: int = ...,
     pivoting: Pivoting = ...,
+    lookahead: bool = ...,
     return_status: bool = ...,
     check_finite: bool = ...,
     overwrite_a: bool = ...,
@@ -547,6 +582,7 @@ def solve(
     spec: SpecLike = None,
     stages: int = DEFAULT_STAGES,
     pivoting: Pivoting = "tournament",
+    lookahead: bool = False,
     return_status: bool = False,
     check_finite: bool = True,
     overwrite_a: bool = False,
@@ -570,6 +606,7 @@ def solve(
       spec: ``a``'s spec, likewise.
       stages: see :func:`lu_factor`.
       pivoting: ``"tournament"`` or ``"partial"``; see :func:`lu_factor`.
+      lookahead: see :func:`lu_factor`.
       return_status: return ``(x, status)``; status ``j + 1`` names the first
         numerically zero pivot column ``j``.
       overwrite_a: donate ``a``'s buffer to the factorization (as SciPy's
@@ -635,10 +672,13 @@ def solve(
             order="cyclic",
             stages=stages,
             pivoting=pivoting,
+            lookahead=lookahead,
         )
         x = nan_unless(x[:, 0] if vec else x, ok)
         return _finish_traced("solve", x, status, a, x.dtype, return_status)
-    f = _factor("solve", a, nb, "cyclic", mesh, spec, stages, pivoting, overwrite_a)
+    f = _factor(
+        "solve", a, nb, "cyclic", mesh, spec, stages, pivoting, overwrite_a, lookahead=lookahead
+    )
     x = nan_unless(lu_solve(f, b, check_finite=False), ok)
     return finish(
         _problem("solve", f), x, f.status, traced=is_traced(a, b), return_status=return_status

@@ -87,8 +87,15 @@ class Panel(NamedTuple):
     top: jax.Array | None
 
 
+class Eliminating(NamedTuple):
+    """The carry of the loop over panels without lookahead: the block and the pivots."""
+
+    a: jax.Array
+    piv: Pivots
+
+
 class Factoring(NamedTuple):
-    """The carry of the loop over panels: step ``e`` starts with panel ``e`` pivoted.
+    """The carry of the loop over panels with lookahead: step ``e`` starts with panel ``e`` pivoted.
 
     Attributes:
       a: the local block, updated up to step ``e - 1``; panel ``e``'s row exchanges
@@ -488,24 +495,15 @@ def _finish_panel(
     return a, pan, ahead
 
 
-def _panel_step(ctx: Stage, pivot: PanelPivoting, e: jax.Array, state: Factoring) -> Factoring:
-    """Step ``e``, with lookahead: panel ``e + 1`` first, then the rest of update ``e``.
+def _u_rows(
+    ctx: Stage, e: jax.Array, a: jax.Array, pan: jax.Array
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Step ``e``'s ``nb`` rows of U, solved on their owner and broadcast down the mesh column.
 
-    Panel ``e``'s row exchanges reach ``a``, the ``nb`` rows of U are solved on their
-    owner and broadcast down the mesh column. Then panel ``e + 1``'s columns alone are
-    updated, broadcast along the mesh row and pivoted, while the rest of the trailing
-    matrix is updated locally, by tiles over its active rows and columns only
-    (:func:`~shardkit.linalg._tiles.active_update`): the next panel's collectives do
-    not depend on that update, so on real devices they can overlap it (ScaLAPACK's and
-    HPL's lookahead). Its row exchanges, which need the updated rows, open the next step.
-
-    Every collective still depends on the one before it: on XLA's CPU runtime two
-    collectives no data dependency orders may run concurrently on one device's threads
-    and deadlock in their rendezvous.
+    Returns ``a`` with them written, ``L21`` (the panel, zero outside the rows still to
+    eliminate) and ``U12`` (zero outside the trailing columns), the update's factors.
     """
     tab, nb, r0, rows, c0 = ctx.tab, ctx.plan.nb, ctx.r0, ctx.rows, ctx.c0
-    a, pan, ahead = _finish_panel(ctx, e, state.a, state.panel, state.ahead)
-    assert ahead is not None
     re, rs = tab.own_r[e], tab.slot_r[e]
     mine = tab.r == re
     le = jnp.clip(rs * nb - r0, 0, rows - nb)
@@ -520,8 +518,46 @@ def _panel_step(ctx: Stage, pivot: PanelPivoting, e: jax.Array, state: Factoring
     )
     a = dupdate(a, u12, (le + r0, c0))
     u12 = psum(jnp.where(mine & trail, u12, 0), ctx.plan.row_axes)
+    l21 = jnp.where((ctx.g_r >= (e + 1) * nb)[:, None], pan, 0)
+    return a, l21, u12
+
+
+def _panel_step(ctx: Stage, pivot: PanelPivoting, e: jax.Array, state: Eliminating) -> Eliminating:
+    """Step ``e``: panel ``e`` broadcast along the mesh row and pivoted, U's rows, the update.
+
+    The trailing matrix is updated locally, by tiles over its active rows and columns
+    only (:func:`~shardkit.linalg._tiles.active_update`).
+    """
+    nb = ctx.plan.nb
+    p = pivot(ctx, e, _broadcast_columns(ctx, e, _ahead(ctx, e, state.a)), state.piv)
+    a, pan, _ = _finish_panel(ctx, e, state.a, p, None)
+    a, l21, u12 = _u_rows(ctx, e, a, pan)
+    nxt = (e + 1) * nb
+    row_lo, col_lo = jnp.sum(ctx.g_r < nxt), jnp.sum(ctx.g_c < nxt)
+    with jax.named_scope(BULK_SCOPE):
+        a = active_update(a, l21, u12, (ctx.r0, ctx.c0), row_lo, col_lo, nb=nb)
+    return Eliminating(a, p.piv)
+
+
+def _lookahead_step(ctx: Stage, pivot: PanelPivoting, e: jax.Array, state: Factoring) -> Factoring:
+    """Step ``e``, with lookahead: panel ``e + 1`` first, then the rest of update ``e``.
+
+    Panel ``e``'s row exchanges reach ``a`` and U's rows are broadcast (:func:`_u_rows`).
+    Then panel ``e + 1``'s columns alone are updated, broadcast along the mesh row and
+    pivoted, and only then the rest of the trailing matrix: the next panel's
+    collectives do not depend on that update, so on real devices they can overlap it
+    (ScaLAPACK's and HPL's lookahead). Its row exchanges, which need the updated rows,
+    open the next step.
+
+    Every collective still depends on the one before it: on XLA's CPU runtime two
+    collectives no data dependency orders may run concurrently on one device's threads
+    and deadlock in their rendezvous.
+    """
+    tab, nb, r0, c0 = ctx.tab, ctx.plan.nb, ctx.r0, ctx.c0
+    a, pan, ahead = _finish_panel(ctx, e, state.a, state.panel, state.ahead)
+    assert ahead is not None
+    a, l21, u12 = _u_rows(ctx, e, a, pan)
     nxt, after = (e + 1) * nb, (e + 2) * nb
-    l21 = jnp.where((ctx.g_r >= nxt)[:, None], pan, 0)
     # Lookahead: panel e + 1's columns alone (their rows of U are stale in `ahead`;
     # _finish_panel writes active rows only).
     cs = tab.slot_c[e + 1]
@@ -535,36 +571,44 @@ def _panel_step(ctx: Stage, pivot: PanelPivoting, e: jax.Array, state: Factoring
     return Factoring(a, _ahead(ctx, e + 2, a), panel)
 
 
-def factor_local(
-    a: jax.Array, plan: Plan, stages: int, pivoting: Pivoting
-) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
-    """The LU kernel, inside ``shard_map``: (packed factors in slot order, perm, swaps, status).
-
-    Panel 0 is pivoted first; step ``e`` then pivots panel ``e + 1`` (lookahead, see
-    :func:`_panel_step`), so the loop runs ``n / nb - 1`` steps and the last panel's
-    row exchanges follow it.
-    """
-    tab = local_tables(plan)
-    a = to_local_order(a, plan, tab)
-    nb, n = plan.nb, plan.n
-    m, k = a.shape
-    axes = plan.row_axes + plan.col_axes
-    # Real: max and -min, no |a| temporary.
-    amax = jnp.max(jnp.abs(a)) if jnp.iscomplexobj(a) else jnp.maximum(jnp.max(a), -jnp.min(a))
-    if axes:
-        amax = lax.pmax(amax, axes)
-    tol = n * jnp.finfo(a.dtype).eps * amax
-    piv = Pivots(jnp.arange(n, dtype=jnp.int32), jnp.int32(0), jnp.int32(0))
+def _stages(
+    plan: Plan, stages: int, tab: LocalTables, tol: jax.Array, m: int, k: int
+) -> list[tuple[int, int, Stage]]:
+    """Each stage's ``(first step, end step, Stage)``."""
+    nb = plan.nb
     cols_nb = jnp.arange(nb, dtype=jnp.int32)
     ib = max(d for d in range(1, min(nb, INNER_BLOCK) + 1) if nb % d == 0)
     cols_ib = jnp.arange(ib, dtype=jnp.int32)
-    pivot = PANEL_PIVOTING[pivoting]
-    state: Factoring | None = None
-    ctx: Stage | None = None
+    out = []
     for s0, s1, lr, lc in plan.stage_bounds(stages):
         r0, c0 = lr * nb, lc * nb
         g_r, g_c = tab.g_r[r0:], tab.g_c[c0:]
-        ctx = Stage(plan, tab, tol, r0, c0, m, k, ib, cols_nb, cols_ib, g_r, g_c)
+        out.append((s0, s1, Stage(plan, tab, tol, r0, c0, m, k, ib, cols_nb, cols_ib, g_r, g_c)))
+    return out
+
+
+def _eliminate(
+    stages: list[tuple[int, int, Stage]], pivot: PanelPivoting, a: jax.Array, piv: Pivots
+) -> tuple[jax.Array, Pivots]:
+    """The loop over panels, one step per panel (:func:`_panel_step`)."""
+    state = Eliminating(a, piv)
+    for s0, s1, ctx in stages:
+        step = functools.partial(_panel_step, ctx, pivot)
+        state = lax.fori_loop(jnp.int32(s0), jnp.int32(s1), step, state)
+    return state.a, state.piv
+
+
+def _eliminate_ahead(
+    stages: list[tuple[int, int, Stage]], pivot: PanelPivoting, a: jax.Array, piv: Pivots
+) -> tuple[jax.Array, Pivots]:
+    """The loop over panels with lookahead (:func:`_lookahead_step`).
+
+    Panel 0 is pivoted first; step ``e`` then pivots panel ``e + 1``, so the loop runs
+    ``n / nb - 1`` steps and the last panel's row exchanges follow it.
+    """
+    blocks = stages[0][2].plan.blocks
+    state: Factoring | None = None
+    for s0, s1, ctx in stages:
         if state is None:  # panel 0
             e0 = jnp.int32(0)
             p0 = pivot(ctx, e0, _broadcast_columns(ctx, e0, _ahead(ctx, e0, a)), piv)
@@ -574,13 +618,34 @@ def factor_local(
         state = Factoring(
             state.a, state.ahead[cut:], state.panel._replace(pan=state.panel.pan[cut:])
         )
-        last = min(s1, plan.blocks - 1)
+        last = min(s1, blocks - 1)
         if s0 < last:
-            step = functools.partial(_panel_step, ctx, pivot)
+            step = functools.partial(_lookahead_step, ctx, pivot)
             state = lax.fori_loop(jnp.int32(s0), jnp.int32(last), step, state)
     assert state is not None
-    assert ctx is not None
-    e = jnp.int32(plan.blocks - 1)
-    a, _, _ = _finish_panel(ctx, e, state.a, state.panel, None)
-    piv = state.panel.piv
+    a, _, _ = _finish_panel(stages[-1][2], jnp.int32(blocks - 1), state.a, state.panel, None)
+    return a, state.panel.piv
+
+
+def factor_local(
+    a: jax.Array, plan: Plan, stages: int, pivoting: Pivoting, *, lookahead: bool = False
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """The LU kernel, inside ``shard_map``: (packed factors in slot order, perm, swaps, status).
+
+    ``lookahead``: pivot panel ``e + 1`` before the bulk of update ``e``
+    (:func:`_lookahead_step`).
+    """
+    tab = local_tables(plan)
+    a = to_local_order(a, plan, tab)
+    n = plan.n
+    m, k = a.shape
+    axes = plan.row_axes + plan.col_axes
+    # Real: max and -min, no |a| temporary.
+    amax = jnp.max(jnp.abs(a)) if jnp.iscomplexobj(a) else jnp.maximum(jnp.max(a), -jnp.min(a))
+    if axes:
+        amax = lax.pmax(amax, axes)
+    tol = n * jnp.finfo(a.dtype).eps * amax
+    piv = Pivots(jnp.arange(n, dtype=jnp.int32), jnp.int32(0), jnp.int32(0))
+    eliminate = _eliminate_ahead if lookahead else _eliminate
+    a, piv = eliminate(_stages(plan, stages, tab, tol, m, k), PANEL_PIVOTING[pivoting], a, piv)
     return a, piv.perm, piv.swaps, piv.status

@@ -9,7 +9,8 @@ Each case is one (mesh, n, op) on float32 data placed on an Auto-axes mesh:
   :func:`shardkit.linalg.solve` / :func:`~shardkit.linalg.cholesky` /
   :func:`~shardkit.linalg.qr` (``qr``: square, block Gram-Schmidt; ``tsqr``:
   tall-skinny ``n x n/16``, TSQR). For ``solve`` also ``shardkit partial``
-  (``pivoting="partial"``; the default is tournament pivoting).
+  (``pivoting="partial"``; the default is tournament pivoting) and ``shardkit
+  lookahead`` (``lookahead=True``).
 ``1 device``
   ``jnp.linalg.*`` on one device's copy.
 ``scipy``
@@ -194,6 +195,9 @@ def _candidates(op: str, m: Any, spec: P, n: int) -> dict[str, Callable[..., Any
         out["shardkit partial"] = lambda a, b, a1, b1: solve(
             a, b, mesh=m, spec=spec, pivoting="partial"
         )
+        out["shardkit lookahead"] = lambda a, b, a1, b1: solve(
+            a, b, mesh=m, spec=spec, lookahead=True
+        )
     out |= {
         "1 device": lambda a, b, a1, b1: jnp_op(a1, b1),
         "scipy": lambda a, b, a1, b1: _host(_scipy, op, a1, b1),
@@ -291,7 +295,9 @@ def _notes() -> list[str]:
         "resid: solve ||Ax-b||/(||A|| ||x||+||b||); cholesky ||A-LL^T||/||A||; qr ||A-QR||/||A||.",
         "mem/share: per-device peak memory (shardkit.comms) over the device's share of A.",
         "shardkit solve: tournament pivoting (CALU, the default); 'shardkit partial': "
-        "LAPACK's partial pivoting (one small all-gather per column).",
+        "LAPACK's partial pivoting (one small all-gather per column); 'shardkit lookahead': "
+        "the next panel pivoted before the bulk of each update (for devices with their own "
+        "links; simulated CPU devices have nothing to overlap).",
         "qr: square n x n, block Gram-Schmidt with TSQR panels (~3x Householder's flops); "
         "no dask (its QR needs chunks at least as tall as wide). tsqr: n x n/16, rows sharded.",
         "scipy and dask run through jax.pure_callback on the one-device copy.",

@@ -106,7 +106,7 @@ def _scipy(op: str, a: np.ndarray, b: np.ndarray) -> Any:
     if op == "solve":
         return sl.solve(a, b, check_finite=False)
     if op == "cholesky":
-        return np.linalg.cholesky(a)
+        return sl.cholesky(a, lower=True, check_finite=False)
     return sl.qr(a, mode="economic", check_finite=False)
 
 

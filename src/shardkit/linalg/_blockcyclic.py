@@ -451,7 +451,7 @@ def _reorder(x: jax.Array, plan: Plan, tab: LocalTables, *, inverse: bool) -> ja
             size = list(y.shape)
             size[axis] = nb
 
-            def at(blk: jax.Array) -> tuple[jax.Array, ...]:
+            def at(blk: jax.Array) -> tuple[Any, ...]:
                 return (blk * nb, 0) if axis == 0 else (0, blk * nb)
 
             pair = jnp.concatenate(

@@ -319,7 +319,9 @@ def lu_factor(
 ) -> LUFactors | tuple[LUFactors, jax.Array]:
     """Factor a sharded square matrix with pivoting over whole columns, keeping it distributed.
 
-    Communication per panel: one ``(n/R) x nb`` all-reduce over the column axes; over
+    Communication per panel: one ``(n/R) x nb`` all-reduce over the column axes
+    (tournament pivoting: the factored panel and its pivots, ``(n/R + nb) x (nb + 1)``,
+    so that only the owning mesh column factors it); over
     the row axes one ``nb x (n/C)`` all-reduce (U rows), one ``2 nb x (n/C + nb)``
     all-reduce (row exchanges), and for the pivots either (tournament) one all-gather
     of ``R x nb x (nb + 1)`` numbers and one ``nb x (nb + 1)`` all-reduce, or (partial)

@@ -173,7 +173,12 @@ class Stage:
 
 
 PanelPivoting: TypeAlias = Callable[[Stage, jax.Array, jax.Array, Pivots], Panel]
-"""``(stage, panel index e, broadcast panel, pivots) -> Panel``; reads nothing of ``a``."""
+"""``(stage, panel index e, panel columns, pivots) -> Panel``; reads nothing of ``a``.
+
+The panel columns are this device's slot of them (meaningful on the mesh column owning
+the panel); each rule shares what the rest of the mesh row needs (partial pivoting: the
+columns first; tournament pivoting: the factored panel and its pivots at the end).
+"""
 
 
 def _magnitude(x: jax.Array) -> jax.Array:
@@ -265,25 +270,30 @@ def _panel_permutation(chosen: jax.Array, j0: jax.Array) -> tuple[jax.Array, jax
 # ---- tournament pivoting (CALU) ---------------------------------------------------------
 
 
-def _tournament_panel(ctx: Stage, e: jax.Array, pan: jax.Array, piv: Pivots) -> Panel:
+def _tournament_panel(ctx: Stage, e: jax.Array, cols: jax.Array, piv: Pivots) -> Panel:
     """Factor one panel with tournament pivoting (CALU): one all-gather picks all ``nb`` pivots.
 
-    Each device runs LAPACK's partial-pivoting LU on its active rows of the panel and
-    nominates the ``nb`` rows it pivoted on; one all-gather over the row axes stacks the
-    ``R x nb`` nominees, the first row of devices factors the stack (partial pivoting
-    again) and one small all-reduce shares the result: its first ``nb`` pivots are the
-    panel's pivot rows and its ``nb x nb`` top is ``L11 \\ U11``. Every other active row
-    gets ``L21 = A21 U11^-1`` in place, before the rows move; :func:`_finish_panel`
-    later exchanges the rows of ``a`` and of the factored panel in one all-reduce. With
-    one row of devices this is exactly partial pivoting; otherwise the pivots can
-    differ from LAPACK's (Grigori, Demmel and Xiang, "CALU", SIMAX 2011: as stable as
-    partial pivoting in practice). ``a``'s panel columns are rewritten by the caller.
+    Only the mesh column owning the panel works on it. Each of its devices runs
+    LAPACK's partial-pivoting LU on its active rows of the panel and nominates the
+    ``nb`` rows it pivoted on; one all-gather over the row axes stacks the ``R x nb``
+    nominees, the first row of devices factors the stack (partial pivoting again) and
+    one small all-reduce shares the result: its first ``nb`` pivots are the panel's
+    pivot rows and its ``nb x nb`` top is ``L11 \\ U11``. Every other active row gets
+    ``L21 = A21 U11^-1`` in place, before the rows move. One all-reduce over the column
+    axes then gives the factored panel and the pivots to the rest of the mesh row (the
+    other columns' devices skip the local LU and the triangular solve: on 2x4 that
+    redundant work was 0.15 of 1.33 CPU-s at n=4096). :func:`_finish_panel` later
+    exchanges the rows of ``a`` and of the factored panel in one all-reduce. With one
+    row of devices this is exactly partial pivoting; otherwise the pivots can differ
+    from LAPACK's (Grigori, Demmel and Xiang, "CALU", SIMAX 2011: as stable as partial
+    pivoting in practice). ``a``'s panel columns are rewritten by the caller.
     """
-    nb, g_r, rows_ax = pan.shape[1], ctx.g_r, ctx.plan.row_axes
+    nb, g_r, rows_ax = cols.shape[1], ctx.g_r, ctx.plan.row_axes
+    own = ctx.tab.c == ctx.tab.own_c[e]
     j0 = e * nb
     act = g_r >= j0
-    x = jnp.where(act[:, None], pan, 0)
-    take = lax.linalg.lu(x)[2][:nb]
+    x = jnp.where(act[:, None], cols, 0)
+    take = lax.cond(own, lambda: lax.linalg.lu(x)[2][:nb], lambda: jnp.arange(nb, dtype=jnp.int32))
     # Row indices ride along as floats: exact below 2^24 (float32) rows.
     cidx = jnp.where(act[take], g_r[take], -1).astype(x.dtype)
     cand = jnp.concatenate([x[take], cidx[:, None]], axis=1)
@@ -292,23 +302,29 @@ def _tournament_panel(ctx: Stage, e: jax.Array, pan: jax.Array, piv: Pivots) -> 
         lu_s, _, rows = lax.linalg.lu(cand[:, :nb])
         return jnp.concatenate([lu_s[:nb], cand[rows[:nb], nb:]], axis=1)
 
+    def nothing(cand: jax.Array) -> jax.Array:
+        return jnp.zeros_like(cand[:nb])
+
     if rows_ax:
-        # The stack is the same on every device: the first row of devices factors it
-        # and one small all-reduce shares the result.
+        # The stack is the same on every device of the column: its first row of
+        # devices factors it and one small all-reduce shares the result.
         cand = lax.all_gather(cand, rows_ax, tiled=True)
-        first = axis_index(rows_ax) == 0
-        res = lax.cond(first, tourney, lambda c: jnp.zeros_like(c[:nb]), cand)
+        res = lax.cond(own & (axis_index(rows_ax) == 0), tourney, nothing, cand)
         res = psum(res, rows_ax)
     else:
-        res = tourney(cand)
+        res = lax.cond(own, tourney, nothing, cand)
+    d = jnp.diagonal(res[:, :nb])
+    u11 = jnp.triu(res[:, :nb]) + jnp.diag(jnp.where(d == 0, 1, 0).astype(res.dtype))
+    l21 = lax.cond(own, lambda: trsm(u11, cols, lower=False, left=False), lambda: cols)
+    pan = jnp.where(act[:, None], l21, cols)
+    if ctx.plan.col_axes:
+        both = jnp.concatenate([jnp.pad(pan, ((0, 0), (0, 1))), res], axis=0)
+        both = psum(jnp.where(own, both, 0), ctx.plan.col_axes)
+        pan, res = both[: pan.shape[0], :nb], both[pan.shape[0] :]
     top, chosen = res[:, :nb], jnp.real(res[:, nb]).astype(jnp.int32)
-    d = jnp.diagonal(top)
-    bad = jnp.abs(d) <= ctx.tol
+    bad = jnp.abs(jnp.diagonal(top)) <= ctx.tol
     first_bad = (j0 + jnp.argmax(bad) + 1).astype(jnp.int32)
     status = jnp.where((piv.status == 0) & jnp.any(bad), first_bad, piv.status)
-    u11 = jnp.triu(top) + jnp.diag(jnp.where(d == 0, 1, 0).astype(top.dtype))
-    l21 = trsm(u11, pan, lower=False, left=False)
-    pan = jnp.where(act[:, None], l21, pan)
     touched, came_from, parity = _panel_permutation(chosen, j0)
     perm = piv.perm.at[touched].set(piv.perm[came_from])
     return Panel(pan, Pivots(perm, status, piv.swaps + parity), touched, came_from, top)
@@ -317,7 +333,7 @@ def _tournament_panel(ctx: Stage, e: jax.Array, pan: jax.Array, piv: Pivots) -> 
 # ---- partial pivoting (LAPACK's) --------------------------------------------------------
 
 
-def _partial_panel(ctx: Stage, e: jax.Array, pan: jax.Array, piv: Pivots) -> Panel:
+def _partial_panel(ctx: Stage, e: jax.Array, cols: jax.Array, piv: Pivots) -> Panel:
     """Factor one panel with LAPACK's partial pivoting, ``ib`` columns at a time.
 
     Each column's pivot is found over the whole column by one small all-gather
@@ -327,6 +343,7 @@ def _partial_panel(ctx: Stage, e: jax.Array, pan: jax.Array, piv: Pivots) -> Pan
     touched positions receive their new rows in one ``2 nb x n / C`` all-reduce.
     """
     nb, n = ctx.plan.nb, ctx.plan.n
+    pan = _broadcast_columns(ctx, e, cols)
     src0 = jnp.arange(n, dtype=jnp.int32)
     pivs0 = jnp.zeros(nb, jnp.int32)
     out = lax.fori_loop(
@@ -529,7 +546,7 @@ def _panel_step(ctx: Stage, pivot: PanelPivoting, e: jax.Array, state: Eliminati
     only (:func:`~shardkit.linalg._tiles.active_update`).
     """
     nb = ctx.plan.nb
-    p = pivot(ctx, e, _broadcast_columns(ctx, e, _ahead(ctx, e, state.a)), state.piv)
+    p = pivot(ctx, e, _ahead(ctx, e, state.a), state.piv)
     a, pan, _ = _finish_panel(ctx, e, state.a, p, None)
     a, l21, u12 = _u_rows(ctx, e, a, pan)
     nxt = (e + 1) * nb
@@ -562,7 +579,7 @@ def _lookahead_step(ctx: Stage, pivot: PanelPivoting, e: jax.Array, state: Facto
     # _finish_panel writes active rows only).
     cs = tab.slot_c[e + 1]
     cols = ahead - l21 @ dslice(u12, (0, cs * nb - c0), (nb, nb))
-    panel = pivot(ctx, e + 1, _broadcast_columns(ctx, e + 1, cols), state.panel.piv)
+    panel = pivot(ctx, e + 1, cols, state.panel.piv)
     # The rest of update e, panel e + 1's columns left out (they are rewritten).
     rest = jnp.where((ctx.g_c >= after)[None, :], u12, 0)
     row_lo, col_lo = jnp.sum(ctx.g_r < nxt), jnp.sum(ctx.g_c < after)
@@ -611,7 +628,7 @@ def _eliminate_ahead(
     for s0, s1, ctx in stages:
         if state is None:  # panel 0
             e0 = jnp.int32(0)
-            p0 = pivot(ctx, e0, _broadcast_columns(ctx, e0, _ahead(ctx, e0, a)), piv)
+            p0 = pivot(ctx, e0, _ahead(ctx, e0, a), piv)
             state = Factoring(a, _ahead(ctx, e0 + 1, a), p0)
         # The panels' rows above this stage's are all eliminated (never moved): drop them.
         cut = state.ahead.shape[0] - ctx.rows

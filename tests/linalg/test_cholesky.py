@@ -61,6 +61,10 @@ def test_cholesky_collectives_are_panel_sized() -> None:
     n, nb = 256, 32
     s = jax.ShapeDtypeStruct((n, n), jnp.float32, sharding=NamedSharding(m, P("x", "y")))
     report = comms(lambda a: cholesky(a, nb=nb, mesh=m, spec=P("x", "y")), s)
-    report.assert_only({"all-reduce"})
+    # All-reduces share the diagonal block and the panel along a mesh row; one
+    # all-gather per step stacks the panel's rows along a mesh column. None is larger
+    # than the n x nb panel.
+    report.assert_only({"all-reduce", "all-gather"})
+    assert {c.kind for c in report.collectives} == {"all-reduce", "all-gather"}
     for c in report.collectives:
         assert max(int(np.prod(r)) for r in c.result_shapes) <= n * nb

@@ -398,17 +398,30 @@ def test_complex_and_padded_solve_use_the_real_collectives() -> None:
         assert sum(c.count for c in report.collectives) <= count + 2
 
 
-def test_complex_and_padded_cholesky_use_only_all_reduce() -> None:
+def test_complex_and_padded_cholesky_use_the_real_collectives() -> None:
     m = make_mesh("2x4")
     rep = NamedSharding(m, P())
-    for shape, dt, sharding in (
-        ((44, 44), jnp.complex128, NamedSharding(m, P("x", "y"))),  # placed, padded to 48
-        ((30, 30), jnp.complex64, rep),  # host-like (replicated), padded to 32
+
+    def run(a: Any, b: Any) -> Any:
+        return cho_solve(cho_factor(a, nb=8, mesh=m, spec="x,y"), b)
+
+    def args(n: int, dt: Any, sharding: Any) -> tuple[jax.ShapeDtypeStruct, ...]:
+        return (
+            jax.ShapeDtypeStruct((n, n), dt, sharding=sharding),
+            jax.ShapeDtypeStruct((n,), dt, sharding=rep),
+        )
+
+    real = comms(run, *args(48, jnp.float32, NamedSharding(m, P("x", "y"))))
+    assert _kinds(real) == {"all-reduce", "all-gather"}
+    for n, dt, sharding in (
+        (44, jnp.complex128, NamedSharding(m, P("x", "y"))),  # placed, padded to 48
+        (30, jnp.complex64, rep),  # host-like (replicated), padded to 32
     ):
-        s = jax.ShapeDtypeStruct(shape, dt, sharding=sharding)
-        b = jax.ShapeDtypeStruct((shape[0],), dt, sharding=rep)
-        report = comms(lambda a, b: cho_solve(cho_factor(a, nb=8, mesh=m, spec="x,y"), b), s, b)
-        report.assert_only({"all-reduce"})
+        report = comms(run, *args(n, dt, sharding))
+        report.assert_only(_kinds(real))
+        for c in report.collectives:
+            if c.kind == "all-gather":  # the panel's rows, never the matrix
+                assert max(int(np.prod(r)) for r in c.result_shapes) <= 48 * 8
 
 
 def test_complex_and_padded_qr_and_cg_use_the_real_collectives() -> None:

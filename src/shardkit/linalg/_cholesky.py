@@ -136,20 +136,17 @@ def _chol_block(d: jax.Array) -> tuple[jax.Array, jax.Array]:
     # whose column-major buffer is y's row-major one: the transpose is a bitcast.
     y = jnp.conj(d + jnp.conj(jnp.tril(d, -1)).T)
     low = lax.linalg.cholesky(y.T, symmetrize_input=False)
-    return lax.cond(
-        jnp.isfinite(low).all(), lambda: (low, jnp.int32(-1)), lambda: _chol_columns(d)
-    )
+    return lax.cond(jnp.isfinite(low).all(), lambda: (low, jnp.int32(-1)), lambda: _chol_columns(d))
 
 
 def _chol_local(a: jax.Array, plan: Plan, stages: int) -> tuple[jax.Array, jax.Array]:
     tab = local_tables(plan)
     a = to_local_order(a, plan, tab)
-    nb, n = plan.nb, plan.n
+    nb = plan.nb
     m = a.shape[0]
     r, c = tab.r, tab.c
     rows_ax, cols_ax = plan.row_axes, plan.col_axes
     status = jnp.int32(0)
-    dtype = a.dtype
     eye = jnp.eye(nb, dtype=a.dtype)
     for s0, s1, lr, lc in plan.stage_bounds(stages):
         r0, c0 = lr * nb, lc * nb

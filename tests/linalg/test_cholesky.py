@@ -56,6 +56,26 @@ def test_not_positive_definite_raises_and_reports_status() -> None:
     assert np.isnan(np.asarray(jax.jit(lambda a: cholesky(a, nb=8))(a))).all()
 
 
+@pytest.mark.parametrize("shape", ["2x4", "4x2"])
+def test_the_first_failure_is_reported_whichever_mesh_column_owns_it(shape: str) -> None:
+    # Only the mesh column owning a panel factors it, so the status is the minimum over
+    # the columns: two failures on panels of different mesh columns, the earlier wins,
+    # in both elimination orders (cholesky: natural; cho_factor: cyclic).
+    m = mesh(shape, "x,y")
+    a_np = np.eye(64)
+    a_np[45, 45] = -1.0  # panel 5 (nb=8)
+    a_np[21, 21] = -1.0  # panel 2: the first failure
+    a = shard(a_np, m, "x,y")
+    with pytest.raises(NotPositiveDefiniteError, match="column 21"):
+        cholesky(a, nb=8)
+    with pytest.raises(NotPositiveDefiniteError, match="column 21"):
+        cho_factor(a, nb=8)
+    _, status = jax.jit(lambda a: cholesky(a, nb=8, return_status=True))(a)
+    assert int(status) == 22
+    _, status = jax.jit(lambda a: cho_factor(a, nb=8, return_status=True))(a)
+    assert int(status) == 22
+
+
 def test_cholesky_collectives_are_panel_sized() -> None:
     m = mesh("2x4", "x,y", axis_types="auto")
     n, nb = 256, 32

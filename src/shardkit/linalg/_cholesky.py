@@ -1,14 +1,16 @@
 """Distributed Cholesky (right-looking, blocked) on the block-cyclic layout, and ``cho_solve``.
 
-Per panel of ``nb`` columns: the diagonal block is summed to every device (all-reduce
-of ``nb x nb``) and factored locally; the panel's column block is broadcast along the
-mesh row (all-reduce over the column axes, ``(n / R) x nb``) and solved against it;
-the panel rows are stacked once per step by an all-gather over the row axes (each
-device row sends only the rows of the current stage, at most ``n / R x nb``: half
-the CPU time of the ``n x nb`` all-reduce it replaced on 8 simulated devices), so that
-each device can form its share of ``L21 L21^H`` locally: by tiles over
-the active lower triangle only (:func:`shardkit.linalg._tiles.active_update`, about
-``n^3 / 3P`` flops rather than a whole square's ``2 n^3 / 3P``).
+Per panel of ``nb`` columns, the mesh column owning it factors it: the diagonal block
+is summed down that column (all-reduce of ``nb x nb``) and factored, and its devices
+solve their rows of the panel against it; ``L21`` is then broadcast along the mesh row
+(all-reduce over the column axes, ``(n / R) x nb``), and the first failing pivot of all
+is found once at the end (a ``pmin`` over the column axes). L21's rows are stacked
+once per step by an all-gather over the row axes (each device row sends only the rows
+of the current stage, at most ``n / R x nb``: half the CPU time of the ``n x nb``
+all-reduce it replaced on 8 simulated devices), so that each device can form its
+share of ``L21 L21^H`` locally: by tiles over the active lower triangle only
+(:func:`shardkit.linalg._tiles.active_update`, about ``n^3 / 3P`` flops rather than a
+whole square's ``2 n^3 / 3P``).
 Complex Hermitian matrices factor as ``a = L L^H`` (real: ``L L^T``); an order the mesh
 or the block size does not divide is padded with an identity block (see
 :mod:`shardkit.linalg._pad`; Hermitian positive definiteness carries over).
@@ -170,24 +172,33 @@ def _chol_local(a: jax.Array, plan: Plan, stages: int) -> tuple[jax.Array, jax.A
             a, status = carry
             ce, cs = tab.own_c[e], tab.slot_c[e]
             re, rs = tab.own_r[e], tab.slot_r[e]
-            pan = psum(jnp.where(c == ce, dslice(a, (r0, cs * nb), (rows, nb)), 0), cols_ax)
+            # The mesh column owning the panel factors it alone; the other columns
+            # factor an identity and receive L21 afterwards.
+            owner = c == ce
+            pan = dslice(a, (r0, cs * nb), (rows, nb))
             le = jnp.clip(rs * nb - r0, 0, rows - nb)
             d = psum(jnp.where(r == re, dslice(pan, (le, 0), (nb, nb)), 0), rows_ax)
-            d = jnp.tril(d)  # only the lower triangle is read: NaN above it is ignored
+            d = jnp.where(owner, jnp.tril(d), eye)  # NaN above the diagonal is ignored
             l11, first = _chol_block(d)
             failed = (first >= 0) | ~jnp.isfinite(d).all()
             first = jnp.maximum(first, 0)
             status = jnp.where((status == 0) & failed, e * nb + first + 1, status)
             l11 = jnp.where(failed, eye, l11)
             below = (g_r >= (e + 1) * nb)[:, None]
-            l21 = trsm(jnp.conj(l11).T, pan, lower=False, left=False)  # pan @ L11^-H
+
+            def solved() -> jax.Array:
+                return trsm(jnp.conj(l11).T, pan, lower=False, left=False)  # pan @ L11^-H
+
+            # Only the owner solves (a cond holding no collective): the others would
+            # redo its work, C times in all.
+            l21 = lax.cond(owner, solved, lambda: pan) if cols_ax else solved()
             newpan = jnp.where(below, l21, pan)
             newpan = dupdate(
                 newpan, jnp.where(r == re, l11, dslice(newpan, (le, 0), (nb, nb))), (le, 0)
             )
-            cur = dslice(a, (r0, cs * nb), (rows, nb))
-            a = dupdate(a, jnp.where(c == ce, newpan, cur), (r0, cs * nb))
-            l21 = jnp.where(below, l21, 0)
+            a = dupdate(a, jnp.where(owner, newpan, pan), (r0, cs * nb))
+            # L21 along the mesh row, from its owner.
+            l21 = psum(jnp.where(below & owner, l21, 0), cols_ax)
             # The panel's rows for this device's columns: gathered along the mesh column
             # (each device row sends only its stage rows), then picked out by position.
             nxt = (e + 1) * nb
@@ -211,6 +222,10 @@ def _chol_local(a: jax.Array, plan: Plan, stages: int) -> tuple[jax.Array, jax.A
         # The loop carries the whole block (a stage's active rows are a static offset
         # into it): a carried slice a[r0:] would be a second, share-sized buffer.
         a, status = lax.fori_loop(jnp.int32(s0), jnp.int32(s1), step, (a, status))
+    if cols_ax:  # each mesh column saw its own panels' pivots: the first failure of all
+        never = jnp.int32(jnp.iinfo(jnp.int32).max)
+        status = lax.pmin(jnp.where(status == 0, never, status), cols_ax)
+        status = jnp.where(status == never, 0, status)
     return a, status
 
 
@@ -338,7 +353,7 @@ def cho_factor(
 
     Reads only the lower triangle. Communication per panel: all-reduces of
     ``nb x nb`` (over the row axes) and ``(n/R) x nb`` (column axes), and an
-    all-gather of at most ``n x nb`` (row axes). Memory per device: its share plus one working copy plus ``O(n * nb)``.
+    all-gather of at most ``n x nb`` (row axes); one scalar all-reduce at the end. Memory per device: its share plus one working copy plus ``O(n * nb)``.
     Sizes the mesh or ``nb`` does not divide are padded (see :class:`CholeskyFactors`):
     one more array of ``size^2 / P`` elements per device, ``size`` at most about
     ``n + lcm(R, C) n / (lcm(R, C) nb)`` (``n = 999`` on 2x4, ``nb=128``: 1000).

@@ -28,8 +28,9 @@ from shardkit.testing import assert_close
         (16, 16, 4, 16, 0, False),  # nothing active
     ],
 )
+@pytest.mark.parametrize("right_rows", [False, True])
 def test_active_update_touches_only_the_active_corner(
-    rows, cols, nb, row_lo, col_lo, stair
+    rows, cols, nb, row_lo, col_lo, stair, right_rows
 ) -> None:  # type: ignore[no-untyped-def]
     rng = np.random.default_rng(0)
     at = (3, 2)
@@ -39,9 +40,13 @@ def test_active_update_touches_only_the_active_corner(
     left[:row_lo], right[:, :col_lo] = 0, 0
     # The staircase: column j's rows start at row j (a lower triangle).
     first = (lambda j: j) if stair else None
-    got = jax.jit(lambda a, x, y, r, c: active_update(a, x, y, at, r, c, nb=nb, first_row=first))(
-        a, left, right, row_lo, col_lo
-    )
+    # right_rows: the right factor is passed transposed, (cols, nb).
+    given = right.T.copy() if right_rows else right
+
+    def update(a, x, y, r, c):  # type: ignore[no-untyped-def]
+        return active_update(a, x, y, at, r, c, nb=nb, first_row=first, right_rows=right_rows)
+
+    got = jax.jit(update)(a, left, given, row_lo, col_lo)
     i, j = np.arange(rows)[:, None], np.arange(cols)[None, :]
     active = (i >= row_lo) & (j >= col_lo)
     want = a.copy()

@@ -210,12 +210,13 @@ def _chol_local(a: jax.Array, plan: Plan, stages: int) -> tuple[jax.Array, jax.A
             a = active_update(
                 a,
                 l21,
-                jnp.conj(right).T,
+                jnp.conj(right),
                 (r0, c0),
                 jnp.sum(g_r < nxt),
                 jnp.sum(g_c < nxt),
                 nb=nb,
                 first_row=lambda j: jnp.sum(g_r < g_c[j]),
+                right_rows=True,
             )
             return a, status
 

@@ -65,6 +65,7 @@ def active_update(
     *,
     nb: int,
     first_row: Callable[[jax.Array], jax.Array] | None = None,
+    right_rows: bool = False,
 ) -> jax.Array:
     """``a[r0 + i, c0 + j] -= (left @ right)[i, j]``, computed for the active corner only.
 
@@ -85,13 +86,16 @@ def active_update(
       first_row: optional, the first row worth updating in a tile whose first active
         column is ``j`` (Cholesky: the diagonal; the rows above it may or may not be
         updated).
+      right_rows: ``right`` is given transposed, ``(cols, kk)`` (the update is then
+        ``left @ right.T``): each tile reads a row block of it, and no transposed copy
+        of the whole factor is made (Cholesky's ``L21 L21^H``).
 
     Returns:
       ``a`` updated.
     """
     r0, c0 = at
     rows, kk = left.shape
-    cols = right.shape[1]
+    cols = right.shape[0] if right_rows else right.shape[1]
     hr, wc = tile_shape(rows, cols, nb)
     ri = jnp.arange(hr, dtype=jnp.int32)
     ci = jnp.arange(wc, dtype=jnp.int32)
@@ -100,9 +104,14 @@ def active_update(
     def col_tile(j: jax.Array, a: jax.Array) -> jax.Array:
         c_end = cols - j * wc
         cs = jnp.maximum(c_end - wc, 0)
-        rw = dslice(right, (0, cs), (kk, wc))
-        if cols % wc:
-            rw = jnp.where((cs + ci < c_end)[None, :], rw, 0)
+        if right_rows:
+            rw = dslice(right, (cs, 0), (wc, kk))
+            if cols % wc:
+                rw = jnp.where((cs + ci < c_end)[:, None], rw, 0)
+        else:
+            rw = dslice(right, (0, cs), (kk, wc))
+            if cols % wc:
+                rw = jnp.where((cs + ci < c_end)[None, :], rw, 0)
         if first_row is None:
             lo = row_lo
         else:
@@ -115,7 +124,8 @@ def active_update(
             if rows % hr:
                 lw = jnp.where((rs + ri < r_end)[:, None], lw, 0)
             start = (r0 + rs, c0 + cs)
-            return dupdate(a, dslice(a, start, (hr, wc)) - lw @ rw, start)
+            prod = lax.dot_general(lw, rw, (((1,), (1,)), ((), ()))) if right_rows else lw @ rw
+            return dupdate(a, dslice(a, start, (hr, wc)) - prod, start)
 
         return _tiles(_cdiv(rows - lo, hr), rows, hr, row_tile, a)
 

@@ -76,6 +76,23 @@ def test_the_first_failure_is_reported_whichever_mesh_column_owns_it(shape: str)
     assert int(status) == 22
 
 
+def test_cholesky_collectives_form_one_chain_under_jit() -> None:
+    # The failure pmin at the end of the factorization and the all-reduce that cuts an
+    # indivisible order back (or cho_solve's) share one program under jit: unordered,
+    # XLA's CPU runtime may enter them in different orders on different devices (hang).
+    m = mesh("2x4", "x,y", axis_types="explicit")
+    a_np = _spd(30, np.float32)
+    a = jax.device_put(a_np, NamedSharding(m, P()))  # 30: the mesh does not divide it
+    b = np.arange(30, dtype=np.float32)
+    chol = jax.jit(lambda a: cholesky(a, nb=4, mesh=m, spec="x,y"))
+    assert_close(chol(a), np.linalg.cholesky(a_np.astype(np.float64)), dtype=np.float32)
+    comms(chol, a).assert_ordered()
+    solve = jax.jit(lambda a, b: cho_solve(cho_factor(a, nb=4, mesh=m, spec="x,y"), b))
+    want = np.linalg.solve(a_np.astype(np.float64), b)
+    assert_close(solve(a, b), want, dtype=np.float32, scale=float(np.abs(want).max()) * 10)
+    comms(solve, a, b).assert_ordered()
+
+
 def test_cholesky_collectives_are_panel_sized() -> None:
     m = mesh("2x4", "x,y", axis_types="auto")
     n, nb = 256, 32

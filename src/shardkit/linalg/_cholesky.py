@@ -38,6 +38,7 @@ from shardkit.linalg._blockcyclic import (
     Plan,
     SpecLike,
     Spmd,
+    after,
     dslice,
     dupdate,
     local_tables,
@@ -227,6 +228,9 @@ def _chol_local(a: jax.Array, plan: Plan, stages: int) -> tuple[jax.Array, jax.A
         never = jnp.int32(jnp.iinfo(jnp.int32).max)
         status = lax.pmin(jnp.where(status == 0, never, status), cols_ax)
         status = jnp.where(status == never, 0, status)
+        # Whatever collective reads the factor next (under jit, in the same program)
+        # must come after this one: unordered collectives can hang XLA's CPU runtime.
+        a = after(a, status)
     return a, status
 
 

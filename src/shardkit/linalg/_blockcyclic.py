@@ -273,6 +273,24 @@ def resolve(
     return m, PartitionSpec(rows or None, cols or None), tuple(rows), tuple(cols)
 
 
+def exact_matmuls(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn``, its matrix products traced at full precision whatever JAX's default.
+
+    LAPACK's accuracy needs float32 products in float32: on GPUs JAX's default
+    multiplies float32 in TF32 (10 mantissa bits), which measured on one H100 took
+    ``solve``'s backward error at n=4096 from 2.2e-07 to 3.8e-04 and Cholesky's from
+    1.5e-07 to 3.3e-05, for no speed. Every factorization's per-shard program is traced
+    through this (:class:`Spmd`); on CPUs the products are float32 either way.
+    """
+
+    @functools.wraps(fn)
+    def run(*args: Any) -> Any:
+        with jax.default_matmul_precision("highest"):
+            return fn(*args)
+
+    return run
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Spmd:
     """A per-shard program and its layout; calling it runs ``jit(shard_map(body, ...))``.
@@ -285,6 +303,9 @@ class Spmd:
     mesh: AnyMesh | None
     in_specs: Any
     out_specs: Any
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "body", exact_matmuls(self.body))
 
     @functools.cached_property
     def program(self) -> Any:

@@ -2,7 +2,8 @@
 
 Usage: ``python _battery.py OUT.json CELLS`` where CELLS is ``sample`` (the first
 sample cell of one operation per family: LU, Cholesky, QR, Krylov, matmul, FFT) or
-``full`` (both cells of every operation's default sample). Every process
+``full`` (both cells of every operation's default sample), then solve on a grid
+(:mod:`shardkit.linalg._grid`) in both. Every process
 runs the same cells in the same order (each is a collective program), gathers each
 result to NumPy and checks it against the NumPy/SciPy reference; process 0 writes
 ``{cell id: "ok" | error text}`` to OUT.json.
@@ -14,7 +15,7 @@ import json
 import sys
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import jax
 import pytest
@@ -29,6 +30,37 @@ SAMPLE_OPS = ("solve", "cholesky", "lstsq", "gmres", "matmul", "fftn")
 
 def _gathered(out: Any) -> Any:
     return jax.tree.map(lambda v: gather(v) if isinstance(v, jax.Array) else v, out)
+
+
+def _grid_solve(types: Literal["explicit", "auto"]) -> None:
+    """solve, inv and det of a ``P('x', None)`` matrix moved to a 2x4 grid across the
+    two processes (eagerly and under jit), against NumPy, results back on mesh 8."""
+    import numpy as np
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import shardkit.linalg._grid as grid_module
+    from shardkit.layout import mesh
+    from shardkit.linalg import det, inv, solve
+
+    n = 64
+    a_np = np.random.default_rng(0).standard_normal((n, n)) / 8 + 2 * np.eye(n)
+    b = np.arange(n, dtype=np.float64)
+    m = mesh("8", "x", axis_types=types)
+    a = jax.make_array_from_callback(a_np.shape, NamedSharding(m, P("x", None)), a_np.__getitem__)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(grid_module, "GRID_MIN_ORDER", 16)
+        assert grid_module.grid_for("solve", a, None, None) is not None
+        for wrap in (lambda f: f, jax.jit):
+            x = wrap(lambda a: solve(a, b, nb=8))(a)
+            assert x.sharding.mesh.axis_names == ("x",)
+            np.testing.assert_allclose(a_np @ gather(x), b, atol=1e-11 * n)
+            np.testing.assert_allclose(
+                gather(wrap(lambda a: inv(a, nb=8))(a)) @ a_np, np.eye(n), atol=1e-12 * n
+            )
+            np.testing.assert_allclose(
+                float(gather(wrap(lambda a: det(a, nb=8))(a))), np.linalg.det(a_np), rtol=1e-12
+            )
 
 
 def main(out_file: Path, which: str) -> None:
@@ -50,6 +82,13 @@ def main(out_file: Path, which: str) -> None:
             # cell still runs on every process.
             except (Exception, pytest.fail.Exception):
                 results[key] = traceback.format_exc(limit=4)
+    for types in ("explicit", "auto"):
+        key = f"solve[grid-{types}]"
+        try:
+            _grid_solve(types)
+            results[key] = "ok"
+        except (Exception, pytest.fail.Exception):
+            results[key] = traceback.format_exc(limit=4)
     if info.process_id == 0:
         out_file.write_text(json.dumps(results, indent=1))
     print(f"process {info.process_id}: {sum(v == 'ok' for v in results.values())} ok")

@@ -11,7 +11,8 @@ thread each) at once. Each candidate here isolates one part, on the same ``n``:
   The same algorithm on a one-device mesh: no collective, no rendezvous; the
   algorithm's own overhead over LAPACK.
 ``collectives only``
-  The collectives of the mesh's LU alone, in the same order and shapes, each one
+  The collectives of the mesh's LU alone (on the grid ``solve`` moves a
+  one-dimensional split to, after the same move), in the same order and shapes, each one
   waiting for the one before (row exchanges, U rows, panel broadcast, tournament
   all-gather and all-reduce per panel; the stages' shrinking widths): their cost.
 ``XLA tiles``
@@ -36,7 +37,14 @@ from jax import lax
 from jax.sharding import PartitionSpec as P
 
 from shardkit.linalg import solve
-from shardkit.linalg.internal import DEFAULT_BLOCK, DEFAULT_STAGES, active_update, make_plan
+from shardkit.linalg.internal import (
+    DEFAULT_BLOCK,
+    DEFAULT_STAGES,
+    active_update,
+    grid_for,
+    make_plan,
+    to_grid,
+)
 
 __all__ = ["NOT_SOLUTIONS", "ablation_candidates"]
 
@@ -75,8 +83,25 @@ def _collectives_only(m: Any, spec: P, n: int) -> Callable[..., jax.Array]:
         return jnp.zeros((a.shape[0],), a.dtype) + s
 
     out_rows = P(spec[0])
-    prog = jax.shard_map(local, mesh=m, in_specs=spec, out_specs=out_rows, check_vma=False)
-    return lambda a, b, a1, b1: prog(a)
+    return jax.shard_map(local, mesh=m, in_specs=spec, out_specs=out_rows, check_vma=False)
+
+
+def _collectives_of_solve(m: Any, spec: P, n: int) -> Callable[..., jax.Array]:
+    """:func:`_collectives_only` where ``solve`` factors: on its grid when it takes one,
+    after the same move there."""
+    progs: dict[Any, Any] = {}
+
+    def run(a: jax.Array, b: jax.Array, a1: jax.Array, b1: jax.Array) -> jax.Array:
+        g = grid_for("solve", a, m, spec)
+        if g is not None:
+            a, where = to_grid(a, g), (g.mesh, g.spec)
+        else:
+            where = (m, spec)
+        if where not in progs:
+            progs[where] = _collectives_only(*where, n)
+        return progs[where](a)
+
+    return run
 
 
 def _xla_tiles(a: jax.Array, nb: int = DEFAULT_BLOCK) -> jax.Array:
@@ -112,7 +137,7 @@ def ablation_candidates(m: Any, spec: P, n: int) -> dict[str, Callable[..., Any]
     return {
         "shardkit": lambda a, b, a1, b1: solve(a, b, mesh=m, spec=spec),
         "shardkit 1 device": lambda a, b, a1, b1: _one_device_solve(a1, b1),
-        "collectives only": _collectives_only(m, spec, n),
+        "collectives only": _collectives_of_solve(m, spec, n),
         "XLA tiles": lambda a, b, a1, b1: _xla_tiles(a1),
         "BLAS gemm": lambda a, b, a1, b1: _blas_gemm(a1),
     }

@@ -80,6 +80,7 @@ from shardkit.linalg._blockcyclic import (
     psum,
 )
 from shardkit.linalg._dtype import as_inexact, common, real_dtype
+from shardkit.linalg._grid import regrid, to_home
 from shardkit.linalg._inputs import (
     ArrayInput,
     as_rhs,
@@ -678,10 +679,12 @@ def solve(
         )
         x = nan_unless(x[:, 0] if vec else x, ok)
         return _finish_traced("solve", x, status, a, x.dtype, return_status)
+    a, mesh, spec, g = regrid("solve", a, mesh, spec)
     f = _factor(
         "solve", a, nb, "cyclic", mesh, spec, stages, pivoting, overwrite_a, lookahead=lookahead
     )
-    x = nan_unless(lu_solve(f, b, check_finite=False), ok)
+    x = lu_solve(f, b, check_finite=False)
+    x = nan_unless(to_home(x, g) if g else x, ok)
     return finish(
         _problem("solve", f), x, f.status, traced=is_traced(a, b), return_status=return_status
     )
@@ -745,8 +748,11 @@ def _det_parts(
             pivoting=pivoting,
         )
     else:
+        a, mesh, spec, g = regrid(where, a, mesh, spec)
         f = _factor(where, a, nb, "cyclic", mesh, spec, DEFAULT_STAGES, pivoting)
         sign, logabs = _sign_log(_u_diagonal(f), f.swaps)
+        if g:
+            sign, logabs = to_home(sign, g), to_home(logabs, g)
     return nan_unless((sign, logabs), ok)
 
 
@@ -968,9 +974,10 @@ def inv(
         )
         x = nan_unless(x, ok)
         return _finish_traced("inv", x, status, a, x.dtype, return_status)
+    a, mesh, spec, g = regrid("inv", a, mesh, spec)
     f = _factor("inv", a, nb, "cyclic", mesh, spec, DEFAULT_STAGES, pivoting)
     x = lu_solve(f, jnp.eye(f.padding.n, dtype=f.lu.dtype), check_finite=False)
-    x = nan_unless(x, ok)
+    x = nan_unless(to_home(x, g) if g else x, ok)
     return finish(_problem("inv", f), x, f.status, traced=is_traced(a), return_status=return_status)
 
 

@@ -7,11 +7,13 @@ enumeration and pricing (:func:`enumerate_variants`, :func:`price`), the communi
 model (:class:`Comm`, ``Spec``, :func:`spec_text`) and the ``shard_map`` builder
 (:func:`build`). ``shardkit.bench``'s LU ablation times the factorization's own
 pieces: its defaults and plan (:data:`DEFAULT_BLOCK`, :data:`DEFAULT_STAGES`,
-:func:`make_plan`) and the tiled trailing update (:func:`active_update`). Like
+:func:`make_plan`), the tiled trailing update (:func:`active_update`) and the grid
+``solve`` moves a one-dimensional split to (:func:`grid_for`, :func:`to_grid`). Like
 ``equinox.internal``, it may change without notice.
 """
 
 from shardkit.linalg._blockcyclic import DEFAULT_BLOCK, DEFAULT_STAGES, make_plan
+from shardkit.linalg._grid import grid_for, to_grid
 from shardkit.linalg._matmul import (
     ALGORITHMS,
     Comm,
@@ -34,7 +36,9 @@ __all__ = [
     "active_update",
     "build",
     "enumerate_variants",
+    "grid_for",
     "make_plan",
     "price",
     "spec_text",
+    "to_grid",
 ]

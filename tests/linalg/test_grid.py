@@ -1,0 +1,149 @@
+"""solve, det, slogdet and inv factor a matrix split over one mesh dimension on a grid.
+
+``shardkit.linalg._grid`` moves a ``P('x', None)`` (or ``P(None, 'x')``) matrix to a
+near-square grid of the same devices before LU, and results back to the caller's
+layout. The tests lower :data:`GRID_MIN_ORDER` so that small matrices take that path,
+and hold it to NumPy, to the results' layout without a grid and to its collectives.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import shardkit.linalg._grid as grid_module
+from _matrix import FULL, rotate
+from shardkit.inspect import CommReport, comms
+from shardkit.layout import mesh, shard
+from shardkit.linalg import det, inv, slogdet, solve
+from shardkit.testing import assert_close
+
+N = 64
+
+
+@pytest.fixture
+def small_grid(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(grid_module, "GRID_MIN_ORDER", 16)
+    return
+
+
+def _matrix(n: int, dtype: type, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((n, n))
+    if np.issubdtype(dtype, np.complexfloating):
+        a = a + 1j * rng.standard_normal((n, n))
+    return (a / np.sqrt(n) + 2 * np.eye(n)).astype(dtype)
+
+
+LAYOUTS = [
+    ("8", "x", "x,None", np.float32),
+    ("8", "x", "None,x", np.complex128),
+    ("2x4", "x,y", "(x,y),None", np.complex64),
+    ("1x8", "x,y", "x,y", np.float64),
+    *([("8", "x", "x,None", np.float64), ("8", "x", "None,x", np.float32)] if FULL else []),
+]
+VARIANTS = [("explicit", "jit"), ("auto", "eager"), ("explicit", "eager"), ("auto", "jit")]
+
+
+@pytest.mark.parametrize(
+    ("shape", "names", "sp", "dtype", "variant"), rotate(LAYOUTS, VARIANTS), ids=str
+)
+@pytest.mark.usefixtures("small_grid")
+def test_one_dimensional_layouts_match_numpy_and_keep_their_layout(  # type: ignore[no-untyped-def]
+    shape, names, sp, dtype, variant
+) -> None:
+    types, how = variant
+    m = mesh(shape, names, axis_types=types)
+    a_np = _matrix(N, dtype)
+    b_np = np.arange(N, dtype=dtype)
+    a = shard(a_np, m, sp)
+    ref = a_np.astype(np.complex128 if np.iscomplexobj(a_np) else np.float64)
+    wrap = jax.jit if how == "jit" else (lambda f: f)
+    ops = {
+        "solve": (lambda a: solve(a, b_np, nb=8), np.linalg.solve(ref, b_np)),
+        "inv": (lambda a: inv(a, nb=8), np.linalg.inv(ref)),
+        "det": (lambda a: det(a, nb=8), np.linalg.det(ref)),
+        "logabs": (lambda a: slogdet(a, nb=8)[1], np.linalg.slogdet(ref)[1]),
+    }
+    # The grid is taken eagerly, and under jit on Explicit axes (one all-to-all moves a).
+    moved = how == "eager" or types == "explicit"
+    assert grid_module.grid_for("t", a, None, None) is not None
+    if how == "jit":
+        kinds = {c.kind for c in comms(wrap(ops["solve"][0]), a).collectives}
+        assert ("all-to-all" in kinds) == moved, kinds
+    for name, (fn, want) in ops.items():
+        got = wrap(fn)(a)
+        scale = float(np.abs(want).max()) * (100 if name == "det" else 10)
+        assert_close(got, want, dtype=dtype, scale=scale, what=f"{name} {variant}")
+        assert got.sharding.mesh.axis_names == m.axis_names, name
+        if got.ndim == 0:
+            assert got.sharding.is_fully_replicated, name
+            continue
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(grid_module, "GRID_MIN_ORDER", 1 << 30)
+            plain = wrap(fn)(a)
+        assert got.sharding.is_equivalent_to(plain.sharding, got.ndim), (name, got.sharding)
+
+
+def test_which_layouts_take_a_grid() -> None:
+    assert grid_module._split(8) == (2, 4)
+    assert grid_module._split(16) == (4, 4)
+    assert grid_module._split(7) == (1, 7)
+    n = grid_module.GRID_MIN_ORDER
+    on8 = mesh("8", "x")
+    rows = shard(np.zeros((n, n), np.float32), on8, "x,None")
+    g = grid_module.grid_for("t", rows, None, None)
+    assert g is not None
+    assert g.mesh.shape == {"grid_rows": 2, "grid_cols": 4}
+    assert list(np.asarray(g.mesh.devices).flat) == list(np.asarray(on8.devices).flat)
+    small = shard(np.zeros((n - 8, n - 8), np.float32), on8, "x,None")
+    assert grid_module.grid_for("t", small, None, None) is None  # below GRID_MIN_ORDER
+    on2x4 = mesh("2x4", "x,y")
+    both = shard(np.zeros((n, n), np.float32), on2x4, "x,y")
+    assert grid_module.grid_for("t", both, None, None) is None  # already two-dimensional
+    half = shard(np.zeros((n, n), np.float32), on2x4, "x,None")
+    assert grid_module.grid_for("t", half, None, None) is None  # replicated over y
+    flat = shard(np.zeros((n, n), np.float32), on2x4, "(y,x),None")
+    g = grid_module.grid_for("t", flat, None, None)
+    assert g is not None  # the grid follows the split's device order: y, then x
+    want = np.asarray(on2x4.devices).T.reshape(2, 4)
+    assert (np.asarray(g.mesh.devices) == want).all()
+    odd = np.zeros((n + 2, n + 2), np.float32)  # 2x4 does not divide n + 2
+    assert grid_module.grid_for("t", odd, on8, "x,None") is None
+
+
+def _solve_report(n: int, nb: int) -> CommReport:
+    m = mesh("8", "x")
+    s = jax.ShapeDtypeStruct((n, n), jnp.float32, sharding=NamedSharding(m, P("x", None)))
+    b = np.ones(n, np.float32)
+    return comms(jax.jit(lambda a: solve(a, b, nb=nb)), s)
+
+
+def test_the_grid_moves_a_once_and_keeps_collectives_panel_sized() -> None:
+    n, nb = 1024, 32
+    assert n >= grid_module.GRID_MIN_ORDER
+    report = _solve_report(n, nb)
+    report.assert_only({"all-reduce", "all-gather", "all-to-all"})
+    report.assert_ordered()
+    share = n * n // 8 * 4
+    moves = [c for c in report.collectives if c.kind == "all-to-all"]
+    assert len(moves) == 1, moves
+    assert moves[0].count == 1
+    assert moves[0].sent_bytes <= share
+    for c in report.collectives:
+        if c.kind != "all-to-all":  # panel-sized: at most (n / R + nb) x (n / C + nb)
+            assert max(int(np.prod(r)) for r in c.result_shapes) <= (n // 2 + nb) * (n // 4 + nb)
+    # a's share, the moved copy (the factorization's working copy) and the panels:
+    # measured 3.09 shares, against 3.20 factoring P('x', None) in place.
+    report.assert_peak_memory_at_most(int(3.5 * share))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(grid_module, "GRID_MIN_ORDER", 1 << 30)
+        plain = _solve_report(n, nb)
+    assert plain.memory is not None
+    assert report.memory is not None
+    assert report.memory.peak_bytes <= plain.memory.peak_bytes
+    assert not [c for c in plain.collectives if c.kind == "all-to-all"]

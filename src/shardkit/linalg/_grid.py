@@ -12,9 +12,9 @@ device) and :func:`to_home` brings results back to the layout the caller gave.
 Measured at n=4096 float32 on 8 simulated CPU devices (2 cores): ``solve`` on
 ``P('x', None)`` took 1.83-2.02 CPU-s factoring in place and 1.37-1.69 on the 2x4
 grid, the move itself 0.03. Below :data:`GRID_MIN_ORDER` the panels are too small for
-the difference to pay for the move. Under ``jit`` the move needs Explicit mesh axes
-(on Auto axes XLA requires one mesh per program), so there the matrix is factored as
-it is.
+the difference to pay for the move. Under ``jit`` the grid is an abstract mesh over
+the program's devices; on Auto axes the layout must be known (``mesh=``/``spec=``):
+when the partitioner picks it, the matrix is factored as it is.
 """
 
 from __future__ import annotations
@@ -69,8 +69,7 @@ def grid_for(where: str, a: Any, mesh: AnyMesh | None, spec: Any) -> Grid | None
 
     A grid is used when ``a`` is split over one dimension by axes that hold every
     device of the mesh, ``P`` has a divisor ``1 < R <= sqrt(P)``, ``n >=``
-    :data:`GRID_MIN_ORDER` is a multiple of ``R`` and ``C``, and (under ``jit``) the
-    mesh axes are Explicit.
+    :data:`GRID_MIN_ORDER` is a multiple of ``R`` and ``C``.
     """
     if a.ndim != 2 or int(a.shape[0]) < GRID_MIN_ORDER:
         return None
@@ -85,24 +84,29 @@ def grid_for(where: str, a: Any, mesh: AnyMesh | None, spec: Any) -> Grid | None
     if parts != math.prod(m.shape.values()) or len(types) != 1:
         return None
     (kind,) = types
-    if is_traced(a) and kind != AxisType.Explicit:
-        return None
     r, c = _split(parts)
     n = int(a.shape[0])
     if r == 1 or n % r or n % c:  # an order the grid does not divide is padded as laid out
         return None
-    if isinstance(m, Mesh):
+    home = m
+    if isinstance(m, Mesh) and not is_traced(a):
         order = [m.axis_names.index(x) for x in axes]
         order += [i for i in range(len(m.axis_names)) if i not in order]
         devices = np.transpose(np.asarray(m.devices), order).reshape(r, c)
         grid: AnyMesh = Mesh(devices, GRID_AXES, axis_types=(kind, kind))
     else:
+        # Traced: abstract meshes, whose devices are the program's, in its order (a
+        # concrete second mesh would fail XLA's one-mesh check on Auto axes).
+        home = m.abstract_mesh if isinstance(m, Mesh) else m
         grid = AbstractMesh((r, c), GRID_AXES, axis_types=(kind, kind))
-    return Grid(grid, m, tuple(rows), math.prod(m.shape[x] for x in rows))
+    return Grid(grid, home, tuple(rows), math.prod(m.shape[x] for x in rows))
 
 
 def _move(x: Any, mesh: AnyMesh, spec: PartitionSpec) -> jax.Array:
-    return jax.device_put(x, NamedSharding(mesh, spec))  # type: ignore[arg-type]
+    target = NamedSharding(mesh, spec)  # type: ignore[arg-type]
+    if is_traced(x) and all(t == AxisType.Auto for t in mesh.axis_types):
+        return jax.lax.with_sharding_constraint(x, target)
+    return jax.device_put(x, target)
 
 
 def to_grid(a: Any, g: Grid) -> jax.Array:

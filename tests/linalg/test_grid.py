@@ -120,17 +120,20 @@ def test_which_layouts_take_a_grid() -> None:
     assert grid_module.grid_for("t", odd, on8, "x,None") is None
 
 
-def _solve_report(n: int, nb: int) -> CommReport:
-    m = mesh("8", "x")
+def _solve_report(n: int, nb: int, types: str) -> CommReport:
+    m = mesh("8", "x", axis_types=types)  # type: ignore[arg-type]
     s = jax.ShapeDtypeStruct((n, n), jnp.float32, sharding=NamedSharding(m, P("x", None)))
     b = np.ones(n, np.float32)
-    return comms(jax.jit(lambda a: solve(a, b, nb=nb)), s)
+    # On Auto axes the layout is given, as the linalg bench does.
+    kw = {"mesh": m, "spec": P("x", None)} if types == "auto" else {}
+    return comms(jax.jit(lambda a: solve(a, b, nb=nb, **kw)), s)
 
 
-def test_the_grid_moves_a_once_and_keeps_collectives_panel_sized() -> None:
+@pytest.mark.parametrize("types", ["explicit", "auto"])
+def test_the_grid_moves_a_once_and_keeps_collectives_panel_sized(types: str) -> None:
     n, nb = 1024, 32
     assert n >= grid_module.GRID_MIN_ORDER
-    report = _solve_report(n, nb)
+    report = _solve_report(n, nb, types)
     report.assert_only({"all-reduce", "all-gather", "all-to-all"})
     report.assert_ordered()
     share = n * n // 8 * 4
@@ -146,7 +149,7 @@ def test_the_grid_moves_a_once_and_keeps_collectives_panel_sized() -> None:
     report.assert_peak_memory_at_most(int(3.5 * share))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(grid_module, "GRID_MIN_ORDER", 1 << 30)
-        plain = _solve_report(n, nb)
+        plain = _solve_report(n, nb, types)
     assert plain.memory is not None
     assert report.memory is not None
     assert report.memory.peak_bytes <= plain.memory.peak_bytes

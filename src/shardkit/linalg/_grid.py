@@ -28,6 +28,7 @@ import numpy as np
 from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec
 
 from shardkit.linalg._blockcyclic import AnyMesh, resolve
+from shardkit.linalg._pad import is_host
 from shardkit.linalg._status import is_traced
 
 GRID_MIN_ORDER = 256
@@ -132,3 +133,21 @@ def regrid(
     if g is None:
         return a, mesh, spec, None
     return to_grid(a, g), g.mesh, g.spec, g
+
+
+def rhs_to_grid(b: Any, g: Grid | None) -> Any:
+    """Right-hand sides on the grid's mesh, replicated (host data stays as it is).
+
+    Everything the factorization's results meet (the finite check, the status) then
+    lives on one mesh, as Explicit axes require; :func:`home` moves the results back.
+    """
+    if g is None or is_host(b):
+        return b
+    return _move(b, g.mesh, PartitionSpec())
+
+
+def home(out: Any, g: Grid | None) -> Any:
+    """The arrays of ``out`` (a result, or a tuple with its status) moved by :func:`to_home`."""
+    if g is None:
+        return out
+    return jax.tree.map(lambda x: to_home(x, g), out)

@@ -62,6 +62,7 @@ from typing import Any, Literal, overload
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.sharding import PartitionSpec
 
 from shardkit.layout.internal import check_same_devices
@@ -80,7 +81,7 @@ from shardkit.linalg._blockcyclic import (
     psum,
 )
 from shardkit.linalg._dtype import as_inexact, common, real_dtype
-from shardkit.linalg._grid import regrid, to_home
+from shardkit.linalg._grid import Grid, home, regrid, rhs_to_grid
 from shardkit.linalg._inputs import (
     ArrayInput,
     as_rhs,
@@ -234,6 +235,17 @@ def _on_layout(
         return local, (p, *rest_specs), (*out_specs, PartitionSpec())
 
     return on_layout(where, a, (a, *rest), make, rule, nb=nb, order=order)
+
+
+def _regrid(
+    where: str, a: jax.Array | np.ndarray, mesh: AnyMesh | None, spec: Any
+) -> tuple[jax.Array | np.ndarray, AnyMesh | None, Any, Grid | None]:
+    """:func:`~shardkit.linalg._grid.regrid` where the layout is known. It runs before the
+    finite check, so that the check's all-reduce reads the moved matrix: XLA may move a
+    resharding above the check's select, and then nothing would order the two."""
+    if unknown(a, mesh, spec):
+        return a, mesh, spec, None
+    return regrid(where, a, mesh, spec)
 
 
 def _problem(where: str, f: LUFactors) -> Problem:
@@ -664,6 +676,8 @@ def solve(
     a = as_inexact("solve", "a", a)
     dt = common("solve", a.dtype, b)  # a bad b fails before the factorization
     check_same_devices("solve", {"a": a, "b": b}, mesh=mesh)
+    a, mesh, spec, g = _regrid("solve", a, mesh, spec)
+    b = rhs_to_grid(b, g)
     ok = require_finite("solve", check_finite, a=a, b=b)
     a, b = gate(ok, a), gate(ok, b)
     empty = empty_solution("solve", a, b, dt)
@@ -692,15 +706,14 @@ def solve(
         )
         x = nan_unless(x[:, 0] if vec else x, ok)
         return _finish_traced("solve", x, status, a, x.dtype, return_status)
-    a, mesh, spec, g = regrid("solve", a, mesh, spec)
     f = _factor(
         "solve", a, nb, "cyclic", mesh, spec, stages, pivoting, overwrite_a, lookahead=lookahead
     )
-    x = lu_solve(f, b, check_finite=False)
-    x = nan_unless(to_home(x, g) if g else x, ok)
-    return finish(
+    x = nan_unless(lu_solve(f, b, check_finite=False), ok)
+    out = finish(
         _problem("solve", f), x, f.status, traced=is_traced(a, b), return_status=return_status
     )
+    return home(out, g)
 
 
 @functools.lru_cache(maxsize=128)
@@ -738,6 +751,7 @@ def _det_parts(
 ) -> tuple[jax.Array, jax.Array]:
     """``(sign, log|det a|)`` from the distributed LU; ``(1, 0)`` for a 0x0 ``a``."""
     a = as_inexact(where, "a", a)
+    a, mesh, spec, g = _regrid(where, a, mesh, spec)
     ok = require_finite(where, check, a=a)
     a = gate(ok, a)
     if tuple(a.shape) == (0, 0):
@@ -761,12 +775,9 @@ def _det_parts(
             pivoting=pivoting,
         )
     else:
-        a, mesh, spec, g = regrid(where, a, mesh, spec)
         f = _factor(where, a, nb, "cyclic", mesh, spec, DEFAULT_STAGES, pivoting)
         sign, logabs = _sign_log(_u_diagonal(f), f.swaps)
-        if g:
-            sign, logabs = to_home(sign, g), to_home(logabs, g)
-    return nan_unless((sign, logabs), ok)
+    return home(nan_unless((sign, logabs), ok), g)
 
 
 def _sign_log(d: jax.Array, swaps: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -960,6 +971,7 @@ def inv(
       True
     """
     a = as_inexact("inv", "a", a)
+    a, mesh, spec, g = _regrid("inv", a, mesh, spec)
     ok = require_finite("inv", check_finite, a=a)
     a = gate(ok, a)
     if tuple(a.shape) == (0, 0):
@@ -989,11 +1001,11 @@ def inv(
         )
         x = nan_unless(x, ok)
         return _finish_traced("inv", x, status, a, x.dtype, return_status)
-    a, mesh, spec, g = regrid("inv", a, mesh, spec)
     f = _factor("inv", a, nb, "cyclic", mesh, spec, DEFAULT_STAGES, pivoting)
     x = lu_solve(f, jnp.eye(f.padding.n, dtype=f.lu.dtype), check_finite=False)
-    x = nan_unless(to_home(x, g) if g else x, ok)
-    return finish(_problem("inv", f), x, f.status, traced=is_traced(a), return_status=return_status)
+    x = nan_unless(x, ok)
+    out = finish(_problem("inv", f), x, f.status, traced=is_traced(a), return_status=return_status)
+    return home(out, g)
 
 
 @functools.lru_cache(maxsize=128)

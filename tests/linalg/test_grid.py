@@ -87,6 +87,8 @@ def test_one_dimensional_layouts_match_numpy_and_keep_their_layout(  # type: ign
         if got.ndim == 0:
             assert got.sharding.is_fully_replicated, name
             continue
+        if name != "solve" and not FULL:  # inv's layout comes from the same to_home
+            continue
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(grid_module, "GRID_MIN_ORDER", 1 << 30)
             plain = wrap(fn)(a)
@@ -147,6 +149,8 @@ def test_the_grid_moves_a_once_and_keeps_collectives_panel_sized(types: str) -> 
     # a's share, the moved copy (the factorization's working copy) and the panels:
     # measured 3.09 shares, against 3.20 factoring P('x', None) in place.
     report.assert_peak_memory_at_most(int(3.5 * share))
+    if not FULL:  # the in-place program compiles as long again
+        return
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(grid_module, "GRID_MIN_ORDER", 1 << 30)
         plain = _solve_report(n, nb, types)

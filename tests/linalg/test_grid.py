@@ -95,6 +95,23 @@ def test_one_dimensional_layouts_match_numpy_and_keep_their_layout(  # type: ign
         assert got.sharding.is_equivalent_to(plain.sharding, got.ndim), (name, got.sharding)
 
 
+@pytest.mark.parametrize("types", ["explicit", "auto"])
+@pytest.mark.usefixtures("small_grid")
+def test_host_data_passed_to_jit_with_its_layout(types: str) -> None:
+    # A jit argument that is host data carries no mesh: on Auto axes it is placed on
+    # the given mesh before the move (the program had one device and failed); on
+    # Explicit axes it is factored as laid out (the grid's abstract mesh names no device).
+    m = mesh("8", "x", axis_types=types)  # type: ignore[arg-type]
+    a_np = _matrix(N, np.float64)
+    b_np = np.ones(N)
+    fn = jax.jit(lambda a: solve(a, b_np, nb=8, mesh=m, spec="x,None"))
+    x = fn(a_np)
+    assert_close(x, np.linalg.solve(a_np, b_np), dtype=np.float64, scale=10.0)
+    assert x.sharding.mesh.axis_names == ("x",)
+    kinds = {c.kind for c in comms(fn, a_np).collectives}
+    assert ("all-to-all" in kinds) == (types == "auto"), kinds
+
+
 def test_which_layouts_take_a_grid() -> None:
     assert grid_module._split(8) == (2, 4)
     assert grid_module._split(16) == (4, 4)

@@ -21,15 +21,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from typing import Any, TypeVar
 
 import jax
 import numpy as np
-from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec
+from jax.sharding import AbstractMesh, AxisType, Mesh, PartitionSpec
 
-from shardkit.linalg._blockcyclic import AnyMesh, resolve
+from shardkit.linalg._blockcyclic import AnyMesh, place, resolve
 from shardkit.linalg._pad import is_host
+from shardkit.linalg._partitioned import unknown
 from shardkit.linalg._status import is_traced
+
+_A = TypeVar("_A")
 
 GRID_MIN_ORDER = 256
 """Smallest order factored on a grid rather than on a one-dimensional split."""
@@ -85,6 +88,10 @@ def grid_for(where: str, a: Any, mesh: AnyMesh | None, spec: Any) -> Grid | None
     if parts != math.prod(m.shape.values()) or len(types) != 1:
         return None
     (kind,) = types
+    if is_traced(a) and kind == AxisType.Explicit and jax.typeof(a).sharding.mesh.empty:
+        # Host data passed to jit: only the given mesh's shard_map names the program's
+        # devices, and the grid's abstract mesh cannot.
+        return None
     r, c = _split(parts)
     n = int(a.shape[0])
     if r == 1 or n % r or n % c:  # an order the grid does not divide is padded as laid out
@@ -103,36 +110,43 @@ def grid_for(where: str, a: Any, mesh: AnyMesh | None, spec: Any) -> Grid | None
     return Grid(grid, home, tuple(rows), math.prod(m.shape[x] for x in rows))
 
 
-def _move(x: Any, mesh: AnyMesh, spec: PartitionSpec) -> jax.Array:
-    target = NamedSharding(mesh, spec)  # type: ignore[arg-type]
-    if is_traced(x) and all(t == AxisType.Auto for t in mesh.axis_types):
-        return jax.lax.with_sharding_constraint(x, target)
-    return jax.device_put(x, target)
-
-
 def to_grid(a: Any, g: Grid) -> jax.Array:
     """``a`` laid out on the grid (host data is placed there directly)."""
-    return _move(a, g.mesh, g.spec)
+    return place(a, g.mesh, g.spec)
 
 
 def to_home(x: Any, g: Grid) -> Any:
     """A result on the grid moved to the caller's mesh: rows split like ``a``'s rows when
     they divide, replicated otherwise (as the factorization on ``a``'s own layout)."""
     if x.ndim == 0:
-        return _move(x, g.home, PartitionSpec())
+        return place(x, g.home, PartitionSpec())
     split = bool(g.rows) and x.shape[0] % g.parts == 0
     spec = PartitionSpec(g.rows if split else None, *([None] * (x.ndim - 1)))
-    return _move(x, g.home, spec)
+    return place(x, g.home, spec)
 
 
 def regrid(
-    where: str, a: Any, mesh: AnyMesh | None, spec: Any
-) -> tuple[Any, AnyMesh | None, Any, Grid | None]:
-    """``(a, mesh, spec, grid)`` to factor: moved to :func:`grid_for`'s grid, or as given."""
+    where: str, a: _A, mesh: AnyMesh | None, spec: Any
+) -> tuple[_A | jax.Array, AnyMesh | None, Any, Grid | None]:
+    """``(a, mesh, spec, grid)`` to factor: moved to :func:`grid_for`'s grid, or as given
+    (also when the layout is left to the partitioner).
+
+    Callers run it before the finite check, so that the check's all-reduce reads the
+    moved matrix: XLA may move a resharding above the check's select, and then nothing
+    would order the two.
+    """
+    if unknown(a, mesh, spec):
+        return a, mesh, spec, None
     g = grid_for(where, a, mesh, spec)
     if g is None:
         return a, mesh, spec, None
-    return to_grid(a, g), g.mesh, g.spec, g
+    x: Any = a
+    if is_traced(a) and isinstance(mesh, Mesh):
+        # On the given mesh first: a traced argument without a layout (host data passed
+        # to jit) otherwise leaves the program on one device, and the grid has eight.
+        m, p, _, _ = resolve(where, a, mesh, spec, pad=True)
+        x = place(a, m, p)
+    return to_grid(x, g), g.mesh, g.spec, g
 
 
 def rhs_to_grid(b: Any, g: Grid | None) -> Any:
@@ -143,7 +157,7 @@ def rhs_to_grid(b: Any, g: Grid | None) -> Any:
     """
     if g is None or is_host(b):
         return b
-    return _move(b, g.mesh, PartitionSpec())
+    return place(b, g.mesh, PartitionSpec())
 
 
 def home(out: Any, g: Grid | None) -> Any:

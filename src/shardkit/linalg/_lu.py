@@ -62,7 +62,6 @@ from typing import Any, Literal, overload
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.sharding import PartitionSpec
 
 from shardkit.layout.internal import check_same_devices
@@ -81,7 +80,7 @@ from shardkit.linalg._blockcyclic import (
     psum,
 )
 from shardkit.linalg._dtype import as_inexact, common, real_dtype
-from shardkit.linalg._grid import Grid, home, regrid, rhs_to_grid
+from shardkit.linalg._grid import home, regrid, rhs_to_grid
 from shardkit.linalg._inputs import (
     ArrayInput,
     as_rhs,
@@ -235,17 +234,6 @@ def _on_layout(
         return local, (p, *rest_specs), (*out_specs, PartitionSpec())
 
     return on_layout(where, a, (a, *rest), make, rule, nb=nb, order=order)
-
-
-def _regrid(
-    where: str, a: jax.Array | np.ndarray, mesh: AnyMesh | None, spec: Any
-) -> tuple[jax.Array | np.ndarray, AnyMesh | None, Any, Grid | None]:
-    """:func:`~shardkit.linalg._grid.regrid` where the layout is known. It runs before the
-    finite check, so that the check's all-reduce reads the moved matrix: XLA may move a
-    resharding above the check's select, and then nothing would order the two."""
-    if unknown(a, mesh, spec):
-        return a, mesh, spec, None
-    return regrid(where, a, mesh, spec)
 
 
 def _problem(where: str, f: LUFactors) -> Problem:
@@ -676,7 +664,7 @@ def solve(
     a = as_inexact("solve", "a", a)
     dt = common("solve", a.dtype, b)  # a bad b fails before the factorization
     check_same_devices("solve", {"a": a, "b": b}, mesh=mesh)
-    a, mesh, spec, g = _regrid("solve", a, mesh, spec)
+    a, mesh, spec, g = regrid("solve", a, mesh, spec)
     b = rhs_to_grid(b, g)
     ok = require_finite("solve", check_finite, a=a, b=b)
     a, b = gate(ok, a), gate(ok, b)
@@ -751,7 +739,7 @@ def _det_parts(
 ) -> tuple[jax.Array, jax.Array]:
     """``(sign, log|det a|)`` from the distributed LU; ``(1, 0)`` for a 0x0 ``a``."""
     a = as_inexact(where, "a", a)
-    a, mesh, spec, g = _regrid(where, a, mesh, spec)
+    a, mesh, spec, g = regrid(where, a, mesh, spec)
     ok = require_finite(where, check, a=a)
     a = gate(ok, a)
     if tuple(a.shape) == (0, 0):
@@ -971,7 +959,7 @@ def inv(
       True
     """
     a = as_inexact("inv", "a", a)
-    a, mesh, spec, g = _regrid("inv", a, mesh, spec)
+    a, mesh, spec, g = regrid("inv", a, mesh, spec)
     ok = require_finite("inv", check_finite, a=a)
     a = gate(ok, a)
     if tuple(a.shape) == (0, 0):

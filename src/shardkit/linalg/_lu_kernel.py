@@ -288,39 +288,54 @@ def _tournament_panel(ctx: Stage, e: jax.Array, cols: jax.Array, piv: Pivots) ->
     from LAPACK's (Grigori, Demmel and Xiang, "CALU", SIMAX 2011: as stable as partial
     pivoting in practice). ``a``'s panel columns are rewritten by the caller.
     """
-    nb, g_r, rows_ax = cols.shape[1], ctx.g_r, ctx.plan.row_axes
+    nb, g_r, rows_ax, col_axes = cols.shape[1], ctx.g_r, ctx.plan.row_axes, ctx.plan.col_axes
     own = ctx.tab.c == ctx.tab.own_c[e]
     j0 = e * nb
     act = g_r >= j0
-    x = jnp.where(act[:, None], cols, 0)
-    take = lax.cond(own, lambda: lax.linalg.lu(x)[2][:nb], lambda: jnp.arange(nb, dtype=jnp.int32))
-    # Row indices ride along as floats: exact below 2^24 (float32) rows.
-    cidx = jnp.where(act[take], g_r[take], -1).astype(x.dtype)
-    cand = jnp.concatenate([x[take], cidx[:, None]], axis=1)
+
+    def nominate(cols: jax.Array) -> jax.Array:
+        x = jnp.where(act[:, None], cols, 0)
+        take = lax.linalg.lu(x)[2][:nb]
+        # Row indices ride along as floats: exact below 2^24 (float32) rows.
+        cidx = jnp.where(act[take], g_r[take], -1).astype(x.dtype)
+        return jnp.concatenate([x[take], cidx[:, None]], axis=1)
+
+    def no_nominees(cols: jax.Array) -> jax.Array:
+        return jnp.zeros((nb, nb + 1), cols.dtype)
+
+    cand = lax.cond(own, nominate, no_nominees, cols)
 
     def tourney(cand: jax.Array) -> jax.Array:
         lu_s, _, rows = lax.linalg.lu(cand[:, :nb])
         return jnp.concatenate([lu_s[:nb], cand[rows[:nb], nb:]], axis=1)
 
-    def nothing(cand: jax.Array) -> jax.Array:
-        return jnp.zeros_like(cand[:nb])
-
     if rows_ax:
         # The stack is the same on every device of the column: its first row of
         # devices factors it and one small all-reduce shares the result.
         cand = lax.all_gather(cand, rows_ax, tiled=True)
-        res = lax.cond(own & (axis_index(rows_ax) == 0), tourney, nothing, cand)
+        res = lax.cond(own & (axis_index(rows_ax) == 0), tourney, no_nominees, cand)
         res = psum(res, rows_ax)
     else:
-        res = lax.cond(own, tourney, nothing, cand)
+        res = lax.cond(own, tourney, no_nominees, cand)
     d = jnp.diagonal(res[:, :nb])
     u11 = jnp.triu(res[:, :nb]) + jnp.diag(jnp.where(d == 0, 1, 0).astype(res.dtype))
-    l21 = lax.cond(own, lambda: trsm(u11, cols, lower=False, left=False), lambda: cols)
-    pan = jnp.where(act[:, None], l21, cols)
-    if ctx.plan.col_axes:
-        both = jnp.concatenate([jnp.pad(pan, ((0, 0), (0, 1))), res], axis=0)
-        both = psum(jnp.where(own, both, 0), ctx.plan.col_axes)
-        pan, res = both[: pan.shape[0], :nb], both[pan.shape[0] :]
+
+    def solved(cols: jax.Array) -> jax.Array:
+        return jnp.where(act[:, None], trsm(u11, cols, lower=False, left=False), cols)
+
+    if col_axes:
+        # Only the owner solves and packs (a cond holding no collective); one
+        # all-reduce over the column axes shares the panel and the pivots.
+        def packed(cols: jax.Array) -> jax.Array:
+            return jnp.concatenate([jnp.pad(solved(cols), ((0, 0), (0, 1))), res], axis=0)
+
+        def nothing(cols: jax.Array) -> jax.Array:
+            return jnp.zeros((cols.shape[0] + nb, nb + 1), cols.dtype)
+
+        both = psum(lax.cond(own, packed, nothing, cols), col_axes)
+        pan, res = both[: cols.shape[0], :nb], both[cols.shape[0] :]
+    else:
+        pan = solved(cols)
     top, chosen = res[:, :nb], jnp.real(res[:, nb]).astype(jnp.int32)
     bad = jnp.abs(jnp.diagonal(top)) <= ctx.tol
     first_bad = (j0 + jnp.argmax(bad) + 1).astype(jnp.int32)
@@ -505,10 +520,17 @@ def _finish_panel(
         pan = jnp.where(in_top[:, None], p.top[jnp.clip(ctx.g_r - j0, 0, nb - 1)], out.pop(0))
     ahead = out.pop(0) if ahead is not None else None
     cs = ctx.tab.slot_c[e]
-    cur = dslice(a, (r0, cs * nb), (rows, nb))
-    # Active rows only: the lookahead's copy of the rows above (U) may be stale.
-    write = (ctx.tab.c == ctx.tab.own_c[e]) & (ctx.g_r >= e * nb)[:, None]
-    a = dupdate(a, jnp.where(write, pan, cur), (r0, cs * nb))
+
+    def write(a: jax.Array) -> jax.Array:
+        # Active rows only: the lookahead's copy of the rows above (U) may be stale.
+        cur = dslice(a, (r0, cs * nb), (rows, nb))
+        return dupdate(a, jnp.where((ctx.g_r >= e * nb)[:, None], pan, cur), (r0, cs * nb))
+
+    # The owner column alone writes (in place: the cond takes the carried block).
+    if ctx.plan.col_axes:
+        a = lax.cond(ctx.tab.c == ctx.tab.own_c[e], write, lambda a: a, a)
+    else:
+        a = write(a)
     return a, pan, ahead
 
 
@@ -527,14 +549,17 @@ def _u_rows(
     l11 = jnp.where(mine, dslice(pan, (le, 0), (nb, nb)), jnp.eye(nb, dtype=a.dtype))
     urow = dslice(a, (le + r0, c0), (nb, ctx.k - c0))
     trail = ctx.g_c >= (e + 1) * nb
-    # Only the owner solves (a cond: the others would redo its work and drop it).
-    u12 = lax.cond(
-        mine,
-        lambda: jnp.where(trail, trsm(l11, urow, lower=True, unit_diagonal=True), urow),
-        lambda: urow,
-    )
-    a = dupdate(a, u12, (le + r0, c0))
-    u12 = psum(jnp.where(mine & trail, u12, 0), ctx.plan.row_axes)
+
+    def solved(a: jax.Array) -> tuple[jax.Array, jax.Array]:
+        u12 = jnp.where(trail, trsm(l11, urow, lower=True, unit_diagonal=True), urow)
+        return dupdate(a, u12, (le + r0, c0)), jnp.where(trail, u12, 0)
+
+    # Only the owner solves and writes (a cond taking the carried block in place).
+    if ctx.plan.row_axes:
+        a, u12 = lax.cond(mine, solved, lambda a: (a, jnp.zeros_like(urow)), a)
+    else:
+        a, u12 = solved(a)
+    u12 = psum(u12, ctx.plan.row_axes)
     l21 = jnp.where((ctx.g_r >= (e + 1) * nb)[:, None], pan, 0)
     return a, l21, u12
 

@@ -280,9 +280,11 @@ def _tournament_panel(ctx: Stage, e: jax.Array, cols: jax.Array, piv: Pivots) ->
     one small all-reduce shares the result: its first ``nb`` pivots are the panel's
     pivot rows and its ``nb x nb`` top is ``L11 \\ U11``. Every other active row gets
     ``L21 = A21 U11^-1`` in place, before the rows move. One all-reduce over the column
-    axes then gives the factored panel and the pivots to the rest of the mesh row (the
-    other columns' devices skip the local LU and the triangular solve: on 2x4 that
-    redundant work was 0.15 of 1.33 CPU-s at n=4096). :func:`_finish_panel` later
+    axes then gives the factored panel and the pivots to the rest of the mesh row. The
+    other columns' devices skip everything panel-sized before it, contributing zeros
+    (on 2x4 at n=4096 their redundant local LU and triangular solve cost 0.15 of 1.33
+    CPU-s, and their selects and copies of the panel, with those of
+    :func:`_finish_panel` and :func:`_u_rows`, 0.2 of 1.2). :func:`_finish_panel` later
     exchanges the rows of ``a`` and of the factored panel in one all-reduce. With one
     row of devices this is exactly partial pivoting; otherwise the pivots can differ
     from LAPACK's (Grigori, Demmel and Xiang, "CALU", SIMAX 2011: as stable as partial

@@ -186,6 +186,7 @@ def test_calibrate_measures_fits_and_saves(config: Path) -> None:
     assert result.flops_per_s > 0
     assert result.ring["panel_steps"] == 64  # ring vs all-gather on n = 32 x 8 rows
     assert result.interconnect.panel_step_s == result.ring["panel_step_s"] >= 0
+    assert result.interconnect.panel_step_bytes == result.ring["panel_step_bytes"] == 4 * 256 * 4
     assert len(result.load) in (0, 3)
     assert interconnect(None) == result.interconnect
     assert "all-gather" in str(result)
@@ -251,8 +252,17 @@ def test_auto_prices_the_ring_panel_steps() -> None:
     assert ring.variant.panel_steps == 8 * 8  # 8 permute steps x 8 panels of 4 rows
     assert ring.compute_time_s == pytest.approx(ring.flops / 5e9 + 64e-3)
     assert ring.time_s > chosen.time_s > ring.comm_time_s
-    # A preset saved before panel_step_s existed still loads, with no step cost.
-    fields = dataclasses.asdict(comm_only)
+    # The step cost scales with the output bytes a step writes (32 rows / 8 panels x 256
+    # columns x 4 bytes here): measured at half those bytes, each step costs twice.
+    assert ring.variant.panel_step_bytes == 4 * 256 * 4
+    halved = dataclasses.replace(stepped, panel_step_bytes=2 * 256 * 4)
+    ring2 = next(c for c in explain(halved).candidates if c.algorithm == "ring")
+    assert ring2.compute_time_s == pytest.approx(ring.flops / 5e9 + 128e-3)
+    # A preset saved before panel_step_s (or panel_step_bytes) existed still loads:
+    # no step cost, or an unscaled one.
+    fields = dataclasses.asdict(stepped)
+    del fields["panel_step_bytes"]
+    assert Interconnect(**fields).step_time(10**6) == 1e-3
     del fields["panel_step_s"]
     assert Interconnect(**fields).panel_step_s == 0.0
     with pytest.raises(ValueError, match="must be non-negative"):

@@ -22,7 +22,8 @@ operands (``a`` and ``b`` split by rows over all devices, ``n = 256 x`` the devi
 count), interleaved. What the ring loses to the all-gather beyond what the fitted
 collectives and FLOP rate predict, divided by its panel steps, is ``panel_step_s``:
 the price of computing the local product in small panel steps between permutes, which
-these devices do not overlap (the matmul cost model adds it per panel step).
+these devices do not overlap. The matmul cost model adds it per panel step, scaled by
+the output bytes the step writes over ``panel_step_bytes`` (those of a step here).
 
 The result is an :class:`~shardkit.inspect.Interconnect` with those fits, saved as the
 preset of these devices (:mod:`shardkit.inspect._presets`), which ``inspect``,
@@ -198,7 +199,8 @@ class Calibration:
       wall_s: seconds the measurements took.
       ring: the ring-vs-all-gather matmul: ``n``, measured ``ring_s`` and
         ``allgather_s``, their ``predicted_*`` times without the panel steps,
-        ``panel_steps`` and the resulting ``panel_step_s`` (empty if not measured).
+        ``panel_steps``, the resulting ``panel_step_s`` and the ``panel_step_bytes`` it
+        was measured at (empty if not measured).
       load: the 1, 5 and 15 minute load averages when the measurements ended
         (``os.getloadavg``; empty where there is none).
     """
@@ -260,7 +262,8 @@ class Calibration:
                 f"{_ms(r['allgather_s'])} ms measured (predicted without panel steps "
                 f"{_ms(r['predicted_ring_s'])} and {_ms(r['predicted_allgather_s'])}): "
                 f"{r['panel_step_s'] * 1e3:.3g} ms per panel step "
-                f"({int(r['panel_steps'])} steps)."
+                f"({int(r['panel_steps'])} steps of {r.get('panel_step_bytes', 0) / 2**20:.3g} "
+                "MiB; the model scales it by a step's bytes)."
             )
         if self.load:
             table.caption += " Load average " + ", ".join(f"{v:.2f}" for v in self.load) + "."
@@ -375,7 +378,7 @@ def panel_step(
 
     m = mesh((count,), ("x",), axis_types="explicit")
     s = jax.ShapeDtypeStruct((n, n), jnp.float32)
-    free = dataclasses.replace(link, panel_step_s=0.0)
+    free = dataclasses.replace(link, panel_step_s=0.0, panel_step_bytes=0.0)
     picks = {
         name: matmul(
             s, s, algorithm=name, mesh=m, in_specs=(P("x"), P("x")), interconnect=free, explain=True
@@ -392,6 +395,7 @@ def panel_step(
         "predicted_allgather_s": picks["allgather"].time_s,
         "panel_steps": float(steps),
         "panel_step_s": max(excess, 0.0) / steps if steps else 0.0,
+        "panel_step_bytes": float(picks["ring"].variant.panel_step_bytes),
     }
 
 
@@ -512,7 +516,9 @@ def calibrate(
         ),
     )
     ring = panel_step(link, count, ring_rows * count, ring_times["ring"], ring_times["allgather"])
-    link = dataclasses.replace(link, panel_step_s=ring["panel_step_s"])
+    link = dataclasses.replace(
+        link, panel_step_s=ring["panel_step_s"], panel_step_bytes=ring["panel_step_bytes"]
+    )
     written = None
     if save:
         written = save_preset(

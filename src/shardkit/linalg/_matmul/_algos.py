@@ -328,6 +328,7 @@ def _ring_gather_k(pb: Problem, *, rotate_b: bool) -> Variant:
         body,
         overlap_steps=p - 1,
         panel_steps=p * panels,
+        panel_step_bytes=pb.c_bytes(am, bn) // panels,
     )
 
 

@@ -89,7 +89,9 @@ def price(
     # Every variant does the same flops; what tells them apart in compute is how: a
     # ring computes its product in small panel steps interleaved with its permutes,
     # which on devices that do not overlap them (CPU) costs a calibrated time per step.
-    compute = variant.flops / link.peak_flops + variant.panel_steps * link.panel_step_s
+    compute = variant.flops / link.peak_flops + variant.panel_steps * link.step_time(
+        variant.panel_step_bytes
+    )
     algo_comm = sum(c.time(link) for c in variant.comms)
     redist_comm = sum(c.time(link) for c in comms[len(variant.comms) :])
     # Like Interconnect, the model ignores overlap of communication with compute:

@@ -105,7 +105,8 @@ class Variant:
         local product on hardware that overlaps (informational; not priced).
       panel_steps: loop steps that add one panel of a local product into the output
         in place (ring's gather variants); each costs the interconnect's calibrated
-        ``panel_step_s`` on top of the flops.
+        step time on top of the flops (:meth:`~shardkit.inspect.Interconnect.step_time`).
+      panel_step_bytes: the output bytes one such step writes.
     """
 
     algorithm: str
@@ -117,6 +118,7 @@ class Variant:
     body: Body = field(compare=False, repr=False)
     overlap_steps: int = 0
     panel_steps: int = 0
+    panel_step_bytes: int = 0
 
 
 # ---- per-shard helpers (run inside shard_map) -------------------------------------

@@ -43,6 +43,7 @@ from shardkit.linalg._blockcyclic import (
     dupdate,
     local_tables,
     make_plan,
+    on_owner,
     place,
     psum,
     to_local_order,
@@ -176,9 +177,8 @@ def _chol_local(a: jax.Array, plan: Plan, stages: int) -> tuple[jax.Array, jax.A
             # The mesh column owning the panel factors it alone; the other columns
             # factor an identity and receive L21 afterwards.
             owner = c == ce
-            pan = dslice(a, (r0, cs * nb), (rows, nb))
             le = jnp.clip(rs * nb - r0, 0, rows - nb)
-            d = psum(jnp.where(r == re, dslice(pan, (le, 0), (nb, nb)), 0), rows_ax)
+            d = psum(jnp.where(r == re, dslice(a, (r0 + le, cs * nb), (nb, nb)), 0), rows_ax)
             d = jnp.where(owner, jnp.tril(d), eye)  # NaN above the diagonal is ignored
             l11, first = _chol_block(d)
             failed = (first >= 0) | ~jnp.isfinite(d).all()
@@ -188,19 +188,17 @@ def _chol_local(a: jax.Array, plan: Plan, stages: int) -> tuple[jax.Array, jax.A
             below = (g_r >= (e + 1) * nb)[:, None]
 
             def own(a: jax.Array) -> tuple[jax.Array, jax.Array]:
+                pan = dslice(a, (r0, cs * nb), (rows, nb))
                 l21 = trsm(jnp.conj(l11).T, pan, lower=False, left=False)  # pan @ L11^-H
                 new = jnp.where(below, l21, pan)
                 new = dupdate(new, jnp.where(r == re, l11, dslice(new, (le, 0), (nb, nb))), (le, 0))
                 return dupdate(a, new, (r0, cs * nb)), jnp.where(below, l21, 0)
 
-            # Only the owner column solves and writes its panel (a cond holding no
-            # collective, taking the carried block in place): the other columns would
-            # redo its work and rewrite their own panel unchanged, and on 2x4 those
-            # panel-sized passes cost 0.25 of 0.8 CPU s at n=4096.
-            if cols_ax:
-                a, l21 = lax.cond(owner, own, lambda a: (a, jnp.zeros_like(pan)), a)
-            else:
-                a, l21 = own(a)
+            def idle(a: jax.Array) -> tuple[jax.Array, jax.Array]:
+                return a, jnp.zeros((rows, nb), a.dtype)
+
+            # Only the owner column solves and writes its panel.
+            a, l21 = on_owner(owner, cols_ax, own, idle, a)
             # L21 along the mesh row, from its owner.
             l21 = psum(l21, cols_ax)
             # The panel's rows for this device's columns: gathered along the mesh column

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 
 import jax
@@ -181,9 +182,19 @@ def test_calibrate_measures_fits_and_saves(config: Path) -> None:
     assert result.path == preset_path()
     assert result.path is not None
     assert result.path.exists()
-    assert {(f.kind, f.group_size) for f in result.interconnect.fits} == {(k, 4) for k in KINDS}
-    assert len(result.points) == 2 * len(KINDS)
+    fits = {(f.kind, f.group_size, f.leading) for f in result.interconnect.fits}
+    inner = {("all-gather", 4, False), ("reduce-scatter", 4, False)}
+    assert fits == {(k, 4, True) for k in KINDS} | inner
+    assert len(result.points) == 2 * len(fits)
     assert result.flops_per_s > 0
+    # Products of 256 and 512 rows (k = 512): their outputs, and what they took.
+    assert [n for n, _, _ in result.writes] == [4.0 * 256**2, 4.0 * 512**2]
+    writes = result.interconnect.product_write
+    assert [n for n, _ in writes] == [n for n, _, _ in result.writes]
+    assert all(t >= 0 for _, t in writes)
+    assert writes[0][1] <= writes[1][1]
+    assert "Products (s x 512) @ (512 x s)" in " ".join(str(result).split())
+    assert "reduce-scatter (inner dim)" in str(result)
     assert result.ring["panel_steps"] == 64  # ring vs all-gather on n = 32 x 8 rows
     assert result.interconnect.panel_step_s == result.ring["panel_step_s"] >= 0
     assert result.interconnect.panel_step_bytes == result.ring["panel_step_bytes"] == 4 * 256 * 4
@@ -267,3 +278,85 @@ def test_auto_prices_the_ring_panel_steps() -> None:
     assert Interconnect(**fields).panel_step_s == 0.0
     with pytest.raises(ValueError, match="must be non-negative"):
         dataclasses.replace(comm_only, panel_step_s=-1.0)
+
+
+def test_inner_dimension_fits_price_gathers_and_scatters_apart() -> None:
+    lead = [Point("all-gather", 8, n, 1e-4 + n / 1e9) for n in SIZES]
+    inner = [Point("all-gather", 8, n, 1e-4 + n / 1e8, leading=False) for n in SIZES]
+    permute = [Point("collective-permute", 8, n, 1e-4 + n / 1e9) for n in SIZES]
+    link = fit_interconnect(
+        [*lead, *inner, *permute], peak_flops=1e9, name="t", created="2026-01-02"
+    )
+    n = 1 << 22
+    assert link.time("all-gather", 8, n) == pytest.approx(1e-4 + n / 1e9, rel=1e-6)
+    assert link.time("all-gather", 8, n, leading=False) == pytest.approx(1e-4 + n / 1e8, rel=1e-6)
+    # A kind measured one way only serves both.
+    assert link.time("collective-permute", 8, n, leading=False) == link.time(
+        "collective-permute", 8, n
+    )
+    # The inner fit survives a preset round trip, and a preset saved before it (no
+    # "leading" key) reads as leading.
+    fields = json.loads(json.dumps(dataclasses.asdict(link)))
+    assert Interconnect(**fields) == link
+    for fit in fields["fits"]:
+        del fit["leading"]
+    assert all(f.leading for f in Interconnect(**fields).fits)
+
+
+def test_product_write_prices_large_products() -> None:
+    link = Interconnect("toy", 1e-6, 1e9, product_write=((4 << 20, 0.0), (64 << 20, 0.15)))
+    assert link.write_time(16 << 20) == pytest.approx(0.15 * 12 / 60)
+    assert link.write_time(128 << 20) == pytest.approx(0.3)
+    assert Interconnect("toy", 1e-6, 1e9).write_time(1 << 30) == 0.0
+    with pytest.raises(ValueError, match="product_write"):
+        Interconnect("toy", 1e-6, 1e9, product_write=((2.0, 1.0), (1.0, 2.0)))
+    # k split over 8 devices (a P(None, x), b P(x)): a reduce-scatter computes one
+    # output-sized product; a ring of permutes computes 8 products of an eighth each.
+    m = shardkit.mesh("8", "x", axis_types="auto")
+    n = 4096
+    a = jax.ShapeDtypeStruct((n, n), jnp.float32, sharding=NamedSharding(m, shardkit.spec("_,x")))
+    b = jax.ShapeDtypeStruct((n, n), jnp.float32, sharding=NamedSharding(m, shardkit.spec("x")))
+
+    def explain(link: Interconnect) -> shardkit.linalg.Explanation:
+        return matmul(a, b, explain=True, interconnect=link)
+
+    # Every collective equally cheap: the reduce-scatter's one launch wins...
+    alpha: dict[str, float] = dict.fromkeys(KINDS, 1e-4)
+    beta: dict[str, float] = dict.fromkeys(KINDS, 1e12)
+    flat = _link(alpha, beta)
+    assert explain(flat).chosen.algorithm == "reduce_scatter"
+    # ... until writing a 64 MiB product costs more than writing an 8 MiB one.
+    costly = dataclasses.replace(flat, product_write=((8 << 20, 0.0), (64 << 20, 0.1)))
+    picked = explain(costly)
+    assert picked.chosen.algorithm == "ring"
+    rs = next(c for c in picked.candidates if c.algorithm == "reduce_scatter")
+    assert rs.variant.product_bytes == 4 * n * n
+    assert picked.chosen.variant.product_bytes == 4 * n * n // 8
+    assert rs.compute_time_s == pytest.approx(rs.flops / 5e9 + 0.1)
+
+
+def test_matmul_comms_know_their_dimension() -> None:
+    # 2x4 blocks: the all-gather variant gathers a's columns over y (an inner
+    # dimension) and b's rows over x (the leading one).
+    m = shardkit.mesh("2x4", "x,y", axis_types="auto")
+    spec = shardkit.spec("x,y")
+    s = jax.ShapeDtypeStruct((256, 256), jnp.float32, sharding=NamedSharding(m, spec))
+    ex = matmul(s, s, explain=True, mesh=m, in_specs=(spec, spec), algorithm="allgather")
+    gathers = {c.axes: c.leading for c in ex.chosen.collectives}
+    assert gathers == {("y",): False, ("x",): True}
+    # The compiled program says the same, and comms prices each with its fit.
+    lead = [Point("all-gather", p, n, 1e-4 + n / 1e9) for p in (2, 4) for n in SIZES]
+    inner = [
+        Point("all-gather", p, n, 1e-4 + n / 1e7, leading=False) for p in (2, 4) for n in SIZES
+    ]
+    link = fit_interconnect([*lead, *inner], peak_flops=1e9, name="t", created="2026-01-02")
+    report = comms(lambda a, b: matmul(a, b, algorithm="allgather"), s, s, interconnect=link)
+    found = {c.axes: c for c in report.collectives if c.kind == "all-gather"}
+    assert set(found) == {("x",), ("y",)}
+    for axes, leading in gathers.items():
+        c = found[axes]
+        nbytes = 4 * math.prod(c.result_shapes[0])
+        assert c.time_s == pytest.approx(
+            link.time("all-gather", c.group_size, nbytes, leading=leading)
+        )
+    assert found[("y",)].time_s > 10 * found[("x",)].time_s

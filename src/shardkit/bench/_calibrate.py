@@ -1,11 +1,12 @@
 """``shardkit bench calibrate``: measure the collectives and a matmul, fit, save a preset.
 
 For every group size ``p`` the devices allow (the divisors of the device count above
-1), the five collectives of the ``collectives`` suite run over a mesh axis of size
+1), the collectives of the ``collectives`` suite (the all-gather and reduce-scatter
+along a leading and along an inner dimension) run over a mesh axis of size
 ``p`` (a mesh of ``p`` by ``N/p`` with the smaller axis first, so every device takes
 part and the groups are those of the suites' meshes) on ``float32``
 buffers whose full size ``n`` (what :meth:`Interconnect.time` takes: the operand, or
-the all-gather's gathered result) sweeps 1 KiB to 16 MiB, timed the way the suites
+the all-gather's gathered result) sweeps 1 KiB to 64 MiB, timed the way the suites
 time them (:func:`shardkit.bench._timing.measure_case`), in three passes (two with
 ``--quick``), alternately in forward and reverse order, each point the median of the
 passes' medians: on a shared machine a burst of load inflates one pass's point, rarely
@@ -15,7 +16,9 @@ model interpolates on log-log axes, and the least-squares ``t = alpha + n / beta
 relative residuals, shown for reference: on CPU devices the cost per byte grows
 several-fold past the caches, which one line cannot follow. A per-device
 ``s x s x s`` matmul run on all devices at once gives the FLOP rate one device gets
-while the others compute too.
+while the others compute too, and ``(s x 512) @ (512 x s)`` products with outputs of
+4 to 64 MiB what writing a large output costs beyond those flops
+(``product_write``: on CPU devices, fresh memory each call).
 
 Last, ``matmul(algorithm="ring")`` and ``algorithm="allgather"`` run on the same
 operands (``a`` and ``b`` split by rows over all devices, ``n = 256 x`` the device
@@ -54,6 +57,7 @@ from rich.table import Table
 from shardkit._display import rich_text
 from shardkit.bench._suite_collectives import (
     _HLO_KINDS,
+    INNER,
     _bodies,
     _make_input,
     _size_label,
@@ -72,9 +76,10 @@ __all__ = [
     "fit_interconnect",
 ]
 
-DEFAULT_SIZES = (1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20)
-"""The full buffers (``n``) of a full calibration: 1 KiB to 16 MiB (a 2048 x 2048
-float32 matmul on 8 devices moves blocks of 2 to 16 MiB)."""
+DEFAULT_SIZES = (1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20)
+"""The full buffers (``n``) of a full calibration: 1 KiB to 64 MiB (float32 matmuls of
+2048 and 4096 on 8 devices move blocks of 2 to 64 MiB; past 16 MiB the cost per byte
+grows again on CPU devices, so the largest must be measured, not extrapolated)."""
 
 QUICK_SIZES = (4 << 10, 256 << 10, 4 << 20)
 """The full buffers of ``--quick``: three sizes, one more than the line's two parameters."""
@@ -84,9 +89,20 @@ FLOP_SIZE = 768
 
 QUICK_FLOP_SIZE = 384
 
-RING_ROWS = 256
+WRITE_SIZES = (1024, 2048, 4096)
+"""``s`` of the ``(s x 512) @ (512 x s)`` products whose outputs (4, 16 and 64 MiB)
+measure ``product_write``."""
+
+QUICK_WRITE_SIZES = (256, 512)
+
+WRITE_K = 512
+
+RING_ROWS = 512
 """Rows of ``a`` per device in the ring-vs-all-gather matmul (``n = RING_ROWS x``
-devices: 2048 on 8 devices, the matmul suite's smaller size)."""
+devices: 4096 on 8 devices, the matmul suite's larger size). A panel step's cost grows
+faster than its bytes on CPU devices (measured per step on 8 devices: 0.5-0.9 ms at
+n=2048, 3.6-3.9 ms at n=4096, 4x the bytes), and the model scales it in proportion to
+them, so measured at the larger size it prices a smaller ring's steps high, not low."""
 
 QUICK_RING_ROWS = 32
 
@@ -95,12 +111,16 @@ _ITEMSIZE = 4
 
 @dataclass(frozen=True)
 class Point:
-    """One measured collective: ``seconds`` (median) for ``nbytes`` over ``group_size``."""
+    """One measured collective: ``seconds`` (median) for ``nbytes`` over ``group_size``.
+
+    ``leading``: along the buffer's leading dimension, or (False) an inner one.
+    """
 
     kind: str
     group_size: int
     nbytes: int
     seconds: float
+    leading: bool = True
 
 
 def _isotonic(values: Sequence[float], /) -> list[float]:
@@ -132,13 +152,13 @@ def fit_collective(points: Sequence[Point], /, *, table: bool = True) -> Collect
       >>> round(f.latency_s * 1e6, 3), round(f.bandwidth / 1e9, 3), f.sizes
       (10.0, 2.0, (1000.0, 1000000.0))
     """
-    keys = {(p.kind, p.group_size) for p in points}
+    keys = {(p.kind, p.group_size, p.leading) for p in points}
     if len(keys) != 1 or len({p.nbytes for p in points}) < 2:
         raise ValueError(
-            f"fit_collective: need points of one (kind, group_size) at two or more sizes; "
-            f"got {sorted(keys)} at sizes {sorted({p.nbytes for p in points})}"
+            f"fit_collective: need points of one (kind, group_size, leading) at two or more "
+            f"sizes; got {sorted(keys)} at sizes {sorted({p.nbytes for p in points})}"
         )
-    ((kind, group),) = keys
+    ((kind, group, leading),) = keys
     t = np.array([p.seconds for p in points], float)
     n = np.array([p.nbytes for p in points], float)
     design = np.stack([1 / t, n / t], axis=1)  # rows: (alpha, g) -> predicted / t
@@ -151,7 +171,13 @@ def fit_collective(points: Sequence[Point], /, *, table: bool = True) -> Collect
     sizes = sorted({p.nbytes for p in points}) if table else []
     medians = [statistics.median(p.seconds for p in points if p.nbytes == s) for s in sizes]
     return CollectiveFit(
-        kind, int(group), float(alpha), float(bandwidth), tuple(sizes), tuple(_isotonic(medians))
+        kind,
+        int(group),
+        float(alpha),
+        float(bandwidth),
+        tuple(sizes),
+        tuple(_isotonic(medians)),
+        leading=leading,
     )
 
 
@@ -165,17 +191,21 @@ def fit_interconnect(
     description: str = "",
     table: bool = True,
 ) -> Interconnect:
-    """An ``Interconnect`` holding one :class:`CollectiveFit` per (kind, group size).
+    """An ``Interconnect`` holding one :class:`CollectiveFit` per (kind, group size, leading).
 
     Its ``latency_s`` and ``bandwidth`` (used only for kinds that were not measured)
     are the medians of the fits'.
     """
-    by_key: dict[tuple[str, int], list[Point]] = {}
+    by_key: dict[tuple[str, int, bool], list[Point]] = {}
     for p in points:
-        by_key.setdefault((p.kind, p.group_size), []).append(p)
+        by_key.setdefault((p.kind, p.group_size, p.leading), []).append(p)
     if not by_key:
         raise ValueError("fit_interconnect: no points to fit")
-    fits = tuple(fit_collective(by_key[k], table=table) for k in sorted(by_key))
+    # Leading before inner within a kind and group (sorted puts False first).
+    fits = tuple(
+        fit_collective(by_key[k], table=table)
+        for k in sorted(by_key, key=lambda k: (k[0], k[1], not k[2]))
+    )
     return Interconnect(
         name,
         latency_s=statistics.median(f.latency_s for f in fits),
@@ -203,6 +233,8 @@ class Calibration:
         was measured at (empty if not measured).
       load: the 1, 5 and 15 minute load averages when the measurements ended
         (``os.getloadavg``; empty where there is none).
+      writes: the ``(s x 512) @ (512 x s)`` products: ``(output bytes, measured
+        seconds, seconds beyond the smallest one's rate)`` each (``product_write``).
     """
 
     interconnect: Interconnect
@@ -212,18 +244,20 @@ class Calibration:
     wall_s: float
     ring: Mapping[str, float] = dataclasses.field(default_factory=dict)
     load: tuple[float, ...] = ()
+    writes: tuple[tuple[float, float, float], ...] = ()
 
-    def fit_errors(self, *, line: bool = False) -> dict[tuple[str, int], float]:
-        """(kind, group) -> median of ``abs(predicted - measured) / measured`` over its points.
+    def fit_errors(self, *, line: bool = False) -> dict[tuple[str, int, bool], float]:
+        """(kind, group, leading) -> median ``abs(predicted - measured) / measured`` of its points.
 
         ``line``: of the least-squares ``alpha + n / beta`` alone, not the table.
         """
-        fits = {(f.kind, f.group_size): f for f in self.interconnect.fits}
-        out: dict[tuple[str, int], list[float]] = {}
+        fits = {(f.kind, f.group_size, f.leading): f for f in self.interconnect.fits}
+        out: dict[tuple[str, int, bool], list[float]] = {}
         for p in self.points:
-            f = fits[(p.kind, p.group_size)]
+            key = (p.kind, p.group_size, p.leading)
+            f = fits[key]
             pred = f.latency_s + p.nbytes / f.bandwidth if line else f.time(p.nbytes)
-            out.setdefault((p.kind, p.group_size), []).append(abs(pred - p.seconds) / p.seconds)
+            out.setdefault(key, []).append(abs(pred - p.seconds) / p.seconds)
         return {k: statistics.median(v) for k, v in out.items()}
 
     def __rich__(self) -> Table:
@@ -240,9 +274,9 @@ class Calibration:
             table.add_column(col, justify="left" if col == "collective" else "right")
         line, tab = self.fit_errors(line=True), self.fit_errors()
         for f in link.fits:
-            key = (f.kind, f.group_size)
+            key = (f.kind, f.group_size, f.leading)
             table.add_row(
-                f.kind,
+                f.kind if f.leading else f"{f.kind} (inner dim)",
                 str(f.group_size),
                 f"{f.latency_s * 1e6:.0f} us",
                 f"{f.bandwidth / 1e9:.3g} GB/s" if f.bandwidth < 1e17 else "unbounded",
@@ -265,6 +299,15 @@ class Calibration:
                 f"({int(r['panel_steps'])} steps of {r.get('panel_step_bytes', 0) / 2**20:.3g} "
                 "MiB; the model scales it by a step's bytes)."
             )
+        if self.writes:
+            table.caption += (
+                " Products (s x 512) @ (512 x s) writing "
+                + ", ".join(
+                    f"{n / 2**20:.3g} MiB: {_ms(t)} ms ({_ms(excess)} beyond the smallest's rate)"
+                    for n, t, excess in self.writes
+                )
+                + "."
+            )
         if self.load:
             table.caption += " Load average " + ", ".join(f"{v:.2f}" for v in self.load) + "."
         return table
@@ -282,10 +325,10 @@ def _ms(t: float) -> str:
 
 
 def _collective_case(p: int, count: int, nbytes: int) -> Case:
-    """The five collectives on ``nbytes`` (the full buffer) over groups of ``p``.
+    """The collectives on ``nbytes`` (the full buffer) over groups of ``p``.
 
-    Every collective but the all-gather gets ``nbytes`` per device; the all-gather gets
-    ``nbytes / p``, so that its gathered result is ``nbytes`` too.
+    Every collective but the all-gathers gets ``nbytes`` per device; the all-gathers get
+    ``nbytes / p``, so that their gathered result is ``nbytes`` too.
     """
     from shardkit.layout import mesh
 
@@ -302,7 +345,8 @@ def _collective_case(p: int, count: int, nbytes: int) -> Case:
 
     def pick(name: str) -> Callable[[jax.Array, jax.Array], jax.Array]:
         body = bodies[name]
-        return (lambda x, small: body(small)) if name == "all_gather" else (lambda x, s: body(x))
+        gather = _HLO_KINDS[name] == "all-gather"
+        return (lambda x, small: body(small)) if gather else (lambda x, s: body(x))
 
     spec = P(m.axis_names, None)
     wrap = partial(jax.shard_map, mesh=m, in_specs=(spec, spec), out_specs=spec)
@@ -329,6 +373,70 @@ def _flop_case(count: int, s: int) -> Case:
 
     body = jax.shard_map(jnp.matmul, mesh=m, in_specs=(spec, spec), out_specs=spec)
     return Case(name=f"matmul/{s}", params={"s": s}, candidates={"matmul": body}, make_args=make)
+
+
+def _write_case(count: int, sizes: Sequence[int]) -> Case:
+    """Per-device ``(s x WRITE_K) @ (WRITE_K x s)`` products for each ``s``, interleaved.
+
+    The smallest is the baseline, so each larger one's round-by-round ratio to it says
+    what its output costs beyond the flops, whatever the machine's speed that minute.
+    """
+    from shardkit.layout import mesh
+
+    m = mesh((count,), ("x",), axis_types="explicit")
+    spec = P("x", None)
+    top = max(sizes)
+
+    def make() -> tuple[jax.Array, jax.Array]:
+        sharding = NamedSharding(m, spec)
+        ones = partial(jnp.ones, dtype=jnp.float32)
+        a = jax.jit(partial(ones, (count * top, WRITE_K)), out_shardings=sharding)()
+        b = jax.jit(partial(ones, (count * WRITE_K, top)), out_shardings=sharding)()
+        return a, b
+
+    def product(s: int) -> Callable[..., jax.Array]:
+        body = lambda a, b: a[:s] @ b[:, :s]  # noqa: E731
+        return jax.shard_map(body, mesh=m, in_specs=(spec, spec), out_specs=spec)
+
+    first, *rest = sorted(sizes)
+    return Case(
+        name="product-write",
+        params={"sizes": ",".join(map(str, sorted(sizes)))},
+        candidates={f"product/{s}": product(s) for s in rest},
+        baseline=product(first),
+        baseline_name=f"product/{first}",
+        make_args=make,
+    )
+
+
+def product_write(
+    base: tuple[int, float], ratios: Mapping[int, float]
+) -> tuple[tuple[tuple[float, float], ...], tuple[tuple[float, float, float], ...]]:
+    """``product_write`` points from ``(s x 512) @ (512 x s)`` products timed together.
+
+    Args:
+      base: ``(s, median seconds)`` of the smallest product, the reference.
+      ratios: ``s ->`` median round-by-round time ratio to the reference, for the others.
+
+    Returns:
+      The points ``(output bytes, seconds beyond the reference's rate)``, made
+      non-decreasing (the reference's 0), and ``(output bytes, seconds, excess)`` rows.
+
+    Example:
+      >>> points, _ = product_write((1024, 0.05), {2048: 4.0, 4096: 19.2})
+      >>> [(int(n) >> 20, round(t, 3)) for n, t in points]
+      [(4, 0.0), (16, 0.0), (64, 0.16)]
+    """
+    s0, t0 = base
+    rows = [(float(_ITEMSIZE * s0 * s0), t0, 0.0)]
+    for s in sorted(ratios):
+        flops = (s / s0) ** 2  # the products' flops ratio (k is the same)
+        rows.append((float(_ITEMSIZE * s * s), t0 * ratios[s], max(t0 * (ratios[s] - flops), 0.0)))
+    points, most = [], 0.0
+    for n, _, excess in rows:
+        most = max(most, excess)
+        points.append((n, most))
+    return tuple(points), tuple(rows)
 
 
 def _ring_case(count: int, rows: int) -> Case:
@@ -476,12 +584,15 @@ def calibrate(
     cases = [
         *passes[0],
         _flop_case(count, QUICK_FLOP_SIZE if quick else FLOP_SIZE),
+        _write_case(count, QUICK_WRITE_SIZES if quick else WRITE_SIZES),
         _ring_case(count, ring_rows),
         *(case for sweep_pass in passes[1:] for case in sweep_pass),
     ]
-    medians: dict[tuple[str, int, int], list[float]] = {}
+    medians: dict[tuple[str, int, int, bool], list[float]] = {}
     flops = 0.0
     ring_times: dict[str, float] = {}
+    write_base: tuple[int, float] = (0, 0.0)
+    write_ratios: dict[int, float] = {}
     for i, case in enumerate(cases, 1):
         if console is not None:
             console.print(f"[{i}/{len(cases)}] calibrate {case.name}", highlight=False)
@@ -490,12 +601,23 @@ def calibrate(
                 s = case.params["s"]
                 flops = 2 * s**3 / rec["median_s"]
                 continue
+            if rec["candidate"].startswith("product/"):
+                s = int(rec["candidate"].split("/")[1])
+                if rec["is_baseline"]:
+                    write_base = (s, rec["median_s"])
+                else:
+                    write_ratios[s] = rec["ratio_median"]
+                continue
             if rec["candidate"] in ("ring", "allgather"):
                 ring_times[rec["candidate"]] = rec["median_s"]
                 continue
-            key = (_HLO_KINDS[rec["candidate"]], case.params["group_size"], case.params["nbytes"])
+            name = rec["candidate"]
+            params = case.params
+            key = (_HLO_KINDS[name], params["group_size"], params["nbytes"], name not in INNER)
             medians.setdefault(key, []).append(rec["median_s"])
-    points = [Point(k, p, n, statistics.median(t)) for (k, p, n), t in sorted(medians.items())]
+    points = [
+        Point(k, p, n, statistics.median(t), lead) for (k, p, n, lead), t in sorted(medians.items())
+    ]
     wall = (datetime.datetime.now(datetime.UTC) - start).total_seconds()
     load = tuple(round(v, 2) for v in os.getloadavg()) if hasattr(os, "getloadavg") else ()
     devs = jax.devices()
@@ -510,11 +632,15 @@ def calibrate(
             f"device(s) at {created} (load average {list(load) or 'unknown'} at the "
             "end): median times (of the passes' medians) per collective kind and group size "
             f"at {len(size_list)} sizes from {min(size_list)} to {max(size_list)} B (the "
-            "full buffer), interpolated on log-log axes, and their least-squares "
+            "full buffer; all-gathers and reduce-scatters along a leading and an inner "
+            "dimension), interpolated on log-log axes, and their least-squares "
             "t = alpha + n/beta; peak_flops is a float32 matmul with every device busy; "
+            "product_write is what a product's output costs beyond its flops; "
             "panel_step_s is what a ring matmul's panel step costs beyond its flops."
         ),
     )
+    writes, write_rows = product_write(write_base, write_ratios)
+    link = dataclasses.replace(link, product_write=writes)
     ring = panel_step(link, count, ring_rows * count, ring_times["ring"], ring_times["allgather"])
     link = dataclasses.replace(
         link, panel_step_s=ring["panel_step_s"], panel_step_bytes=ring["panel_step_bytes"]
@@ -526,4 +652,4 @@ def calibrate(
             path=path,
             measurements=[dataclasses.asdict(p) for p in points],
         )
-    return Calibration(link, tuple(points), flops, written, wall, ring, load)
+    return Calibration(link, tuple(points), flops, written, wall, ring, load, write_rows)

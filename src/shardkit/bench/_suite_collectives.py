@@ -1,7 +1,7 @@
 """The ``collectives`` suite: psum, all_gather, psum_scatter, all_to_all and ppermute.
 
 Each case is one (mesh, mesh axis, bytes per device) triple. Every device holds a
-``float32`` buffer of the given size (inside ``shard_map``); the five collectives run
+``float32`` buffer of the given size (inside ``shard_map``); the collectives run
 over one mesh axis (a group of ``n`` devices), interleaved with the baseline:
 
 ``local``
@@ -26,6 +26,14 @@ ppermute        sendrecv         per-device buffer sent                     1
 
 ``bytes_per_device`` is always the per-device *input*, so ``all_gather`` moves ``n``
 times as much in total as the others at the same size, which is what ``S`` accounts for.
+
+``all_gather`` and ``psum_scatter`` gather and split the buffer's leading dimension
+(contiguous pieces); ``all_gather_inner`` and ``psum_scatter_inner`` do the same along
+the inner dimension of the buffer viewed as a square-ish matrix, as a matmul gathers
+a's columns or scatters an output's columns. Their pieces are strided, and on CPU
+devices XLA transposes around the collective: at 16 MiB over 8 devices, a
+reduce-scatter took 7 ms along the leading dimension and 35 ms along the inner one, an
+all-gather 18 and 123 ms (``shardkit bench calibrate``).
 
 Each record adds the predicted time of the collective under :mod:`shardkit.inspect`'s
 default cost model (the preset ``shardkit bench calibrate`` saved for these devices if
@@ -52,16 +60,29 @@ from shardkit.bench._timing import Case
 __all__ = [
     "COLLECTIVES",
     "DEFAULT_SIZES",
+    "INNER",
     "NCCL_NAMES",
     "QUICK_SIZES",
     "bandwidths",
     "bus_factor",
     "nccl_bytes",
     "prediction_summary",
+    "square_rows",
 ]
 
-COLLECTIVES = ("psum", "all_gather", "psum_scatter", "all_to_all", "ppermute")
-"""The collectives timed, by their ``jax.lax`` names."""
+COLLECTIVES = (
+    "psum",
+    "all_gather",
+    "psum_scatter",
+    "all_to_all",
+    "ppermute",
+    "all_gather_inner",
+    "psum_scatter_inner",
+)
+"""The collectives timed, by their ``jax.lax`` names (``_inner``: along an inner dimension)."""
+
+INNER = {"all_gather_inner": "all_gather", "psum_scatter_inner": "psum_scatter"}
+"""The inner-dimension variants and the collective each is."""
 
 NCCL_NAMES = {
     "psum": "all_reduce",
@@ -69,6 +90,8 @@ NCCL_NAMES = {
     "psum_scatter": "reduce_scatter",
     "all_to_all": "alltoall",
     "ppermute": "sendrecv",
+    "all_gather_inner": "all_gather",
+    "psum_scatter_inner": "reduce_scatter",
 }
 """The nccl-tests benchmark each collective corresponds to."""
 
@@ -78,6 +101,8 @@ _HLO_KINDS = {
     "psum_scatter": "reduce-scatter",
     "all_to_all": "all-to-all",
     "ppermute": "collective-permute",
+    "all_gather_inner": "all-gather",
+    "psum_scatter_inner": "reduce-scatter",
 }
 
 DEFAULT_SIZES = tuple(1024 * 4**k for k in range(9))
@@ -91,9 +116,11 @@ _BUILTIN = "shared-memory"
 _ITEMSIZE = 4  # float32
 
 
-def _check(collective: str) -> None:
+def _check(collective: str) -> str:
+    """The collective ``collective`` is (an inner variant's plain name); raises if unknown."""
     if collective not in NCCL_NAMES:
         raise ValueError(f"collective={collective!r}; legal values are {list(NCCL_NAMES)}")
+    return INNER.get(collective, collective)
 
 
 def nccl_bytes(collective: str, bytes_per_device: int, n: int, /) -> int:
@@ -115,8 +142,7 @@ def nccl_bytes(collective: str, bytes_per_device: int, n: int, /) -> int:
       >>> nccl_bytes("all_gather", 1024, 8), nccl_bytes("psum", 1024, 8)
       (8192, 1024)
     """
-    _check(collective)
-    return n * bytes_per_device if collective == "all_gather" else bytes_per_device
+    return n * bytes_per_device if _check(collective) == "all_gather" else bytes_per_device
 
 
 def bus_factor(collective: str, n: int, /) -> float:
@@ -132,7 +158,7 @@ def bus_factor(collective: str, n: int, /) -> float:
       >>> bus_factor("psum", 8), bus_factor("ppermute", 8)
       (1.75, 1.0)
     """
-    _check(collective)
+    collective = _check(collective)
     if collective == "ppermute":
         return 1.0
     frac = (n - 1) / n
@@ -152,7 +178,7 @@ def bandwidths(
     return algbw, algbw * bus_factor(collective, n)
 
 
-def _predictor() -> tuple[str, Callable[[str, int, float], float]]:
+def _predictor() -> tuple[str, Callable[..., float]]:
     """The label and ``time`` of ``shardkit.inspect``'s default cost model."""
     from shardkit.inspect import interconnect
 
@@ -160,16 +186,57 @@ def _predictor() -> tuple[str, Callable[[str, int, float], float]]:
     return link.label, link.time
 
 
+def square_rows(elems: int, /, *, gathered: int = 1, split: int = 1) -> int:
+    """Rows of the square-ish matrix an inner-dimension collective views a buffer as.
+
+    The largest power of two ``r`` dividing ``elems`` with ``r * r <= elems *
+    gathered`` and ``elems / r`` divisible by ``split``: a gather of ``gathered``
+    pieces of ``r x elems/r`` then makes a matrix as close to square as the size
+    allows, and so does a scatter of ``r x elems/r`` into ``split`` pieces.
+
+    Example:
+      >>> square_rows(4096), square_rows(512, gathered=8), square_rows(96, split=4)
+      (64, 64, 8)
+    """
+    best, r = 1, 1
+    while elems % r == 0 and r * r <= elems * gathered:
+        if (elems // r) % split == 0:
+            best = r
+        r *= 2
+    return best
+
+
 def _bodies(axis: str, n: int) -> dict[str, Callable[[jax.Array], jax.Array]]:
+    """The collectives over ``axis`` (``n`` devices) on a per-device ``(1, elems)`` buffer.
+
+    The leading-dimension ones work on the buffer as a vector; the ``_inner`` ones on
+    it as a ``square_rows`` by ``elems / rows`` matrix, along its second dimension
+    (for the all-gather, the rows of the gathered result's square).
+    """
     ring = [(i, (i + 1) % n) for i in range(n)]
+
+    def flat(f: Callable[[jax.Array], jax.Array]) -> Callable[[jax.Array], jax.Array]:
+        return lambda x: f(x.reshape(-1)).reshape(1, -1)
+
+    def inner(f: Callable[[jax.Array], jax.Array], **shape: int) -> Callable[..., jax.Array]:
+        return lambda x: f(x.reshape(square_rows(x.size, **shape), -1)).reshape(1, -1)
+
     return {
         "psum": lambda x: jax.lax.psum(x, axis),
-        "all_gather": lambda x: jax.lax.all_gather(x, axis, axis=1, tiled=True),
-        "psum_scatter": lambda x: jax.lax.psum_scatter(x, axis, scatter_dimension=1, tiled=True),
+        "all_gather": flat(lambda v: jax.lax.all_gather(v, axis, axis=0, tiled=True)),
+        "psum_scatter": flat(
+            lambda v: jax.lax.psum_scatter(v, axis, scatter_dimension=0, tiled=True)
+        ),
         "all_to_all": lambda x: jax.lax.all_to_all(
             x, axis, split_axis=1, concat_axis=1, tiled=True
         ),
         "ppermute": lambda x: jax.lax.ppermute(x, axis, ring),
+        "all_gather_inner": inner(
+            lambda v: jax.lax.all_gather(v, axis, axis=1, tiled=True), gathered=n
+        ),
+        "psum_scatter_inner": inner(
+            lambda v: jax.lax.psum_scatter(v, axis, scatter_dimension=1, tiled=True), split=n
+        ),
     }
 
 
@@ -199,8 +266,9 @@ def _metrics(
         }
     algbw, busbw = bandwidths(name, bytes_per_device, n, seconds) if seconds > 0 else (None, None)
     size = nccl_bytes(name, bytes_per_device, n)
-    predicted = float(predictor[1](_HLO_KINDS[name], n, size))
-    builtin = _builtin().time(_HLO_KINDS[name], n, size)
+    leading = name not in INNER
+    predicted = float(predictor[1](_HLO_KINDS[name], n, size, leading=leading))
+    builtin = _builtin().time(_HLO_KINDS[name], n, size, leading=leading)
     ok = seconds > 0
     return {
         "algbw": algbw,
@@ -328,7 +396,8 @@ SUITE = Suite(
     name="collectives",
     description=(
         "psum, all_gather, psum_scatter, all_to_all and ppermute (ring shift) in "
-        "shard_map over each axis of each mesh, float32, sizes per device."
+        "shard_map over each axis of each mesh, float32, sizes per device; all_gather "
+        "and psum_scatter also along an inner dimension (_inner)."
     ),
     baseline=(
         "local: an elementwise pass (2*x) over the same per-device buffer in the same "

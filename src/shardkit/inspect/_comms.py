@@ -150,8 +150,18 @@ def _collective(
         unbounded=found.unbounded,
         is_async=found.is_async,
         name=found.instr.name,
-        time_s=link.time(found.kind, group_size, n) if moves else 0.0,
+        time_s=link.time(found.kind, group_size, n, leading=_leading(found)) if moves else 0.0,
     )
+
+
+def _leading(found: Found) -> bool:
+    """Whether an all-gather or reduce-scatter works along its operand's leading dimension.
+
+    HLO writes the dimension as ``dimensions={d}``; any other collective counts as
+    leading (the cost model tells the two apart only for these two kinds).
+    """
+    dims = found.instr.attrs.get("dimensions", "{0}").strip("{} ")
+    return dims in ("", "0")
 
 
 def report_from_text(

@@ -27,7 +27,11 @@ A *calibrated* interconnect (``shardkit bench calibrate``, saved as a preset by
 :func:`~shardkit.inspect.interconnect`) also carries the measured times of each collective
 kind and group size (:class:`CollectiveFit`: a table of sizes and times, with its
 least-squares ``t = alpha + n / beta``), which replace the formulas above where they
-apply, a measured ``peak_flops``, and ``panel_step_s``: what one step of a local
+apply; for all-gathers and reduce-scatters, separately along an array's leading
+dimension (contiguous pieces) and along an inner one (strided pieces, which a device
+must pack and unpack: several times slower on CPU devices). It carries a measured
+``peak_flops``; ``product_write``, what writing a large local product costs beyond its
+flops (fresh memory, on CPU devices); and ``panel_step_s``: what one step of a local
 product computed panel by panel in a loop (as ring matmuls compute theirs) costs over
 computing it whole, since on devices that do not overlap communication with compute
 the stepping is not free.
@@ -69,7 +73,7 @@ class CollectiveFit:
     size's time below it, and beyond the largest in proportion to the size (the
     largest size's bandwidth). On CPU devices the cost per byte grows several times
     past the caches, which one ``alpha + n / beta`` line cannot follow; past the
-    largest measured size (16 MiB by default) memory bandwidth bounds it, and carrying
+    largest measured size (64 MiB by default) memory bandwidth bounds it, and carrying
     the last range's steeper growth on would overprice large buffers many times.
 
     Attributes:
@@ -80,6 +84,9 @@ class CollectiveFit:
       bandwidth: ``beta`` of that line, bytes of ``nbytes`` per second.
       sizes: measured ``nbytes``, increasing (empty: the line alone).
       seconds: the measured times at ``sizes`` (made non-decreasing).
+      leading: measured along the array's leading dimension (True; every kind but
+        all-gather and reduce-scatter is only measured so) or along an inner one of a
+        square matrix (False), whose pieces are strided.
 
     Example:
       >>> CollectiveFit("all-reduce", 4, 1e-5, 1e9).time(1e6)
@@ -95,6 +102,7 @@ class CollectiveFit:
     bandwidth: float
     sizes: tuple[float, ...] = ()
     seconds: tuple[float, ...] = ()
+    leading: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "sizes", tuple(float(n) for n in self.sizes))
@@ -163,6 +171,9 @@ class Interconnect:
         was measured: a step writing ``b`` bytes costs ``panel_step_s * b /
         panel_step_bytes`` (:meth:`step_time`); 0 (presets saved before it) prices
         every step at ``panel_step_s``.
+      product_write: ``(output bytes, seconds)`` pairs, increasing: what a local
+        product writing that many bytes took beyond its flops at ``peak_flops``
+        (:meth:`write_time`); empty (the built-in presets) prices none.
       calibrated: when the fits were measured (ISO 8601), or None for a built-in preset.
 
     Example:
@@ -181,10 +192,20 @@ class Interconnect:
     calibrated: str | None = None
     panel_step_s: float = 0.0
     panel_step_bytes: float = 0.0
+    product_write: tuple[tuple[float, float], ...] = ()
 
     def __post_init__(self) -> None:
         # Fits may arrive as JSON (lists of dicts, from a preset file or a saved report).
         object.__setattr__(self, "fits", tuple(_as_fit(f) for f in self.fits))
+        writes = tuple((float(n), float(t)) for n, t in self.product_write)
+        object.__setattr__(self, "product_write", writes)
+        if any(n <= 0 or t < 0 for n, t in writes) or any(
+            b[0] <= a[0] or b[1] < a[1] for a, b in itertools.pairwise(writes)
+        ):
+            raise ValueError(
+                f"Interconnect: product_write={writes!r} needs (bytes, seconds) pairs with "
+                "bytes positive and increasing, seconds non-negative and non-decreasing"
+            )
         if self.algorithm not in _ALGORITHMS:
             raise ValueError(
                 f"Interconnect: algorithm={self.algorithm!r}; legal values are {_ALGORITHMS}"
@@ -214,6 +235,31 @@ class Interconnect:
             return self.panel_step_s
         return self.panel_step_s * step_bytes / self.panel_step_bytes
 
+    def write_time(self, out_bytes: float, /) -> float:
+        """Seconds a local product writing ``out_bytes`` takes beyond its flops.
+
+        Linear between the measured ``product_write`` points (and from zero bytes to
+        the first), in proportion to the size past the last; 0 without points. On CPU
+        devices a product's output is fresh memory each call: measured on 8 simulated
+        devices, a float32 product costs nothing extra up to 16 MiB of output and
+        about 2.6 ms per MiB at 64 MiB, which made one ``(4096 x 512) @ (512 x 4096)``
+        product 20% slower than the same flops in eight row blocks.
+
+        Example:
+          >>> link = Interconnect("toy", 1e-6, 1e9, product_write=((2**24, 0.0), (2**26, 0.375)))
+          >>> link.write_time(2**23), link.write_time(2**25), link.write_time(2**27)
+          (0.0, 0.125, 0.75)
+        """
+        points = self.product_write
+        if not points or out_bytes <= 0:
+            return 0.0
+        lo_n, lo_t = 0.0, 0.0
+        for n, t in points:
+            if out_bytes <= n:
+                return lo_t + (t - lo_t) * (out_bytes - lo_n) / (n - lo_n)
+            lo_n, lo_t = n, t
+        return lo_t * out_bytes / lo_n
+
     def with_algorithm(self, algorithm: Algorithm, /) -> Interconnect:
         """The same link with another collective algorithm."""
         return dataclasses.replace(self, algorithm=algorithm)
@@ -225,13 +271,16 @@ class Interconnect:
             return f"{self.name} (built-in preset)"
         return f"{self.name} (calibrated on {self.calibrated[:10]})"
 
-    def fit(self, kind: str, group_size: int) -> CollectiveFit | None:
+    def fit(self, kind: str, group_size: int, *, leading: bool = True) -> CollectiveFit | None:
         """The measured fit for ``kind`` nearest to ``group_size`` (log scale), if any.
 
         A group size that was not measured borrows the nearest measured one of the same
-        kind; the fits do not extrapolate to groups of one, which cost nothing.
+        kind; the fits do not extrapolate to groups of one, which cost nothing. Fits
+        measured along the requested kind of dimension (``leading`` or inner) are
+        preferred; a kind measured only one way serves both.
         """
         same = [f for f in self.fits if f.kind == kind]
+        same = [f for f in same if f.leading == leading] or same
         if not same or group_size <= 1 < min(f.group_size for f in same):
             return None
         return min(
@@ -239,17 +288,20 @@ class Interconnect:
             key=lambda f: (abs(math.log2(f.group_size) - math.log2(group_size)), f.group_size),
         )
 
-    def time(self, kind: str, group_size: int, nbytes: float) -> float:
+    def time(self, kind: str, group_size: int, nbytes: float, *, leading: bool = True) -> float:
         """Predicted seconds for one collective of ``nbytes`` over ``group_size`` devices.
 
         ``nbytes`` is the full buffer: the gathered result of an all-gather, the
-        operand of the others. A group of one costs nothing.
+        operand of the others. A group of one costs nothing. ``leading``: an
+        all-gather or reduce-scatter along the array's leading dimension; False, along
+        an inner one (priced by the inner-dimension fits where calibrated; the
+        formulas do not tell them apart).
 
         Raises:
           ValueError: ``kind`` is not one of the six collectives.
         """
         p, a, b = group_size, self.latency_s, self.bandwidth
-        fit = self.fit(kind, p) if self.fits else None
+        fit = self.fit(kind, p, leading=leading) if self.fits else None
         if fit is not None:
             return fit.time(nbytes)
         if kind == "collective-permute":

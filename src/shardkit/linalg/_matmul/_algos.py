@@ -126,7 +126,12 @@ def local(pb: Problem) -> Result:
         )
     if set(am) & set(bn):
         return f"a's rows and b's columns both split over {sorted(set(am) & set(bn))}"
-    return [Variant("local", "", (am, bn), (), 0, pb.flops(am, pb.k, bn), local_matmul)]
+    out = pb.c_bytes(am, bn)
+    return [
+        Variant(
+            "local", "", (am, bn), (), 0, pb.flops(am, pb.k, bn), local_matmul, product_bytes=out
+        )
+    ]
 
 
 def _contraction_split(pb: Problem, algorithm: str) -> Entry | str:
@@ -162,6 +167,7 @@ def allreduce(pb: Problem) -> Result:
             out,
             pb.flops(am, pb.k // pb.p(s), bn),
             body,
+            product_bytes=out,
         )
     ]
 
@@ -178,7 +184,7 @@ def reduce_scatter(pb: Problem) -> Result:
     for dim, (rows, cols) in enumerate((((*am, *s), bn), (am, (*bn, *s)))):
         if ((pb.m // pb.p(am)) if dim == 0 else (pb.n // pb.p(bn))) % p:
             continue
-        comm = Comm("reduce-scatter", s, p, full, full // p)
+        comm = Comm("reduce-scatter", s, p, full, full // p, leading=dim == 0 and pb.batch_a == 1)
 
         def body(a: jax.Array, b: jax.Array, dim: int = dim) -> jax.Array:
             c = a @ b
@@ -186,7 +192,18 @@ def reduce_scatter(pb: Problem) -> Result:
 
         detail = f"scatter {'rows' if dim == 0 else 'columns'} over {','.join(s)}"
         flops = pb.flops(am, pb.k // p, bn)
-        out.append(Variant("reduce_scatter", detail, (rows, cols), (comm,), full, flops, body))
+        out.append(
+            Variant(
+                "reduce_scatter",
+                detail,
+                (rows, cols),
+                (comm,),
+                full,
+                flops,
+                body,
+                product_bytes=full,
+            )
+        )
     return out or f"neither the output's rows nor its columns divide into {p} parts"
 
 
@@ -206,18 +223,20 @@ def allgather(pb: Problem) -> Result:
         rows, cols = (() if gather_rows else am), (() if gather_cols else bn)
         if ak:
             res = pb.a_bytes(am, ())
-            comms.append(Comm("all-gather", ak, pb.p(ak), res // pb.p(ak), res))
+            comms.append(Comm("all-gather", ak, pb.p(ak), res // pb.p(ak), res, leading=False))
         if gather_rows:
             res = pb.a_bytes((), ())
-            comms.append(Comm("all-gather", am, pb.p(am), res // pb.p(am), res))
+            lead = pb.batch_a == 1
+            comms.append(Comm("all-gather", am, pb.p(am), res // pb.p(am), res, leading=lead))
         if ak or gather_rows:
             temp += pb.a_bytes(rows, ())
         if bk:
             res = pb.b_bytes((), bn)
-            comms.append(Comm("all-gather", bk, pb.p(bk), res // pb.p(bk), res))
+            lead = pb.batch_b == 1
+            comms.append(Comm("all-gather", bk, pb.p(bk), res // pb.p(bk), res, leading=lead))
         if gather_cols:
             res = pb.b_bytes((), ())
-            comms.append(Comm("all-gather", bn, pb.p(bn), res // pb.p(bn), res))
+            comms.append(Comm("all-gather", bn, pb.p(bn), res // pb.p(bn), res, leading=False))
         if bk or gather_cols:
             temp += pb.b_bytes((), cols)
 
@@ -254,6 +273,7 @@ def allgather(pb: Problem) -> Result:
                 temp,
                 pb.flops(rows, pb.k, cols),
                 body,
+                product_bytes=pb.c_bytes(rows, cols),
             )
         )
     return variants
@@ -329,6 +349,7 @@ def _ring_gather_k(pb: Problem, *, rotate_b: bool) -> Variant:
         overlap_steps=p - 1,
         panel_steps=p * panels,
         panel_step_bytes=pb.c_bytes(am, bn) // panels,
+        product_bytes=pb.c_bytes(am, bn),
     )
 
 
@@ -375,6 +396,7 @@ def _ring_scatter(pb: Problem) -> list[Variant]:
                 pb.flops(am, pb.k // p, bn),
                 body,
                 overlap_steps=p - 1,
+                product_bytes=block,
             )
         )
     return variants
@@ -409,6 +431,7 @@ def _ring_gather_n(pb: Problem) -> Variant:
         pb.flops(am, pb.k, ()),
         body,
         overlap_steps=p - 1,
+        product_bytes=pb.c_bytes(am, ()),
     )
 
 
@@ -465,6 +488,7 @@ def cannon(pb: Problem) -> Result:
             pb.flops((r,), pb.k // q, (c,)) * q,
             body,
             overlap_steps=q - 1,
+            product_bytes=pb.c_bytes((r,), (c,)),
         )
     ]
 
@@ -518,6 +542,7 @@ def summa(pb: Problem) -> Result:
             2 * (a_panel + b_panel) + pb.c_bytes((r,), (c,)),
             pb.flops((r,), pb.k, (c,)),
             body,
+            product_bytes=pb.c_bytes((r,), (c,)),
         )
     ]
 

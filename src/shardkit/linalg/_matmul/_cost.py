@@ -38,7 +38,8 @@ class Candidate:
       flops: per-device floating-point operations.
       comm_time_s: predicted communication seconds.
       compute_time_s: predicted compute seconds: ``flops / peak_flops``, plus
-        ``panel_step_s`` per panel step of a product computed panel by panel (ring).
+        ``panel_step_s`` per panel step of a product computed panel by panel (ring),
+        plus the calibrated cost of writing its largest local product.
       time_s: predicted total, communication plus compute (no overlap modelled).
     """
 
@@ -88,9 +89,12 @@ def price(
     peak = in_bytes + pb.c_bytes(*variant.out) + variant.temp_bytes + extra_mem
     # Every variant does the same flops; what tells them apart in compute is how: a
     # ring computes its product in small panel steps interleaved with its permutes,
-    # which on devices that do not overlap them (CPU) costs a calibrated time per step.
-    compute = variant.flops / link.peak_flops + variant.panel_steps * link.step_time(
-        variant.panel_step_bytes
+    # which on devices that do not overlap them (CPU) costs a calibrated time per step,
+    # and one large product writes more fresh memory than several small ones.
+    compute = (
+        variant.flops / link.peak_flops
+        + variant.panel_steps * link.step_time(variant.panel_step_bytes)
+        + link.write_time(variant.product_bytes)
     )
     algo_comm = sum(c.time(link) for c in variant.comms)
     redist_comm = sum(c.time(link) for c in comms[len(variant.comms) :])

@@ -63,6 +63,9 @@ class Comm:
       operand_bytes: per-device operand bytes of one run.
       result_bytes: per-device result bytes of one run.
       count: runs per call.
+      leading: an all-gather or reduce-scatter along the block's leading dimension
+        (contiguous pieces); False along an inner one, which the calibrated cost
+        model prices apart.
     """
 
     kind: str
@@ -71,6 +74,7 @@ class Comm:
     operand_bytes: int
     result_bytes: int
     count: int = 1
+    leading: bool = True
 
     @property
     def sent_bytes(self) -> int:
@@ -86,7 +90,7 @@ class Comm:
     def time(self, link: Interconnect) -> float:
         """Predicted seconds for all runs under ``link``."""
         n = message_bytes(self.kind, self.operand_bytes, self.result_bytes)
-        return self.count * link.time(self.kind, self.group_size, n)
+        return self.count * link.time(self.kind, self.group_size, n, leading=self.leading)
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,8 @@ class Variant:
         in place (ring's gather variants); each costs the interconnect's calibrated
         step time on top of the flops (:meth:`~shardkit.inspect.Interconnect.step_time`).
       panel_step_bytes: the output bytes one such step writes.
+      product_bytes: the output bytes of the largest local product it writes, once
+        per call (:meth:`~shardkit.inspect.Interconnect.write_time`).
     """
 
     algorithm: str
@@ -119,6 +125,7 @@ class Variant:
     overlap_steps: int = 0
     panel_steps: int = 0
     panel_step_bytes: int = 0
+    product_bytes: int = 0
 
 
 # ---- per-shard helpers (run inside shard_map) -------------------------------------
@@ -219,7 +226,7 @@ def redistribution(
             peak = max(peak, out)
             group = parts(axes, sizes)
             if group > 1:
-                comms.append(Comm("all-gather", axes, group, out // group, out))
+                comms.append(Comm("all-gather", axes, group, out // group, out, leading=d == 0))
                 steps.append(("gather", axes, d, 0))
     for d in range(rank):
         if len(dst[d]) > len(cur[d]):

@@ -25,8 +25,9 @@ The ``solve-parts`` case is an ablation of ``solve`` (see
 collectives alone, the update's tiled matmuls against one BLAS call, with SciPy and
 dask alongside.
 
-Metrics per candidate: ``cpu_s`` (process CPU seconds of one call, all threads: the
-simulated devices share the machine's cores, BLAS and XLA pinned to one thread each),
+Metrics per candidate: ``cpu_s`` (process CPU seconds of a call, all threads, the median
+of :data:`CPU_CALLS` calls: the simulated devices share the machine's cores, BLAS and
+XLA pinned to one thread each; one call's figure moved by 10-15% between runs),
 ``resid`` (solve: ``||Ax-b|| / (||A|| ||x|| + ||b||)``; cholesky: ``||A - L L^T|| / ||A||``;
 qr: ``||A - Q R|| / ||A||``, Frobenius norms), and for the JAX programs the bytes one
 device sends and the per-device peak memory over the device's share of ``A``
@@ -36,6 +37,7 @@ device sends and the per-device peak memory over the device's share of ``A``
 from __future__ import annotations
 
 import importlib
+import statistics
 import time
 from collections.abc import Callable, Mapping
 from functools import partial
@@ -67,6 +69,9 @@ OPS = ("solve", "cholesky", "qr", "tsqr", "solve-parts")
 ``solve-parts`` is the ablation of ``solve``."""
 
 BASELINE = "jnp"
+
+CPU_CALLS = 3
+"""Calls whose process CPU time is measured per candidate (the median is reported)."""
 
 
 def _have_dask() -> bool:
@@ -234,10 +239,13 @@ class _Measure:
     def _measure(self, name: str) -> dict[str, float | None]:
         args = _make_args(self.op, self.n, self.m, self.spec)
         fn = jax.jit(self.fns[name])
-        jax.block_until_ready(fn(*args))  # compile and warm up
-        c0 = time.process_time()
-        out = jax.block_until_ready(fn(*args))
-        cpu = time.process_time() - c0
+        out = jax.block_until_ready(fn(*args))  # compile and warm up
+        spent = []
+        for _ in range(CPU_CALLS):
+            c0 = time.process_time()
+            jax.block_until_ready(fn(*args))
+            spent.append(time.process_time() - c0)
+        cpu = statistics.median(spent)
         a, b = _data(self.op, self.n)
         res = None if name in NOT_SOLUTIONS else _residual(self.op, a, b, jax.device_get(out))
         metrics: dict[str, float | None] = {"cpu_s": cpu, "resid": res}
@@ -290,8 +298,8 @@ def _cases(config: SuiteConfig) -> list[Case]:
 def _notes() -> list[str]:
     return [
         "Ratio: median over rounds of (candidate wall time / jnp.linalg on the sharded input).",
-        "cpu_s: time.process_time of one extra call (all threads of this process; BLAS and "
-        "XLA are pinned to one thread per simulated device).",
+        f"cpu_s: time.process_time of a call, median of {CPU_CALLS} extra calls (all threads of "
+        "this process; BLAS and XLA are pinned to one thread per simulated device).",
         "resid: solve ||Ax-b||/(||A|| ||x||+||b||); cholesky ||A-LL^T||/||A||; qr ||A-QR||/||A||.",
         "mem/share: per-device peak memory (shardkit.comms) over the device's share of A.",
         "shardkit solve: tournament pivoting (CALU, the default); 'shardkit partial': "

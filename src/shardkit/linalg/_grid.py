@@ -49,13 +49,16 @@ class Grid:
       mesh: the ``R x C`` grid of the caller's devices (abstract under ``jit``).
       home: the caller's mesh.
       rows: the caller's row axes (``()`` for a column split).
-      parts: the number of devices along them.
     """
 
     mesh: AnyMesh
     home: AnyMesh
     rows: tuple[str, ...]
-    parts: int
+
+    @property
+    def parts(self) -> int:
+        """The number of devices along the caller's row axes."""
+        return math.prod(self.home.shape[x] for x in self.rows)
 
     @property
     def spec(self) -> PartitionSpec:
@@ -107,7 +110,7 @@ def grid_for(where: str, a: Any, mesh: AnyMesh | None, spec: Any) -> Grid | None
         # concrete second mesh would fail XLA's one-mesh check on Auto axes).
         home = m.abstract_mesh if isinstance(m, Mesh) else m
         grid = AbstractMesh((r, c), GRID_AXES, axis_types=(kind, kind))
-    return Grid(grid, home, tuple(rows), math.prod(m.shape[x] for x in rows))
+    return Grid(grid, home, tuple(rows))
 
 
 def to_grid(a: Any, g: Grid) -> jax.Array:

@@ -243,7 +243,7 @@ class Interconnect:
         devices a product's output is fresh memory each call: measured on 8 simulated
         devices, a float32 product costs nothing extra up to 16 MiB of output and
         about 2.6 ms per MiB at 64 MiB, which made one ``(4096 x 512) @ (512 x 4096)``
-        product 20% slower than the same flops in eight row blocks.
+        product 24% slower than the same flops in eight row blocks (876 against 709 ms).
 
         Example:
           >>> link = Interconnect("toy", 1e-6, 1e9, product_write=((2**24, 0.0), (2**26, 0.375)))

@@ -359,16 +359,24 @@ def _collective_case(p: int, count: int, nbytes: int) -> Case:
     )
 
 
-def _flop_case(count: int, s: int) -> Case:
+def _by_rows(count: int) -> tuple[jax.sharding.Mesh, P]:
+    """A 1-D mesh of all ``count`` devices and the spec splitting an array's rows over it."""
     from shardkit.layout import mesh
 
-    m = mesh((count,), ("x",), axis_types="explicit")
-    spec = P("x", None)
+    return mesh((count,), ("x",), axis_types="explicit"), P("x", None)
+
+
+def _ones(m: jax.sharding.Mesh, spec: P, shape: tuple[int, ...]) -> jax.Array:
+    """float32 ones of ``shape`` created in place, laid out by ``spec`` (no host copy)."""
+    make = partial(jnp.ones, shape, jnp.float32)
+    return jax.jit(make, out_shardings=NamedSharding(m, spec))()
+
+
+def _flop_case(count: int, s: int) -> Case:
+    m, spec = _by_rows(count)
 
     def make() -> tuple[jax.Array, jax.Array]:
-        sharding = NamedSharding(m, spec)
-        make_one = partial(jnp.ones, (count * s, s), jnp.float32)
-        x = jax.jit(make_one, out_shardings=sharding)()
+        x = _ones(m, spec, (count * s, s))
         return x, x
 
     body = jax.shard_map(jnp.matmul, mesh=m, in_specs=(spec, spec), out_specs=spec)
@@ -381,18 +389,11 @@ def _write_case(count: int, sizes: Sequence[int]) -> Case:
     The smallest is the baseline, so each larger one's round-by-round ratio to it says
     what its output costs beyond the flops, whatever the machine's speed that minute.
     """
-    from shardkit.layout import mesh
-
-    m = mesh((count,), ("x",), axis_types="explicit")
-    spec = P("x", None)
+    m, spec = _by_rows(count)
     top = max(sizes)
 
     def make() -> tuple[jax.Array, jax.Array]:
-        sharding = NamedSharding(m, spec)
-        ones = partial(jnp.ones, dtype=jnp.float32)
-        a = jax.jit(partial(ones, (count * top, WRITE_K)), out_shardings=sharding)()
-        b = jax.jit(partial(ones, (count * WRITE_K, top)), out_shardings=sharding)()
-        return a, b
+        return _ones(m, spec, (count * top, WRITE_K)), _ones(m, spec, (count * WRITE_K, top))
 
     def product(s: int) -> Callable[..., jax.Array]:
         body = lambda a, b: a[:s] @ b[:, :s]  # noqa: E731
@@ -441,16 +442,13 @@ def product_write(
 
 def _ring_case(count: int, rows: int) -> Case:
     """``matmul`` by ring and by all-gather on ``a``, ``b`` split by rows over all devices."""
-    from shardkit.layout import mesh
     from shardkit.linalg import matmul
 
-    m = mesh((count,), ("x",), axis_types="explicit")
+    m, spec = _by_rows(count)
     n = rows * count
-    spec = P("x", None)
 
     def make() -> tuple[jax.Array, jax.Array]:
-        sharding = NamedSharding(m, spec)
-        x = jax.jit(partial(jnp.ones, (n, n), jnp.float32), out_shardings=sharding)()
+        x = _ones(m, spec, (n, n))
         return x, x
 
     def algo(name: str) -> Callable[[jax.Array, jax.Array], jax.Array]:
@@ -481,15 +479,14 @@ def panel_step(
       >>> int(r["panel_steps"]), round(r["panel_step_s"] * 1e3, 3)
       (64, 1.0)
     """
-    from shardkit.layout import mesh
     from shardkit.linalg import matmul
 
-    m = mesh((count,), ("x",), axis_types="explicit")
+    m, rows = _by_rows(count)
     s = jax.ShapeDtypeStruct((n, n), jnp.float32)
     free = dataclasses.replace(link, panel_step_s=0.0, panel_step_bytes=0.0)
     picks = {
         name: matmul(
-            s, s, algorithm=name, mesh=m, in_specs=(P("x"), P("x")), interconnect=free, explain=True
+            s, s, algorithm=name, mesh=m, in_specs=(rows, rows), interconnect=free, explain=True
         ).chosen  # type: ignore[arg-type]
         for name in ("ring", "allgather")
     }

@@ -306,7 +306,7 @@ def _tournament_panel(ctx: Stage, e: jax.Array, cols: jax.Array, piv: Pivots) ->
     def no_nominees(cols: jax.Array) -> jax.Array:
         return jnp.zeros((nb, nb + 1), cols.dtype)
 
-    cand = lax.cond(own, nominate, no_nominees, cols)
+    cand = on_owner(own, col_axes, nominate, no_nominees, cols)
 
     def tourney(cand: jax.Array) -> jax.Array:
         lu_s, _, rows = lax.linalg.lu(cand[:, :nb])
@@ -335,7 +335,7 @@ def _tournament_panel(ctx: Stage, e: jax.Array, cols: jax.Array, piv: Pivots) ->
         def nothing(cols: jax.Array) -> jax.Array:
             return jnp.zeros((cols.shape[0] + nb, nb + 1), cols.dtype)
 
-        both = psum(lax.cond(own, packed, nothing, cols), col_axes)
+        both = psum(on_owner(own, col_axes, packed, nothing, cols), col_axes)
         pan, res = both[: cols.shape[0], :nb], both[cols.shape[0] :]
     else:
         pan = solved(cols)

@@ -1,0 +1,101 @@
+"""Matrices split by rows over the whole mesh: the spectral decompositions' working layout.
+
+Inside ``shard_map`` over every mesh axis (their tuple ``ax``, ``p`` devices), an
+``N x K`` matrix lives as ``P(ax, None)``: device ``i`` holds rows ``i*b .. (i+1)*b``
+(``b = N / p``), all columns. The kernels here keep it so, moving at most one device's
+block per collective (``N^2 / p`` elements of an ``N x N`` matrix: never a gather):
+
+* :func:`ring_matmul` ``A @ B``: ``B``'s row blocks travel once around the ring of
+  devices (``p - 1`` collective-permutes of one block each), each device multiplying
+  the block it holds into its rows of the product (``2 N K N / p`` flops per device).
+* :func:`adjoint` ``A^H``: one all-to-all of one block (``b x b`` pieces), then a
+  local transpose.
+* :func:`identity_rows` and :func:`row_index`: the device's rows of ``I`` and their
+  global indices.
+
+Every collective of one kernel reads the result of the one before it, so XLA's CPU
+runtime never has two of them in flight at once (see :mod:`shardkit.inspect._order`).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from shardkit.linalg._blockcyclic import axis_index, dslice
+
+__all__ = ["adjoint", "identity_rows", "ring_gram", "ring_matmul", "row_index"]
+
+
+def row_index(rows: int, ax: tuple[str, ...]) -> jax.Array:
+    """Global indices (int32) of this device's ``rows`` rows."""
+    return axis_index(ax) * rows + jnp.arange(rows, dtype=jnp.int32)
+
+
+def identity_rows(rows: int, cols: int, dtype: jnp.dtype, ax: tuple[str, ...]) -> jax.Array:
+    """This device's ``rows`` rows of the ``cols x cols`` identity."""
+    g = row_index(rows, ax)
+    return (g[:, None] == jnp.arange(cols, dtype=jnp.int32)[None, :]).astype(dtype)
+
+
+def ring_matmul(a: jax.Array, b: jax.Array, ax: tuple[str, ...], p: int) -> jax.Array:
+    """Local rows of ``A @ B``: ``a`` is ``(rows, N)``, ``b`` this device's ``(N/p, K)`` rows of ``B``.
+
+    ``B``'s blocks pass around the ring (device ``i`` receives from ``i + 1``); at step
+    ``t`` device ``i`` holds block ``(i + t) mod p`` and multiplies it by the matching
+    columns of ``a``.
+    """
+    if p == 1:
+        return a @ b
+    me = axis_index(ax)
+    bs = b.shape[0]
+    perm = [(j, (j - 1) % p) for j in range(p)]
+
+    def multiply(t: jax.Array, blk: jax.Array) -> jax.Array:
+        src = (me + t) % p
+        return dslice(a, (0, src * bs), (a.shape[0], bs)) @ blk
+
+    def step(t: jax.Array, carry: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        acc, blk = carry
+        acc = acc + multiply(t, blk)
+        return acc, lax.ppermute(blk, ax, perm)
+
+    acc = jnp.zeros((a.shape[0], b.shape[1]), jnp.result_type(a, b))
+    acc, blk = lax.fori_loop(jnp.int32(0), jnp.int32(p - 1), step, (acc, b))
+    return acc + multiply(jnp.int32(p - 1), blk)
+
+
+def adjoint(x: jax.Array, ax: tuple[str, ...], p: int) -> jax.Array:
+    """Local rows of ``X^H`` for a square ``X`` held as ``(N/p, N)`` rows: one all-to-all."""
+    b, n = x.shape
+    if p == 1:
+        return jnp.conj(x).T
+    # pieces[j] = x[:, J_j] goes to device j; device i receives X[I_j, I_i] from each j.
+    pieces = x.reshape(b, p, b).transpose(1, 0, 2)
+    got = lax.all_to_all(pieces, ax, 0, 0, tiled=True)  # got[j] = X[I_j, I_i]
+    # (X^H)[I_i, I_j] = X[I_j, I_i]^H: row r, column j*b + c is conj(got[j, c, r]).
+    return jnp.conj(got).transpose(2, 0, 1).reshape(b, n)
+
+
+def ring_gram(u: jax.Array, a: jax.Array, ax: tuple[str, ...], p: int) -> jax.Array:
+    """Local rows of ``U^H A`` for ``U`` (``M x N``) and ``A`` (``M x K``) held as row blocks.
+
+    A ring reduce-scatter: the partial sum for output block ``j`` travels the ring,
+    each device adding ``U_i[:, J_j]^H A_i``; no device ever holds more than one
+    ``(N/p) x K`` block of the product.
+    """
+    if p == 1:
+        return jnp.conj(u).T @ a
+    me = axis_index(ax)
+    bs = u.shape[1] // p
+    perm = [(j, (j - 1) % p) for j in range(p)]
+
+    def part(t: jax.Array) -> jax.Array:
+        blk = (me + t + 1) % p
+        return jnp.conj(dslice(u, (0, blk * bs), (u.shape[0], bs))).T @ a
+
+    def step(t: jax.Array, acc: jax.Array) -> jax.Array:
+        return lax.ppermute(acc, ax, perm) + part(t)
+
+    return lax.fori_loop(jnp.int32(1), jnp.int32(p), step, part(jnp.int32(0)))

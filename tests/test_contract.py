@@ -130,6 +130,8 @@ class Op:
 
 SQUARE = {"div": 32, "indiv": 30}
 LINALG = frozenset({"all-reduce", "all-gather", "collective-permute"})
+# The spectral decompositions add the all-to-alls of the move to rows and of X^H.
+SPECTRAL = LINALG | {"all-to-all"}
 
 
 def _square_specs(mesh: str) -> tuple[str | None, ...]:
@@ -149,6 +151,36 @@ def _solved(what: str) -> Callable[[Any, tuple[np.ndarray, ...], str], None]:
         assert_close(x, np.linalg.solve(a.astype(np.complex128), b), dtype=dtype, what=what)
 
     return check
+
+
+def _hermitian_of(a: np.ndarray) -> np.ndarray:
+    """The Hermitian matrix eigh reads from ``a``'s lower triangle (as scipy does)."""
+    h = np.tril(a) + np.tril(a, -1).conj().T
+    h[np.diag_indices(a.shape[0])] = np.real(h.diagonal())
+    return h
+
+
+def _check_eigh(got: Any, ops: tuple[np.ndarray, ...], dtype: str) -> None:
+    w, v = (np.asarray(x) for x in got)
+    h = _hermitian_of(ops[0])
+    assert_close(w, sl.eigvalsh(h.astype(np.complex128)), dtype=dtype, what="eigenvalues")
+    assert_close((v * w) @ v.conj().T, h, dtype=dtype, what="v diag(w) v^H")
+    assert_close(v.conj().T @ v, np.eye(len(w)), dtype=dtype, what="v^H v")
+
+
+def _check_svd(got: Any, ops: tuple[np.ndarray, ...], dtype: str) -> None:
+    u, s, vh = (np.asarray(x) for x in got)
+    a = ops[0]
+    assert_close(s, np.linalg.svd(a.astype(np.complex128), compute_uv=False), dtype=dtype, what="s")
+    assert_close((u * s) @ vh, a, dtype=dtype, what="u diag(s) vh")
+    assert_close(u.conj().T @ u, np.eye(len(s)), dtype=dtype, what="u^H u")
+
+
+def _check_polar(got: Any, ops: tuple[np.ndarray, ...], dtype: str) -> None:
+    u, p = (np.asarray(x) for x in got)
+    assert_close(u @ p, ops[0], dtype=dtype, what="u p")
+    assert_close(u.conj().T @ u, np.eye(u.shape[1]), dtype=dtype, what="u^H u")
+    assert_close(p, p.conj().T, dtype=dtype, what="p Hermitian")
 
 
 def _check_qr(out: Any, ops: tuple[np.ndarray, ...], dtype: str) -> None:
@@ -272,6 +304,33 @@ OPS: tuple[Op, ...] = (
         lambda a, b, **kw: linalg.lstsq(a, b, **kw),
         _check_lstsq,
         LINALG,
+    ),
+    Op(
+        "eigh",
+        SQUARE,
+        lambda rng, n, dt: (_draw(rng, (n, n), dt),),
+        lambda mesh: _square_specs(mesh)[:1],
+        lambda a, **kw: linalg.eigh(a, **kw),
+        _check_eigh,
+        SPECTRAL,
+    ),
+    Op(
+        "svd",
+        SQUARE,
+        lambda rng, n, dt: (_draw(rng, (n, n), dt),),
+        lambda mesh: _square_specs(mesh)[:1],
+        lambda a, **kw: linalg.svd(a, **kw),
+        _check_svd,
+        SPECTRAL,
+    ),
+    Op(
+        "polar",
+        SQUARE,
+        lambda rng, n, dt: (_well_conditioned(rng, n, dt),),
+        lambda mesh: _square_specs(mesh)[:1],
+        lambda a, **kw: linalg.polar(a, **kw),
+        _check_polar,
+        SPECTRAL,
     ),
     Op(
         "cg",

@@ -4,7 +4,9 @@ Products by named algorithms or by cost model (:func:`matmul`); LU with pivoting
 across whole columns (tournament or partial), Cholesky and triangular solves on a
 block-cyclic layout (:func:`solve`, :func:`lu_factor`, :func:`cholesky`, ...); QR
 (TSQR for tall-skinny matrices, block Gram-Schmidt for square ones) and least squares;
-Krylov solvers on sharded vectors; batched solves without communication.
+Krylov solvers on sharded vectors; batched solves without communication; the
+spectral decompositions :func:`eigh`, :func:`svd` and :func:`polar` (QDWH and
+spectral divide and conquer on the matrix split by rows, never gathered).
 
 Inside ``jax.jit`` on Auto mesh axes the operands carry no spec while tracing; the
 factorizations, solves, ``qr``/``lstsq`` and ``matmul`` then become
@@ -27,6 +29,7 @@ from shardkit.linalg._iterative import IterativeInfo, bicgstab, cg, gmres
 from shardkit.linalg._lu import LUFactors, det, inv, lu, lu_factor, lu_solve, slogdet, solve
 from shardkit.linalg._matmul import ALGORITHM_NAMES, Algorithm, Candidate, Explanation, matmul
 from shardkit.linalg._qr import lstsq, qr
+from shardkit.linalg._spectral import SpectralError, eigh, eigvalsh, polar, svd, svdvals
 from shardkit.linalg._status import (
     LinAlgStatusError,
     NotPositiveDefiniteError,
@@ -50,6 +53,7 @@ __all__ = [
     "Order",
     "RankDeficientError",
     "SingularMatrixError",
+    "SpectralError",
     "batched_solve",
     "bicgstab",
     "cg",
@@ -57,6 +61,8 @@ __all__ = [
     "cho_solve",
     "cholesky",
     "det",
+    "eigh",
+    "eigvalsh",
     "from_block_cyclic",
     "gmres",
     "inv",
@@ -65,10 +71,13 @@ __all__ = [
     "lu_factor",
     "lu_solve",
     "matmul",
+    "polar",
     "qr",
     "slogdet",
     "solve",
     "solve_triangular",
+    "svd",
+    "svdvals",
     "to_block_cyclic",
 ]
 
@@ -79,6 +88,7 @@ for _error in (
     NotPositiveDefiniteError,
     RankDeficientError,
     SingularMatrixError,
+    SpectralError,
 ):
     _error.__module__ = __name__
 del _error

@@ -43,15 +43,15 @@ blocks travel once around the ring to be multiplied into ``V``'s rows.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 
 from shardkit.linalg._blockcyclic import after, axis_index, dslice, dupdate, psum
-from shardkit.linalg._qdwh import _qr_q, frobenius, polar_local
-from shardkit.linalg._qr import _Layout
+from shardkit.linalg._qdwh import frobenius, polar_local
+from shardkit.linalg._rowqr import panel_width, row_qr
 from shardkit.linalg._rows import adjoint, ring_matmul, row_index
 
 __all__ = ["DC", "base_size", "eigh_local"]
@@ -64,12 +64,11 @@ class DC(NamedTuple):
     """Static description of one divide-and-conquer problem."""
 
     n: int  # padded order N
+    real: int  # the matrix's own order; indices from here on are padding
     p: int
     ax: tuple[str, ...]
     t: int  # the base case's window spans t + 1 row blocks
     vectors: bool
-    square: _Layout  # QR layout of an N x N matrix
-    stack: _Layout  # QR layout of the 2N x N stack of the polar iteration
 
 
 def base_size(p: int) -> int:
@@ -147,7 +146,7 @@ def _split(
     act = active[g][:, None]
     y = jnp.where(same & act, h - jnp.where(on_diag, shift[g][:, None], 0).astype(h.dtype), 0)
     y = jnp.where(~act & on_diag, jnp.ones_like(y), y)
-    u, _ = polar_local(y, prob.stack, ax, p)
+    u, _ = polar_local(y, ax, p)
     proj = jnp.where(same, (u + on_diag.astype(u.dtype)) / 2, 0)
     tr, fro = _diag_and_rows(proj, ax)
     fro = fro + tr**2
@@ -175,7 +174,7 @@ def _basis(
     for _ in range(2):
         px = ring_matmul(proj, x, ax, p)
         x = jnp.where(active[None, :], jnp.where(low[None, :], x - px, px), perm)
-        x = _qr_q(x, prob.square)
+        x = row_qr(x, (rows,), ax, panel_width(rows, n))
     return x
 
 
@@ -203,25 +202,19 @@ def _level(state: Level, norm: jax.Array, prob: DC) -> Level:
     spread = jnp.sqrt(off_seg / jnp.maximum(sg.size, 1))
 
     def retry(c: tuple[jax.Array, ...]) -> jax.Array:
-        return (c[0] < RETRIES) & jnp.any(active & (c[3][0][sg.seg] > 0.25))
+        return (c[0] < RETRIES) & jnp.any(active & (c[2][0][sg.seg] > 0.25))
 
     def attempt(c: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
-        k, prev_proj, prev_stats, prev_bad, s = c
-        # Retry only where the last projector was not one; others keep theirs.
-        bad = active & (prev_bad[0][sg.seg] > 0.25)
+        k, _, stats, s = c
+        # A segment whose projector was not one moves its shift; the others keep
+        # theirs (and get the same projector again).
+        bad = active & (stats[0][sg.seg] > 0.25)
         s = jnp.where(bad, s + (0.1 + 0.07 * k) * spread, s)
-        proj, stats = _split(h, sg, bad, s, prob)
-        g = row_index(rows, ax)
-        keep = bad[g][:, None]
-        proj = jnp.where(keep, proj, prev_proj)
-        seg_bad = jax.ops.segment_max(bad.astype(jnp.int32), sg.seg, num_segments=n) > 0
-        stats = jnp.where(seg_bad[None, :], stats, prev_stats)
-        return k + 1, proj, stats, stats, s
+        proj, stats = _split(h, sg, active, s, prob)
+        return k + 1, proj, stats, s
 
     proj0, stats0 = _split(h, sg, active, shift, prob)
-    _, proj, stats, _, _ = lax.while_loop(
-        retry, attempt, (jnp.int32(0), proj0, stats0, stats0, shift)
-    )
+    _, proj, stats, _ = lax.while_loop(retry, attempt, (jnp.int32(0), proj0, stats0, shift))
     high = jnp.clip(jnp.round(stats[1]).astype(jnp.int32)[sg.seg], 0, sg.size)
     nlow = sg.size - high
     low = (idx - sg.start) < nlow
@@ -245,7 +238,7 @@ def _level(state: Level, norm: jax.Array, prob: DC) -> Level:
 
 def _windows(h: jax.Array, pad: int, prob: DC) -> jax.Array:
     """This device's ``w x w`` diagonal window, ``w = (t + 1) b``, from its and the next rows."""
-    rows, n = h.shape
+    rows, _n = h.shape
     ax, p, t = prob.ax, prob.p, prob.t
     w = (t + 1) * rows
     me = axis_index(ax)
@@ -279,13 +272,9 @@ def _base(
     first = jnp.where(count > 0, first, me * rows)
     lanes = jnp.arange(w, dtype=jnp.int32)
     if not prob.vectors:
-        lam = jnp.linalg.eigvalsh(win)
-    else:
-        lam, vec = jnp.linalg.eigh(win)
-    lam = jnp.where(lanes < count, lam, 0)
-    vals = psum(dupdate(jnp.zeros((n + w,), lam.dtype), lam, (first,)), ax)[:n]
-    if not prob.vectors:
-        return vals, v
+        return _placed(jnp.linalg.eigvalsh(win), count, first, n, ax), v
+    lam, vec = jnp.linalg.eigh(win)
+    vals = _placed(lam, count, first, n, ax)
     vec = after(jnp.where(real[:, None] & (lanes < count)[None, :], vec, 0), vals)
     # Column c of the window's eigenvectors is global eigenvector first + c.
     vec = jnp.roll(vec, first - me * rows, axis=1)
@@ -308,6 +297,13 @@ def _base(
     return vals, z[:, :n]
 
 
+def _placed(lam: jax.Array, count: jax.Array, first: jax.Array, n: int, ax: Any) -> jax.Array:
+    """The window's ``count`` eigenvalues at ``first`` of the replicated length-``n`` vector."""
+    w = lam.shape[0]
+    lam = jnp.where(jnp.arange(w) < count, lam, 0)
+    return psum(dupdate(jnp.zeros((n + w,), lam.dtype), lam, (first,)), ax)[:n]
+
+
 def eigh_local(h: jax.Array, prob: DC) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Eigenvalues (replicated, ascending), this device's rows of ``V``, and success.
 
@@ -317,6 +313,10 @@ def eigh_local(h: jax.Array, prob: DC) -> tuple[jax.Array, jax.Array, jax.Array]
     rows, n = h.shape
     ax, p = prob.ax, prob.p
     norm = frobenius(h, ax)
+    if prob.real < n:  # the padding's eigenvalues lie above the spectrum
+        g = row_index(rows, ax)
+        pad = (g[:, None] == jnp.arange(n)[None, :]) & (g[:, None] >= prob.real)
+        h = jnp.where(pad, (4 * norm + 1).astype(h.dtype), h)
     v = _identity(rows, n, h.dtype, ax) if prob.vectors else jnp.zeros((1, 1), h.dtype)
     starts = jnp.arange(n) == 0
     if p == 1:

@@ -14,11 +14,11 @@ convergent, step would change it by ``eps``).
 
 **The QR.** Each device stacks its own rows of ``sqrt(c) X`` over its rows of ``I``; a
 QR is blind to the order of the rows, so the stack needs no communication. The QR is
-shardkit's TSQR (two devices or one: Householder-stable at any condition) or its block
-Gram-Schmidt with reorthogonalization (BCGS2), which keeps ``q`` orthonormal while the
-stacked matrix's condition ``~ 1 / l_0`` stays well below ``1 / eps``. ``l_0`` is
-therefore floored at :data:`L0_FLOOR` (``1e-5`` in single, ``1e-10`` in double
-precision): singular values below it still converge, a step or two later. Every
+:func:`~shardkit.linalg._rowqr.row_qr` (BCGS2 with TSQR panels whose leaves keep the
+two row groups apart), which keeps ``q`` orthonormal while the stacked matrix's
+condition ``~ 1 / l_0`` stays well below ``1 / eps``. ``l_0`` is therefore floored at
+:data:`L0_FLOOR` (``1e-5`` in single, ``1e-10`` in double precision): singular values
+below it still converge, a step or two later. Every
 iteration is QR-based (JAX's single-device QDWH switches to Cholesky once
 ``c_k <= 100``; a Cholesky solve with a whole-matrix right-hand side has no
 never-gathering kernel here yet).
@@ -32,7 +32,6 @@ and ``p - 1`` collective-permutes of a block.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -40,10 +39,10 @@ import numpy as np
 from jax import lax
 
 from shardkit.linalg._blockcyclic import psum
-from shardkit.linalg._qr import _bcgs2_local, _Layout, _tsqr_local
+from shardkit.linalg._rowqr import panel_width, row_qr
 from shardkit.linalg._rows import adjoint, identity_rows, ring_matmul
 
-__all__ = ["L0_FLOOR", "MAX_EXTRA", "polar_local", "schedule"]
+__all__ = ["L0_FLOOR", "MAX_EXTRA", "frobenius", "polar_local", "schedule"]
 
 L0_FLOOR = {4: 1e-5, 8: 1e-10}
 """Floor of ``l_0`` by the real dtype's size in bytes (see the module docstring)."""
@@ -67,23 +66,15 @@ def schedule(l0: float, eps: float) -> tuple[tuple[float, float, float], ...]:
     return tuple(out)
 
 
-def _qr_q(s: jax.Array, lay: _Layout) -> jax.Array:
-    if lay.tsqr:
-        return _tsqr_local(s, lay.rows)[0]
-    return _bcgs2_local(s, lay, False)[0]
-
-
 def frobenius(x: jax.Array, ax: tuple[str, ...]) -> jax.Array:
     """``||X||_F`` of a matrix held as row blocks (replicated)."""
     return jnp.sqrt(psum(jnp.sum(jnp.abs(x) ** 2), ax))
 
 
-def polar_local(
-    x: jax.Array, lay: _Layout, ax: tuple[str, ...], p: int
-) -> tuple[jax.Array, jax.Array]:
+def polar_local(x: jax.Array, ax: tuple[str, ...], p: int) -> tuple[jax.Array, jax.Array]:
     """This device's rows of the polar factor ``U`` of ``X``, and the iteration count.
 
-    ``x`` is ``(M / p, N)``; ``lay`` the QR layout of the ``(M + N) x N`` stack.
+    ``x`` is ``(M / p, N)``.
     """
     rows, n = x.shape
     dt = x.dtype
@@ -96,16 +87,20 @@ def polar_local(
     alpha = frobenius(x, ax)
     x = x / jnp.where(alpha > 0, alpha, 1).astype(dt)
     eye = identity_rows(n // p, n, dt, ax)
+    nb = panel_width(rows + n // p, n)
     tol = jnp.asarray((5 * eps) ** (1 / 3), rdt)
 
     def more(state: tuple[jax.Array, jax.Array, jax.Array]) -> jax.Array:
         k, _, moved = state
         return (k < steps) & ((k < len(sched)) | (moved > tol))
 
-    def step(state: tuple[jax.Array, jax.Array, jax.Array]) -> tuple[jax.Array, ...]:
+    def step(
+        state: tuple[jax.Array, jax.Array, jax.Array],
+    ) -> tuple[jax.Array, jax.Array, jax.Array]:
         k, u, _ = state
         a, b, c = ta[k], tb[k], tc[k]
-        q = _qr_q(jnp.concatenate([jnp.sqrt(c).astype(dt) * u, eye]), lay)
+        stack = jnp.concatenate([jnp.sqrt(c).astype(dt) * u, eye])
+        q = row_qr(stack, (rows, n // p), ax, nb)
         prod = ring_matmul(q[:rows], adjoint(q[rows:], ax, p), ax, p)
         new = (b / c).astype(dt) * u + ((a - b / c) / jnp.sqrt(c)).astype(dt) * prod
         moved = frobenius(new - u, ax) / math.sqrt(n)
@@ -114,15 +109,3 @@ def polar_local(
     init = (jnp.int32(0), x, jnp.asarray(jnp.inf, rdt))
     k, u, _ = lax.while_loop(more, step, init)
     return u, k
-
-
-def stack_layout(mesh: Any, ax: tuple[str, ...], big: int, n: int, dtype: Any) -> _Layout:
-    """The QR layout of the ``(big + n) x n`` stack split by rows over ``ax``."""
-    from jax.sharding import NamedSharding, PartitionSpec
-
-    from shardkit.linalg._qr import DEFAULT_PANEL, _layout
-
-    struct = jax.ShapeDtypeStruct(
-        (big + n, n), dtype, sharding=NamedSharding(mesh, PartitionSpec(ax, None))
-    )
-    return _layout("polar", struct, None, None, DEFAULT_PANEL)

@@ -1,0 +1,85 @@
+"""QR of a matrix split by rows over the whole mesh, with row groups kept apart (in ``shard_map``).
+
+Block classical Gram-Schmidt with reorthogonalization (BCGS2) whose panels are
+factored by TSQR, as in :mod:`shardkit.linalg._qr`, with one difference that QDWH
+needs: each device's rows may come in *groups* (the rows of ``sqrt(c) X`` and those
+of ``I`` in QDWH's stack ``[sqrt(c) X; I]``), and the panel TSQR factors every group
+as a leaf of its own before the tree combines them. Rows of very different sizes in
+one Householder factorization cost QDWH its accuracy: measured on a 64 x 64 float64
+matrix, the polar factor's backward error was 253 eps with mixed leaves (two devices)
+and 342 eps (eight), against 5 eps with separate leaves, as LAPACK's QR of the whole
+stack gives.
+
+Per panel of ``nb`` columns: the coefficients against the columns already
+orthonormalized (one ``n x nb`` all-reduce), the correction, the panel TSQR (one
+all-gather of the leaves' ``nb x nb`` factors), all twice.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from shardkit.linalg._blockcyclic import axis_index, dslice, dupdate, psum
+
+__all__ = ["panel_width", "row_qr"]
+
+
+def panel_width(rows: int, n: int, nb: int = 64) -> int:
+    """The largest panel width at most ``nb`` dividing ``n`` (and at most ``rows``)."""
+    return max(d for d in range(1, min(nb, n, max(rows, 1)) + 1) if n % d == 0)
+
+
+def _tsqr(y: jax.Array, groups: tuple[int, ...], ax: tuple[str, ...]) -> jax.Array:
+    """``q`` of the TSQR of ``y`` (local rows), each row group a leaf of its own."""
+    bounds = [0]
+    for g in groups:
+        bounds.append(bounds[-1] + g)
+    leaves = [jnp.linalg.qr(y[a:b]) for a, b in itertools.pairwise(bounds)]
+    ks = [r.shape[0] for _, r in leaves]
+    nb = y.shape[1]
+    local = jnp.concatenate([r for _, r in leaves])
+    stack = lax.all_gather(local, ax) if ax else local[None]  # (p, sum(ks), nb)
+    # Group by group, not device by device: the combining QR meets the big rows
+    # (sqrt(c) X's) before the small ones (I's), as a row-sorted Householder QR must.
+    offs = [sum(ks[:i]) for i in range(len(ks))]
+    q2, _ = jnp.linalg.qr(
+        jnp.concatenate(
+            [stack[:, o : o + k].reshape(-1, nb) for o, k in zip(offs, ks, strict=True)]
+        )
+    )
+    me = axis_index(ax)
+    out, at = [], 0
+    p = stack.shape[0]
+    for (q, _), k in zip(leaves, ks, strict=True):
+        out.append(q @ dslice(q2, (at + me * k, 0), (k, nb)))
+        at += p * k
+    return jnp.concatenate(out)
+
+
+def row_qr(a: jax.Array, groups: tuple[int, ...], ax: tuple[str, ...], nb: int) -> jax.Array:
+    """This device's rows of ``q`` in ``a = q r`` (``a``: ``(rows, n)`` local, full rank).
+
+    ``groups`` are the sizes of the local row groups (summing to ``rows``); ``nb``
+    divides ``n``.
+    """
+    rows, n = a.shape
+    cols = jnp.arange(n, dtype=jnp.int32)
+
+    def project(q: jax.Array, w: jax.Array, done: jax.Array) -> jax.Array:
+        # The columns from the panel on still hold a (finite): their coefficients are
+        # zeroed instead of the columns themselves (no masked copy of q).
+        s = psum(jnp.where((cols < done)[:, None], jnp.conj(q).T @ w, 0), ax)
+        return w - q @ s
+
+    def panel(j: jax.Array, q: jax.Array) -> jax.Array:
+        done = j * nb
+        w = dslice(q, (0, done), (rows, nb))
+        y = _tsqr(project(q, w, done), groups, ax)
+        y = _tsqr(project(q, y, done), groups, ax)
+        return dupdate(q, y, (0, done))
+
+    return lax.fori_loop(jnp.int32(0), jnp.int32(n // nb), panel, a)

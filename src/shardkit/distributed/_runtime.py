@@ -10,7 +10,9 @@ same script also runs with ``python script.py``.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+import time
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -19,7 +21,7 @@ import numpy as np
 from jax.experimental import multihost_utils
 
 from shardkit._config import use_cpu_devices
-from shardkit.distributed import _control
+from shardkit.distributed import _control, _rendezvous
 from shardkit.distributed._launch import (
     COORDINATOR_ENV,
     LOCAL_DEVICES_ENV,
@@ -188,6 +190,10 @@ def initialize(
       cross-process CPU collectives, turns off JAX's preemption service (so the
       launcher's SIGTERM ends the process at once), creates ``SHARDKIT_LOCAL_DEVICES`` simulated CPU
       devices (with :func:`shardkit.use_cpu_devices`) and connects to the coordinator.
+      The ranks first check in at the coordinator's address (rank 0 listens there,
+      the others connect and retry), so that a missing coordinator or rank makes
+      every rank that came raise ``RuntimeError`` within
+      ``initialization_timeout_seconds``, where JAX's client would abort the process.
       Short heartbeat and shutdown timeouts make a dead peer an error within seconds
       rather than a hang. Through the launcher's control socket it reports that it
       joined, marks an uncaught exception (``sys.excepthook``) and, at interpreter
@@ -206,8 +212,8 @@ def initialize(
     Args:
       cluster_detection_method: passed to ``jax.distributed.initialize`` to force one
         detection method (e.g. ``"mpi4py"``); ignored under ``launch``.
-      initialization_timeout_seconds: how long to wait for every process to connect
-        (launcher mode).
+      initialization_timeout_seconds: how long to wait for every process to connect,
+        check-in included (launcher mode).
       heartbeat_timeout_seconds: after this long without a heartbeat a process counts
         as dead and the job fails (launcher mode).
       shutdown_timeout_seconds: how long a finishing process waits for the others at
@@ -222,7 +228,9 @@ def initialize(
         is below 1 second.
       TypeError: a timeout is not an int.
       RuntimeError: JAX's backend already started with another device count (see
-        :func:`shardkit.use_cpu_devices`), or the coordinator could not be reached.
+        :func:`shardkit.use_cpu_devices`); or, under ``launch``'s variables, the
+        coordinator or a rank did not come within ``initialization_timeout_seconds``,
+        or rank 0 cannot listen on the coordinator's address (the message says which).
 
     Example:
       >>> from shardkit.distributed import initialize
@@ -252,6 +260,16 @@ def initialize(
         jax.config.update("jax_enable_preemption_service", False)
         use_cpu_devices(settings.local_devices)
         control = _control.take_control_socket(os.environ)
+        # JAX's client aborts the process if it cannot register in time; meet first.
+        started = time.monotonic()
+        _rendezvous.check_in(
+            settings.coordinator,
+            settings.process_id,
+            settings.num_processes,
+            timeout_seconds=initialization_timeout_seconds,
+        )
+        left = initialization_timeout_seconds - (time.monotonic() - started)
+        timeouts["initialization_timeout"] = max(1, math.ceil(left))
         jax.distributed.initialize(
             coordinator_address=settings.coordinator,
             num_processes=settings.num_processes,

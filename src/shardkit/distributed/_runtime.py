@@ -28,6 +28,7 @@ from shardkit.distributed._launch import (
     NUM_PROCESSES_ENV,
     PROCESS_ID_ENV,
 )
+from shardkit.distributed._quiet import StdoutFilter
 
 __all__ = ["ProcessInfo", "gather", "initialize", "is_initialized", "process_info"]
 
@@ -47,6 +48,10 @@ _CLUSTER_VARIABLES: Mapping[str, tuple[str, ...]] = {
     ),
     "ompi": ("OMPI_MCA_orte_hnp_uri",),
 }
+
+
+# Keeps gloo's chatter off stdout in cluster mode; one per process.
+_stdout_filter = StdoutFilter()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,6 +185,7 @@ def initialize(
     initialization_timeout_seconds: int = 60,
     heartbeat_timeout_seconds: int = 10,
     shutdown_timeout_seconds: int = 3,
+    verbose: bool = False,
 ) -> ProcessInfo:
     """Joins this process to its multi-process JAX job, if it is part of one.
 
@@ -219,6 +225,11 @@ def initialize(
       shutdown_timeout_seconds: how long a finishing process waits for the others at
         exit (launcher mode); under the launcher, ranks that reach their ends
         further apart than this fail the job.
+      verbose: in a cluster, keep gloo's connection lines ("[Gloo] Rank 0 is
+        connected to 1 peer ranks ...") on stdout. By default they are dropped there,
+        as :func:`~shardkit.distributed.launch` drops them unless ``verbose``: with
+        gloo as JAX's CPU collectives, this process's stdout (descriptor 1) then runs
+        through a pipe and a thread that copies all else, until exit.
 
     Returns:
       This process's :class:`ProcessInfo`.
@@ -226,7 +237,7 @@ def initialize(
     Raises:
       ValueError: the ``SHARDKIT_*`` variables are partial or malformed, or a timeout
         is below 1 second.
-      TypeError: a timeout is not an int.
+      TypeError: a timeout is not an int, or ``verbose`` not a bool.
       RuntimeError: JAX's backend already started with another device count (see
         :func:`shardkit.use_cpu_devices`); or, under ``launch``'s variables, the
         coordinator or a rank did not come within ``initialization_timeout_seconds``,
@@ -248,6 +259,8 @@ def initialize(
             "shutdown_timeout_seconds", shutdown_timeout_seconds
         ),
     }
+    if not isinstance(verbose, bool):
+        raise TypeError(f"initialize(): verbose takes a bool, got verbose={verbose!r}")
     settings = _launcher_settings(os.environ)
     if is_initialized():
         return process_info()
@@ -286,6 +299,9 @@ def initialize(
         return _info("launcher")
     if cluster_detection_method is not None or _detected_cluster(os.environ) is not None:
         jax.distributed.initialize(cluster_detection_method=cluster_detection_method)
+        collectives = getattr(jax.config, "jax_cpu_collectives_implementation", None)
+        if not verbose and collectives == "gloo":
+            _stdout_filter.start()
         return _info("cluster")
     return _info("single")
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import select
+import selectors
 import sys
 import threading
 import time
@@ -93,15 +93,17 @@ class StdoutFilter:
         pending = b""
         since = 0.0  # when the pending partial line began
         in_chatter = False
+        # A selector, not select.select: the pipe's number may be above FD_SETSIZE.
         with contextlib.ExitStack() as stack:
             stack.callback(os.close, read_end)
+            sel = stack.enter_context(selectors.DefaultSelector())
+            sel.register(read_end, selectors.EVENT_READ)
             while True:
                 timeout = None
                 if pending:
                     wait = _GLOO_PARTIAL_SECONDS if _may_be_chatter(pending) else _PARTIAL_SECONDS
                     timeout = max(0.0, since + wait - time.monotonic())
-                ready, _, _ = select.select([read_end], [], [], timeout)
-                if not ready:
+                if not sel.select(timeout):
                     _write(out, pending)
                     pending = b""
                     continue

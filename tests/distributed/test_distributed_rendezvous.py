@@ -108,7 +108,7 @@ def test_strangers_wrong_sizes_and_duplicates_are_turned_away() -> None:
     answers: dict[str, str] = {}
     job: list[dict[int, tuple[str, float]]] = []
     host = threading.Thread(
-        target=lambda: job.append(_check_in_all(address, [0, 1], 2, timeout=10, delays={1: 1.5})),
+        target=lambda: job.append(_check_in_all(address, [0, 1], 2, timeout=10, delays={1: 0.8})),
         daemon=True,
     )
     host.start()

@@ -92,3 +92,42 @@ def test_traced_bounds_are_not_checked_and_follow_jax(sharding: NamedSharding) -
     )
     np.testing.assert_array_equal(np.asarray(u), 1.0)
     np.testing.assert_array_equal(np.asarray(coins), True)
+
+
+@pytest.mark.parametrize(
+    ("draw", "match"),
+    [
+        pytest.param(
+            lambda s: sk_random.uniform(KEY, (8,), s, minval="a"),
+            r"^uniform: minval='a' \(str\) must be a real number .* e\.g\. minval=0\.0",
+            id="uniform-str",
+        ),
+        pytest.param(
+            lambda s: sk_random.uniform(KEY, (8,), s, maxval=None),
+            r"^uniform: maxval=None \(NoneType\) must be a real number",
+            id="uniform-none",
+        ),
+        pytest.param(
+            lambda s: sk_random.bernoulli(KEY, (8,), s, p=0.5j),
+            r"^bernoulli: p=0\.5j \(complex\) must be a real number .* e\.g\. p=0\.25",
+            id="bernoulli-complex",
+        ),
+        pytest.param(
+            lambda s: sk_random.randint(KEY, (8,), s, minval=0, maxval="10"),
+            r"^randint: maxval='10' \(str\) must be a real number .* e\.g\. maxval=10",
+            id="randint-str",
+        ),
+    ],
+)
+def test_bounds_and_p_must_be_real_numbers(sharding: NamedSharding, draw, match: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(TypeError, match=match):
+        draw(sharding)
+
+
+def test_bounds_of_any_real_dtype_are_checked(sharding: NamedSharding) -> None:
+    lo, hi = jnp.asarray(1.0, jnp.bfloat16), jnp.asarray(2.0, jnp.bfloat16)
+    u = sk_random.uniform(KEY, (8,), sharding, dtype=jnp.bfloat16, minval=lo, maxval=hi)
+    assert bool((np.asarray(u, np.float32) >= 1).all())
+    with pytest.raises(ValueError, match=r"must be below maxval=Array\(1"):
+        sk_random.uniform(KEY, (8,), sharding, dtype=jnp.bfloat16, minval=hi, maxval=lo)
+    assert sk_random.bernoulli(KEY, (8,), sharding, p=np.float16(0.5)).dtype == jnp.bool_

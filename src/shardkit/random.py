@@ -127,11 +127,25 @@ def _float_dtype(where: str, dtype: Any) -> Any:
     return dt
 
 
-def _values(x: Any) -> np.ndarray | None:
-    """``x``'s values, or None where they are traced under ``jit`` and unknown yet."""
+def _values(where: str, name: str, x: Any, example: str) -> np.ndarray | None:
+    """``x``'s values, or None where they are traced under ``jit`` and unknown yet.
+
+    Raises TypeError unless they are real numbers (bool, int or float).
+    """
     if is_traced(x) or (isinstance(x, jax.Array) and not x.is_fully_addressable):
         return None
-    return np.asarray(x)
+    try:
+        values = np.asarray(x)
+    except (TypeError, ValueError):
+        values = np.asarray(None)
+    if not (values.dtype == np.bool_ or jnp.issubdtype(values.dtype, jnp.integer)) and not (
+        jnp.issubdtype(values.dtype, jnp.floating)  # bfloat16 too, whose NumPy kind is "V"
+    ):
+        raise TypeError(
+            f"{where}: {name}={x!r} ({type(x).__name__}) must be a real number or an "
+            f"array of them, e.g. {name}={example}"
+        )
+    return values
 
 
 def _check_interval(where: str, minval: Any, maxval: Any, dtype: Any = None) -> None:
@@ -140,7 +154,9 @@ def _check_interval(where: str, minval: Any, maxval: Any, dtype: Any = None) -> 
     Read from the arguments as given: inside ``jit`` even a constant becomes a tracer
     once ``jnp.asarray`` has converted it.
     """
-    lo_v, hi_v = _values(minval), _values(maxval)
+    lo_example, hi_example = ("0", "10") if where == "randint" else ("0.0", "1.0")
+    lo_v = _values(where, "minval", minval, lo_example)
+    hi_v = _values(where, "maxval", maxval, hi_example)
     if lo_v is None or hi_v is None:
         return
     if dtype is not None:
@@ -224,7 +240,8 @@ def uniform(
       A ``jax.Array`` of ``shape`` with ``sharding``.
 
     Raises:
-      TypeError: ``key``, ``shape`` or ``sharding`` has the wrong type.
+      TypeError: ``key``, ``shape`` or ``sharding`` has the wrong type, or a bound
+        is not a real number.
       ValueError: the spec does not fit the mesh or does not divide ``shape``, or
         ``minval >= maxval`` (or NaN).
 
@@ -262,7 +279,8 @@ def bernoulli(
       A boolean ``jax.Array`` of ``shape`` with ``sharding``.
 
     Raises:
-      TypeError: ``key``, ``shape`` or ``sharding`` has the wrong type.
+      TypeError: ``key``, ``shape`` or ``sharding`` has the wrong type, or ``p`` is
+        not a real number.
       ValueError: the spec does not fit the mesh or does not divide ``shape``, or
         ``p`` is outside ``[0, 1]`` (or NaN).
 
@@ -274,7 +292,7 @@ def bernoulli(
       (dtype('bool'), P('x', 'y'))
     """
     # p keeps the dtype JAX would give it, since the draw's precision follows p's dtype.
-    values = _values(p)
+    values = _values("bernoulli", "p", p, "0.25")
     if values is not None and not bool(np.all((values >= 0) & (values <= 1))):
         raise ValueError(
             f"bernoulli: p={p!r} must be a probability in [0, 1]"
@@ -314,7 +332,8 @@ def randint(
       An integer ``jax.Array`` of ``shape`` with ``sharding``.
 
     Raises:
-      TypeError: ``key``, ``shape`` or ``sharding`` has the wrong type.
+      TypeError: ``key``, ``shape`` or ``sharding`` has the wrong type, or a bound
+        is not a real number.
       ValueError: the spec does not fit the mesh, does not divide ``shape``,
         ``dtype`` is not an integer dtype, or ``minval >= maxval``.
 

@@ -194,3 +194,31 @@ def test_a_verbose_slurm_job_shows_them() -> None:
     for out in _slurm_job(verbose=True):
         assert "[Gloo] Rank" in out
         assert out.endswith("cluster 2 28.0\nthe end")
+
+
+def test_a_line_that_never_ends_still_goes_out() -> None:
+    # A progress bar redrawn with \r every 10 ms never pauses and never ends its line.
+    frames = [f"\r{i:3d}%".encode() for i in range(0, 101, 5)]
+    read_end, write_end = os.pipe()
+    fd = os.dup(write_end)
+    os.close(write_end)
+    quiet = StdoutFilter(fd)
+    quiet.start()
+    os.set_blocking(read_end, False)
+    got = b""
+    try:
+        for frame in frames:
+            os.write(fd, frame)
+            time.sleep(0.01)
+            with contextlib.suppress(BlockingIOError):
+                got += os.read(read_end, 65536)
+        # Most frames came through while the bar was still being drawn.
+        assert got.count(b"%") >= 5, got
+    finally:
+        quiet.stop()
+        os.close(fd)
+    with contextlib.suppress(BlockingIOError):
+        while chunk := os.read(read_end, 65536):
+            got += chunk
+    os.close(read_end)
+    assert got == b"".join(frames)

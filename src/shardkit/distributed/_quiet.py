@@ -126,6 +126,12 @@ class StdoutFilter:
                 if lines or not continued:  # a new partial line begins
                     since = time.monotonic()
                 pending = rest
+                # Output that keeps coming without a newline (a progress bar drawn
+                # with \r) goes out on time too, not only after a pause.
+                wait = _GLOO_PARTIAL_SECONDS if _may_be_chatter(pending) else _PARTIAL_SECONDS
+                if len(pending) > _READ_CHUNK or (pending and time.monotonic() - since > wait):
+                    _write(out, pending)
+                    pending = b""
 
 
 def _write(fd: int, data: bytes) -> None:

@@ -261,6 +261,9 @@ MISSING = "/nonexistent-shardkit-folder/out"
         (["inspect", "no_such_module_sk:f"], ["no_such_module_sk", "current directory", ".py:"]),
         (["bench", "nope"], ["suites=['nope']", "legal values"]),
         (["show"], ["--shape"]),
+        (["show", "--shape", "16,-16"], ["--shape", "'16,-16'", "array dimension 1 has size -16"]),
+        (["show", "--shape", "0,16"], ["--shape", "array dimension 0 has size 0", "e.g. --shape"]),
+        (["show", "--shape", "16,a"], ["--shape", "'16,a' is not an array shape", "8x8x8"]),
         (["nope"], ["No such command 'nope'", "shardkit --help"]),
         (["train", "--strategy", "ddp"], ["--strategy", "'dp_tp'"]),
         (["show", "--shape", "8,8", "--dtype", "f33"], ["--dtype", "'f33'", "float32"]),
@@ -275,6 +278,13 @@ def test_usage_errors_name_the_argument_and_the_fix(args: list[str], needles: li
     result = _invoke(*args)
     _assert_user_error(result, 2, *needles)
     assert "compiling" not in result.output  # checked before any work
+
+
+@pytest.mark.parametrize("shape", ["16,-16", "0,16", "8x0x8"])
+def test_show_shape_errors_speak_of_the_array_not_a_mesh(shape: str) -> None:
+    result = _invoke("show", "--shape", shape, "--mesh", "2x4")
+    _assert_user_error(result, 2, "--shape", f"{shape!r}", "array dimension")
+    assert "mesh" not in result.stderr.lower()
 
 
 def test_bench_out_existing_file_fails_before_running(tmp_path: Path) -> None:

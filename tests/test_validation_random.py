@@ -1,27 +1,133 @@
-"""Values JAX itself accepts: ``minval > maxval`` in ``shardkit.random`` (issue 18).
+"""Bounds ``shardkit.random`` checks although ``jax.random`` accepts them (issue 33).
 
-Decision: shardkit keeps JAX's behaviour. ``shardkit.random`` promises values
-identical to ``jax.random`` for every mesh and spec, and JAX accepts an empty or
-reversed interval: ``uniform`` (and ``randint`` likewise) then returns ``minval``
-everywhere. A check that raised would break that identity for code written against
-``jax.random`` (where bounds are often arrays or traced values that cannot be
-compared eagerly). This test pins the behaviour so that a change to it is deliberate.
+``jax.random.uniform`` and ``randint`` return ``minval`` everywhere for an empty or
+reversed interval, and ``jax.random.bernoulli`` returns all True for ``p > 1``: no
+error, just values that look plausible. shardkit raises instead wherever the values
+are known, eagerly and for constants inside ``jax.jit`` (issue 18 had kept JAX's
+behaviour; issue 33 reversed that decision). Bounds traced under ``jit`` cannot be
+read, so they pass unchecked and give what ``jax.random`` gives, as documented.
 """
 
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import shardkit
+from shardkit import random as sk_random
 
 
-def test_reversed_uniform_bounds_give_minval_as_jax_does() -> None:
-    sharding = NamedSharding(shardkit.mesh("8", "x", axis_types="auto"), P("x"))
-    key = jax.random.key(0)
-    u = shardkit.random.uniform(key, (8,), sharding, minval=1.0, maxval=0.0)
-    expected = jax.random.uniform(key, (8,), minval=1.0, maxval=0.0)
-    np.testing.assert_array_equal(np.asarray(u), np.asarray(expected))
+@pytest.fixture(scope="module")
+def sharding() -> NamedSharding:
+    return NamedSharding(shardkit.mesh("8", "x", axis_types="auto"), P("x"))
+
+
+KEY = jax.random.key(0)
+
+
+@pytest.mark.parametrize(
+    ("minval", "maxval", "match"),
+    [
+        pytest.param(1.0, 0.0, r"minval=1\.0 must be below maxval=0\.0", id="reversed"),
+        pytest.param(0.5, 0.5, r"minval=0\.5 must be below maxval=0\.5", id="empty"),
+        pytest.param(
+            0.0, float("nan"), r"minval=0\.0 must be below maxval=nan.*NaN never is", id="nan"
+        ),
+        pytest.param(
+            np.array([0.0, 2.0]),
+            np.array([1.0, 1.0]),
+            r"minval=array.*float\d+, elementwise",
+            id="array",
+        ),
+    ],
+)
+def test_uniform_needs_minval_below_maxval(
+    sharding: NamedSharding, minval: object, maxval: object, match: str
+) -> None:
+    with pytest.raises(ValueError, match=rf"^uniform: {match}.*swap them"):
+        sk_random.uniform(KEY, (8,), sharding, minval=minval, maxval=maxval)
+    # Constants are known at trace time, so jit raises the same.
+    with pytest.raises(ValueError, match=rf"^uniform: {match}"):
+        jax.jit(lambda k: sk_random.uniform(k, (8,), sharding, minval=minval, maxval=maxval))(KEY)
+
+
+def test_uniform_bounds_are_compared_in_the_drawn_dtype(sharding: NamedSharding) -> None:
+    # Distinct in float64, one value in float16: the interval would be empty.
+    with pytest.raises(ValueError, match=r"compared as float16"):
+        sk_random.uniform(KEY, (8,), sharding, dtype=jnp.float16, minval=1.0, maxval=1.0001)
+
+
+@pytest.mark.parametrize("p", [2.0, -0.5, float("nan"), np.array([0.5, 1.5])])
+def test_bernoulli_needs_a_probability(sharding: NamedSharding, p: object) -> None:
+    with pytest.raises(ValueError, match=r"^bernoulli: p=.* must be a probability in \[0, 1\]"):
+        sk_random.bernoulli(KEY, (8,), sharding, p=p)
+
+
+@pytest.mark.parametrize("p", [0.0, 1.0])
+def test_bernoulli_accepts_the_edges(sharding: NamedSharding, p: float) -> None:
+    np.testing.assert_array_equal(np.asarray(sk_random.bernoulli(KEY, (8,), sharding, p=p)), p)
+
+
+def test_randint_needs_minval_below_maxval(sharding: NamedSharding) -> None:
+    with pytest.raises(ValueError, match=r"^randint: minval=10 must be below maxval=0"):
+        sk_random.randint(KEY, (8,), sharding, minval=10, maxval=0)
+    with pytest.raises(ValueError, match=r"^randint: minval=3 must be below maxval=3"):
+        sk_random.randint(KEY, (8,), sharding, minval=3, maxval=3)
+
+
+def test_traced_bounds_are_not_checked_and_follow_jax(sharding: NamedSharding) -> None:
+    draw = jax.jit(
+        lambda k, lo, hi, p: (
+            sk_random.uniform(k, (8,), sharding, minval=lo, maxval=hi),
+            sk_random.bernoulli(k, (8,), sharding, p=p),
+        )
+    )
+    u, coins = draw(KEY, 1.0, 0.0, 2.0)
+    np.testing.assert_array_equal(
+        np.asarray(u), np.asarray(jax.random.uniform(KEY, (8,), minval=1.0, maxval=0.0))
+    )
     np.testing.assert_array_equal(np.asarray(u), 1.0)
+    np.testing.assert_array_equal(np.asarray(coins), True)
+
+
+@pytest.mark.parametrize(
+    ("draw", "match"),
+    [
+        pytest.param(
+            lambda s: sk_random.uniform(KEY, (8,), s, minval="a"),
+            r"^uniform: minval='a' \(str\) must be a real number .* e\.g\. minval=0\.0",
+            id="uniform-str",
+        ),
+        pytest.param(
+            lambda s: sk_random.uniform(KEY, (8,), s, maxval=None),
+            r"^uniform: maxval=None \(NoneType\) must be a real number",
+            id="uniform-none",
+        ),
+        pytest.param(
+            lambda s: sk_random.bernoulli(KEY, (8,), s, p=0.5j),
+            r"^bernoulli: p=0\.5j \(complex\) must be a real number .* e\.g\. p=0\.25",
+            id="bernoulli-complex",
+        ),
+        pytest.param(
+            lambda s: sk_random.randint(KEY, (8,), s, minval=0, maxval="10"),
+            r"^randint: maxval='10' \(str\) must be a real number .* e\.g\. maxval=10",
+            id="randint-str",
+        ),
+    ],
+)
+def test_bounds_and_p_must_be_real_numbers(sharding: NamedSharding, draw, match: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(TypeError, match=match):
+        draw(sharding)
+
+
+def test_bounds_of_any_real_dtype_are_checked(sharding: NamedSharding) -> None:
+    lo, hi = jnp.asarray(1.0, jnp.bfloat16), jnp.asarray(2.0, jnp.bfloat16)
+    u = sk_random.uniform(KEY, (8,), sharding, dtype=jnp.bfloat16, minval=lo, maxval=hi)
+    assert bool((np.asarray(u, np.float32) >= 1).all())
+    with pytest.raises(ValueError, match=r"must be below maxval=Array\(1"):
+        sk_random.uniform(KEY, (8,), sharding, dtype=jnp.bfloat16, minval=hi, maxval=lo)
+    assert sk_random.bernoulli(KEY, (8,), sharding, p=np.float16(0.5)).dtype == jnp.bool_

@@ -174,6 +174,28 @@ def tour(
         raise typer.Exit(1)
 
 
+def _array_shape(text: str) -> tuple[int, ...]:
+    """``--shape``'s array dimensions, joined by ``,`` or ``x``; each at least 1."""
+    try:
+        dims = tuple(int(part) for part in text.lower().replace("x", ",").split(","))
+    except ValueError:
+        raise _BadValue(
+            f"{text!r} is not an array shape; write the array's sizes joined by ',' or 'x', "
+            "e.g. 16,16 or 8x8x8",
+            param_hint="'--shape'",
+        ) from None
+    bad = [(i, d) for i, d in enumerate(dims) if d < 1]
+    if bad:
+        axis, size = bad[0]
+        raise _BadValue(
+            f"{text!r}: array dimension {axis} has size {size}, but every dimension of the "
+            "array needs a size of at least 1 (an empty array has no shards to draw); "
+            "e.g. --shape 16,16",
+            param_hint="'--shape'",
+        )
+    return dims
+
+
 @app.command()
 def show(
     shape: Annotated[str, typer.Option(help="Global array shape, e.g. 16,16 or 8x8x8.")],
@@ -190,7 +212,7 @@ def show(
     import jax.numpy as jnp
 
     from shardkit._preflight import check_output_file
-    from shardkit.layout import describe, parse_mesh_shape, sharding
+    from shardkit.layout import describe, sharding
     from shardkit.layout import mesh as make_mesh
     from shardkit.layout.internal import check_placement
     from shardkit.show import show as draw
@@ -199,8 +221,7 @@ def show(
         if path is not None:
             with _usage(option):
                 check_output_file(path, what=f"shardkit show {option}")
-    with _usage("--shape"):
-        dims = parse_mesh_shape(shape)
+    dims = _array_shape(shape)
     with _usage("--mesh/--names"):
         target_mesh = make_mesh(mesh, names)
     with _usage("--spec"):

@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, Sharding
 
-from shardkit.layout.internal import check_placement
+from shardkit.layout.internal import check_placement, is_traced
 
 __all__ = ["bernoulli", "normal", "randint", "uniform"]
 
@@ -127,6 +127,51 @@ def _float_dtype(where: str, dtype: Any) -> Any:
     return dt
 
 
+def _values(where: str, name: str, x: Any, example: str) -> np.ndarray | None:
+    """``x``'s values, or None where they are traced under ``jit`` and unknown yet.
+
+    Raises TypeError unless they are real numbers (bool, int or float).
+    """
+    if is_traced(x) or (isinstance(x, jax.Array) and not x.is_fully_addressable):
+        return None
+    try:
+        values = np.asarray(x)
+    except (TypeError, ValueError):
+        values = np.asarray(None)
+    if not (values.dtype == np.bool_ or jnp.issubdtype(values.dtype, jnp.integer)) and not (
+        jnp.issubdtype(values.dtype, jnp.floating)  # bfloat16 too, whose NumPy kind is "V"
+    ):
+        raise TypeError(
+            f"{where}: {name}={x!r} ({type(x).__name__}) must be a real number or an "
+            f"array of them, e.g. {name}={example}"
+        )
+    return values
+
+
+def _check_interval(where: str, minval: Any, maxval: Any, dtype: Any = None) -> None:
+    """Raises unless ``minval < maxval`` everywhere, in ``dtype``; traced bounds pass.
+
+    Read from the arguments as given: inside ``jit`` even a constant becomes a tracer
+    once ``jnp.asarray`` has converted it.
+    """
+    lo_example, hi_example = ("0", "10") if where == "randint" else ("0.0", "1.0")
+    lo_v = _values(where, "minval", minval, lo_example)
+    hi_v = _values(where, "maxval", maxval, hi_example)
+    if lo_v is None or hi_v is None:
+        return
+    if dtype is not None:
+        lo_v, hi_v = lo_v.astype(dtype), hi_v.astype(dtype)
+    if bool(np.all(lo_v < hi_v)):
+        return
+    elementwise = "" if lo_v.size == 1 and hi_v.size == 1 else ", elementwise"
+    raise ValueError(
+        f"{where}: minval={minval!r} must be below maxval={maxval!r} (compared as "
+        f"{np.result_type(lo_v, hi_v).name}{elementwise}; NaN never is); "
+        f"jax.random.{where} would return minval for an empty or reversed interval "
+        "instead of failing. Pass minval < maxval, e.g. swap them"
+    )
+
+
 def normal(
     key: jax.Array, shape: Sequence[int], sharding: Sharding, /, *, dtype: Any = None
 ) -> jax.Array:
@@ -185,17 +230,20 @@ def uniform(
       shape: the global shape.
       sharding: where the result lives.
       dtype: a floating dtype; JAX's default float when None.
-      minval: lower bound (inclusive), a scalar.
-      maxval: upper bound (exclusive), a scalar. ``maxval <= minval`` is not an
-        error: like ``jax.random.uniform`` (whose values these are), every value is
-        then ``minval``.
+      minval: lower bound (inclusive), a scalar (or an array broadcasting to ``shape``).
+      maxval: upper bound (exclusive), above ``minval`` in ``dtype``. The check runs
+        where the bounds are known: on values, and on constants inside ``jax.jit``.
+        Bounds traced under ``jit`` are not checked; there, as in
+        ``jax.random.uniform``, ``maxval <= minval`` gives ``minval``.
 
     Returns:
       A ``jax.Array`` of ``shape`` with ``sharding``.
 
     Raises:
-      TypeError: ``key``, ``shape`` or ``sharding`` has the wrong type.
-      ValueError: the spec does not fit the mesh or does not divide ``shape``.
+      TypeError: ``key``, ``shape`` or ``sharding`` has the wrong type, or a bound
+        is not a real number.
+      ValueError: the spec does not fit the mesh or does not divide ``shape``, or
+        ``minval >= maxval`` (or NaN).
 
     Example:
       >>> m = shardkit.mesh("8", "x", axis_types="auto")
@@ -205,6 +253,7 @@ def uniform(
       True
     """
     dt = _float_dtype("uniform", dtype)
+    _check_interval("uniform", minval, maxval, dt)
     return _draw(
         "uniform", key, shape, sharding, dt, jnp.asarray(minval, dt), jnp.asarray(maxval, dt)
     )
@@ -222,14 +271,18 @@ def bernoulli(
       key: a PRNG key.
       shape: the global shape.
       sharding: where the result lives.
-      p: probability of True, a scalar in ``[0, 1]``.
+      p: probability of True, a scalar in ``[0, 1]`` (or such an array broadcasting
+        to ``shape``). Checked where known, as ``uniform``'s bounds are; a ``p``
+        traced under ``jit`` is not, and gives what ``jax.random.bernoulli`` gives.
 
     Returns:
       A boolean ``jax.Array`` of ``shape`` with ``sharding``.
 
     Raises:
-      TypeError: ``key``, ``shape`` or ``sharding`` has the wrong type.
-      ValueError: the spec does not fit the mesh or does not divide ``shape``.
+      TypeError: ``key``, ``shape`` or ``sharding`` has the wrong type, or ``p`` is
+        not a real number.
+      ValueError: the spec does not fit the mesh or does not divide ``shape``, or
+        ``p`` is outside ``[0, 1]`` (or NaN).
 
     Example:
       >>> m = shardkit.mesh("2x4", "x,y", axis_types="auto")
@@ -239,6 +292,14 @@ def bernoulli(
       (dtype('bool'), P('x', 'y'))
     """
     # p keeps the dtype JAX would give it, since the draw's precision follows p's dtype.
+    values = _values("bernoulli", "p", p, "0.25")
+    if values is not None and not bool(np.all((values >= 0) & (values <= 1))):
+        raise ValueError(
+            f"bernoulli: p={p!r} must be a probability in [0, 1]"
+            f"{'' if values.size == 1 else ' everywhere'} (NaN is not); "
+            "jax.random.bernoulli would return all True above 1 and all False below 0 "
+            "instead of failing. Pass the probability of True, e.g. p=0.25"
+        )
     return _draw("bernoulli", key, shape, sharding, None, jnp.asarray(p))
 
 
@@ -262,17 +323,19 @@ def randint(
       shape: the global shape.
       sharding: where the result lives.
       minval: lower bound (inclusive), a scalar.
-      maxval: upper bound (exclusive), a scalar. ``maxval <= minval`` is not an
-        error: like ``jax.random.randint``, every value is then ``minval``.
+      maxval: upper bound (exclusive), above ``minval``; checked as ``uniform``'s
+        bounds are (bounds traced under ``jit`` are not, and ``maxval <= minval``
+        then gives ``minval``, as in ``jax.random.randint``).
       dtype: an integer dtype (int32 by default).
 
     Returns:
       An integer ``jax.Array`` of ``shape`` with ``sharding``.
 
     Raises:
-      TypeError: ``key``, ``shape`` or ``sharding`` has the wrong type.
-      ValueError: the spec does not fit the mesh, does not divide ``shape``, or
-        ``dtype`` is not an integer dtype.
+      TypeError: ``key``, ``shape`` or ``sharding`` has the wrong type, or a bound
+        is not a real number.
+      ValueError: the spec does not fit the mesh, does not divide ``shape``,
+        ``dtype`` is not an integer dtype, or ``minval >= maxval``.
 
     Example:
       >>> m = shardkit.mesh("4x2", "x,y", axis_types="auto")
@@ -284,6 +347,8 @@ def randint(
     dt = jnp.dtype(dtype)
     if not jnp.issubdtype(dt, jnp.integer):
         raise ValueError(f"randint: dtype={dt.name} must be an integer dtype")
+    # Compared as given: JAX clips the bounds to the dtype's range when it draws.
+    _check_interval("randint", minval, maxval)
     return _draw(
         "randint", key, shape, sharding, dt, jnp.asarray(minval, dt), jnp.asarray(maxval, dt)
     )

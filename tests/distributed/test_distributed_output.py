@@ -94,6 +94,14 @@ def test_interleaved_gloo_chatter_is_dropped_and_numbers_of_the_user_kept() -> N
     assert out.getvalue().splitlines() == ["[0] 7", "[0] Rank 3 of 8 is ready", "[0] ", "[0] 12"]
 
 
+def test_the_newline_left_by_two_messages_run_together_is_dropped() -> None:
+    # Seen in a 2-process SLURM-style job: two whole messages on one line, then the
+    # second one's newline alone. A second empty line is the program's own.
+    text = f"{GLOO}{GLOO}\n\n\nresult\n"
+    _, out, _ = _feed(False, {(0, "out"): [text.encode()]})
+    assert out.getvalue() == "[0] \n[0] result\n"
+
+
 @pytest.mark.parametrize("keep", [True, False], ids=["released", "discarded"])
 def test_an_abort_report_is_held_back_until_the_launcher_decides(keep: bool) -> None:
     text = "\n".join(["a plain error line", *ABORT, "after the report"]) + "\n"

@@ -19,6 +19,7 @@ from shardkit.distributed import (
     NUM_PROCESSES_ENV,
     PROCESS_ID_ENV,
     ProcessInfo,
+    _runtime,
     gather,
     initialize,
     is_initialized,
@@ -29,11 +30,17 @@ LAUNCHER = (COORDINATOR_ENV, NUM_PROCESSES_ENV, PROCESS_ID_ENV, LOCAL_DEVICES_EN
 CLUSTER = ("SLURM_JOB_ID", "SLURM_STEP_NODELIST", "SLURM_NTASKS", "SLURM_PROCID", "SLURM_LOCALID")
 
 
+class _NoFilter:
+    def start(self) -> None:
+        """Leaves pytest's stdout alone (test_distributed_quiet.py tests the filter)."""
+
+
 @pytest.fixture
 def plain_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     """An environment with no launcher or cluster variables."""
     for name in [*LAUNCHER, *CLUSTER, "OMPI_MCA_orte_hnp_uri"]:
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(_runtime, "_stdout_filter", _NoFilter())
     return monkeypatch
 
 

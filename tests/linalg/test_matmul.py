@@ -301,3 +301,45 @@ def test_errors_name_the_problem() -> None:
         matmul(shard(np.ones((2, 8, 8)), m, "x"), shard(np.ones((8, 8)), m, "x"))
     with pytest.raises(ValueError, match=r"different|on mesh"):
         matmul(a, shard(y, make_mesh("8"), "x"))
+
+
+ZERO_SIZE = [
+    pytest.param((0, 8), (8, 8), "x,y", "y,None", id="no-rows"),
+    pytest.param((8, 0), (0, 8), "x,None", "None,y", id="no-inner"),
+    pytest.param((8, 8), (8, 0), "x,y", "y,None", id="no-columns"),
+    pytest.param((2, 0, 8), (8, 8), "x,None,y", "y,None", id="batched-no-rows"),
+    pytest.param((0, 4, 8), (0, 8, 8), "None,x,y", "None,y,None", id="empty-batch"),
+]
+
+
+@pytest.mark.parametrize("types", ["auto", "explicit"])
+@pytest.mark.parametrize(("shape_a", "shape_b", "sa", "sb"), ZERO_SIZE)
+def test_zero_size_operands_give_the_empty_product(types, shape_a, shape_b, sa, sb) -> None:  # type: ignore[no-untyped-def]
+    m = make_mesh("2x4", types)
+    a = shard(np.ones(shape_a, np.float32), m, sa)
+    b = shard(np.ones(shape_b, np.float64), m, sb)
+    expected = np.ones(shape_a, np.float32) @ np.ones(shape_b, np.float64)
+    eager = matmul(a, b)
+    assert (eager.shape, eager.dtype) == (expected.shape, expected.dtype)
+    np.testing.assert_array_equal(jax.device_get(eager), expected)
+    # Where the algorithm chosen for these layouts would have put the product.
+    chosen = matmul(a, b, explain=True).chosen
+    batch = [None if e == "None" else e for e in sa.split(",")[:-2]]
+    assert eager.sharding == NamedSharding(m, P(*batch, *chosen.out))
+    pinned = matmul(a, b, out_spec=",".join([*sa.split(",")[:-2], "None", "y"]))
+    assert isinstance(pinned.sharding, NamedSharding)
+    assert pinned.sharding.spec[-1] == "y"
+    for algo in {c.algorithm for c in matmul(a, b, explain=True).candidates}:
+        assert matmul(a, b, algorithm=algo).shape == expected.shape, algo  # type: ignore[arg-type]
+    if types == "explicit":
+        traced = jax.jit(matmul)(a, b)
+        assert traced.sharding == eager.sharding
+    else:
+        assert jax.jit(matmul)(a, b).shape == expected.shape
+        traced = jax.jit(partial(matmul, mesh=m, in_specs=(sa, sb)))(a, b)
+    # JAX itself cannot copy some empty outputs of jit to the host (as
+    # jax.jit(lambda a: a[:, :0]) shows on Explicit axes), so values are
+    # compared where the product is not empty.
+    assert (traced.shape, traced.dtype) == (expected.shape, expected.dtype)
+    if expected.size:
+        np.testing.assert_array_equal(jax.device_get(traced), expected)

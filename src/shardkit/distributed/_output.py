@@ -8,7 +8,8 @@ mid-line. Two kinds of runtime noise are kept out of the way unless ``verbose``:
   one line per device at start-up, is dropped. Its device threads write the words
   of a line separately, so lines of two threads can interleave mid-word ("[Gloo]
   Rank 1[Gloo] Rank 3 is connected to ..."): a line made only of that message's
-  words and numbers is dropped, as is a bare number right after such a line;
+  words and numbers is dropped, as is a bare number or one empty line right after
+  such a line (two messages run together leave a newline alone);
 * a native abort report (XLA's coordination service logging a fatal error, then
   "*** Check failure stack trace: ***" and the frames) is held back from the first
   such line of a rank's stderr on. The launcher releases it when that rank's own
@@ -166,12 +167,10 @@ class Output:
         for line in lines:
             text = line.decode("utf-8", errors="replace").rstrip("\r")
             if not self._verbose:
-                if _is_chatter(text, after_chatter=stream.in_chatter):
-                    stream.in_chatter = True
+                kept, stream.in_chatter = drop_chatter(text, after_chatter=stream.in_chatter)
+                if kept is None:
                     continue
-                stream.in_chatter = False
-                if _CHATTER.search(text):
-                    text = _CHATTER.sub("", text)
+                text = kept
                 if stream.is_stderr and self._hold(stream, f"{prefix}{text}\n", text):
                     continue
             stream.out.write(f"{prefix}{text}\n")
@@ -207,10 +206,23 @@ class Output:
         return True
 
 
+def drop_chatter(text: str, *, after_chatter: bool) -> tuple[str | None, bool]:
+    """``text`` (one line) without gloo's chatter, and whether the next line follows it.
+
+    The line is None where it is nothing but chatter. ``after_chatter``: the line
+    before was chatter, so a bare number or an empty line is its tail (one empty
+    line: a second one is the program's own).
+    """
+    if _is_chatter(text, after_chatter=after_chatter):
+        return None, bool(text.strip())
+    return (_CHATTER.sub("", text) if _CHATTER.search(text) else text), False
+
+
 def _is_chatter(text: str, *, after_chatter: bool) -> bool:
     """Whether the whole line is gloo's connection chatter (possibly interleaved)."""
     if not text.strip():
-        return False
+        # Two messages run together on one line leave the second's newline alone.
+        return after_chatter
     if _GLOO_PHRASE.search(text) is None and not (after_chatter and text.strip().isdigit()):
         return False
     return not _CHATTER_WORDS.sub("", text)

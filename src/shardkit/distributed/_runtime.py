@@ -10,7 +10,9 @@ same script also runs with ``python script.py``.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+import time
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -19,13 +21,14 @@ import numpy as np
 from jax.experimental import multihost_utils
 
 from shardkit._config import use_cpu_devices
-from shardkit.distributed import _control
+from shardkit.distributed import _control, _rendezvous
 from shardkit.distributed._launch import (
     COORDINATOR_ENV,
     LOCAL_DEVICES_ENV,
     NUM_PROCESSES_ENV,
     PROCESS_ID_ENV,
 )
+from shardkit.distributed._quiet import StdoutFilter
 
 __all__ = ["ProcessInfo", "gather", "initialize", "is_initialized", "process_info"]
 
@@ -45,6 +48,10 @@ _CLUSTER_VARIABLES: Mapping[str, tuple[str, ...]] = {
     ),
     "ompi": ("OMPI_MCA_orte_hnp_uri",),
 }
+
+
+# Keeps gloo's chatter off stdout in cluster mode; one per process.
+_stdout_filter = StdoutFilter()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,6 +185,7 @@ def initialize(
     initialization_timeout_seconds: int = 60,
     heartbeat_timeout_seconds: int = 10,
     shutdown_timeout_seconds: int = 3,
+    verbose: bool = False,
 ) -> ProcessInfo:
     """Joins this process to its multi-process JAX job, if it is part of one.
 
@@ -188,6 +196,10 @@ def initialize(
       cross-process CPU collectives, turns off JAX's preemption service (so the
       launcher's SIGTERM ends the process at once), creates ``SHARDKIT_LOCAL_DEVICES`` simulated CPU
       devices (with :func:`shardkit.use_cpu_devices`) and connects to the coordinator.
+      The ranks first check in at the coordinator's address (rank 0 listens there,
+      the others connect and retry), so that a missing coordinator or rank makes
+      every rank that came raise ``RuntimeError`` within
+      ``initialization_timeout_seconds``, where JAX's client would abort the process.
       Short heartbeat and shutdown timeouts make a dead peer an error within seconds
       rather than a hang. Through the launcher's control socket it reports that it
       joined, marks an uncaught exception (``sys.excepthook``) and, at interpreter
@@ -206,13 +218,18 @@ def initialize(
     Args:
       cluster_detection_method: passed to ``jax.distributed.initialize`` to force one
         detection method (e.g. ``"mpi4py"``); ignored under ``launch``.
-      initialization_timeout_seconds: how long to wait for every process to connect
-        (launcher mode).
+      initialization_timeout_seconds: how long to wait for every process to connect,
+        check-in included (launcher mode).
       heartbeat_timeout_seconds: after this long without a heartbeat a process counts
         as dead and the job fails (launcher mode).
       shutdown_timeout_seconds: how long a finishing process waits for the others at
         exit (launcher mode); under the launcher, ranks that reach their ends
         further apart than this fail the job.
+      verbose: in a cluster, keep gloo's connection lines ("[Gloo] Rank 0 is
+        connected to 1 peer ranks ...") on stdout. By default they are dropped there,
+        as :func:`~shardkit.distributed.launch` drops them unless ``verbose``: with
+        gloo as JAX's CPU collectives, this process's stdout (descriptor 1) then runs
+        through a pipe and a thread that copies all else, until exit.
 
     Returns:
       This process's :class:`ProcessInfo`.
@@ -220,9 +237,11 @@ def initialize(
     Raises:
       ValueError: the ``SHARDKIT_*`` variables are partial or malformed, or a timeout
         is below 1 second.
-      TypeError: a timeout is not an int.
+      TypeError: a timeout is not an int, or ``verbose`` not a bool.
       RuntimeError: JAX's backend already started with another device count (see
-        :func:`shardkit.use_cpu_devices`), or the coordinator could not be reached.
+        :func:`shardkit.use_cpu_devices`); or, under ``launch``'s variables, the
+        coordinator or a rank did not come within ``initialization_timeout_seconds``,
+        or rank 0 cannot listen on the coordinator's address (the message says which).
 
     Example:
       >>> from shardkit.distributed import initialize
@@ -240,6 +259,8 @@ def initialize(
             "shutdown_timeout_seconds", shutdown_timeout_seconds
         ),
     }
+    if not isinstance(verbose, bool):
+        raise TypeError(f"initialize(): verbose takes a bool, got verbose={verbose!r}")
     settings = _launcher_settings(os.environ)
     if is_initialized():
         return process_info()
@@ -252,6 +273,16 @@ def initialize(
         jax.config.update("jax_enable_preemption_service", False)
         use_cpu_devices(settings.local_devices)
         control = _control.take_control_socket(os.environ)
+        # JAX's client aborts the process if it cannot register in time; meet first.
+        started = time.monotonic()
+        _rendezvous.check_in(
+            settings.coordinator,
+            settings.process_id,
+            settings.num_processes,
+            timeout_seconds=initialization_timeout_seconds,
+        )
+        left = initialization_timeout_seconds - (time.monotonic() - started)
+        timeouts["initialization_timeout"] = max(1, math.ceil(left))
         jax.distributed.initialize(
             coordinator_address=settings.coordinator,
             num_processes=settings.num_processes,
@@ -268,6 +299,9 @@ def initialize(
         return _info("launcher")
     if cluster_detection_method is not None or _detected_cluster(os.environ) is not None:
         jax.distributed.initialize(cluster_detection_method=cluster_detection_method)
+        collectives = getattr(jax.config, "jax_cpu_collectives_implementation", None)
+        if not verbose and collectives == "gloo":
+            _stdout_filter.start()
         return _info("cluster")
     return _info("single")
 

@@ -29,7 +29,7 @@ from typing import Any, Literal, TypeAlias, get_args, overload
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import AbstractMesh, Mesh, PartitionSpec
+from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec
 
 from shardkit.inspect import Interconnect
 from shardkit.inspect import interconnect as _interconnect
@@ -198,6 +198,10 @@ def matmul(
     operand plus one panel of the local product (it is added to the output in panels,
     never whole); one panel per operand for ``summa``.
 
+    An operand with a zero-size dimension gives the empty product (or zeros, where
+    only the inner dimension ``k`` is 0) in the layout the chosen algorithm would
+    give, without running it (no collectives).
+
     Args:
       a: ``(..., m, k)`` array, usually sharded with a ``NamedSharding``.
       b: ``(k, n)`` or ``(..., k, n)`` with the same batch dims (and batch specs) as ``a``.
@@ -286,7 +290,31 @@ def matmul(
             f"{mesh_summary(m)}"
         )
         return Explanation(title, cands, rejected, key[-1].label)
+    if 0 in a_shape or 0 in b_shape:
+        out = to_pspec((*key[3], *_candidates(*key)[0][0].out))
+        return _empty_product(a, b, dtype, NamedSharding(m, out))
     return _program(key, m, sa, sb)(a.astype(dtype), b.astype(dtype))
+
+
+def _empty_product(a: Any, b: Any, dtype: Any, sharding: NamedSharding | None) -> jax.Array:
+    """``a @ b`` when a dimension is 0: zeros (an empty sum where only k is 0), placed.
+
+    No algorithm runs: their collectives reject zero-size blocks (XLA's reduce-scatter
+    verifier refuses a 0-sized scatter dimension). ``sharding`` is where the chosen
+    algorithm would have put the product (None: the partitioner decides). Under
+    ``jit`` the zeros are built from the empty operand's sum (exactly 0), which ties
+    the result to the operands' devices; zeros made from nothing would not be.
+    """
+    shape = (*a.shape[:-1], b.shape[-1])
+    if sharding is not None and not is_traced(a, b):
+        return jnp.zeros(shape, dtype, device=sharding)
+    empty = a if a.size == 0 else b
+    c = jax.lax.broadcast(jnp.sum(empty).astype(dtype), shape)
+    if sharding is None:
+        return c
+    if all(t == AxisType.Explicit for t in sharding.mesh.axis_types):
+        return jax.sharding.reshard(c, sharding)
+    return jax.lax.with_sharding_constraint(c, sharding)
 
 
 def _choose(
@@ -386,5 +414,7 @@ def _partitioned(
         out = to_pspec((*key[3], *cand.out))
         return local(cand), (to_pspec(sa), to_pspec(sb)), (out,)
 
+    if 0 in a_shape or 0 in b_shape:
+        return _empty_product(a, b, a.dtype, None)
     (c,) = partitioned(lambda a, b: (jnp.matmul(a, b),), program, (a, b), rule)
     return c

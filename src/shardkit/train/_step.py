@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -83,7 +84,15 @@ def make_train_step(
     Args:
       model: an :class:`~shardkit.train.MLP` or :class:`~shardkit.train.Logistic`;
         or a parameter pytree, an Equinox module or a Flax NNX module with ``loss``.
-      optimizer: an optax ``GradientTransformation`` (e.g. ``optax.sgd(0.05)``).
+      optimizer: any optax optimizer: a ``GradientTransformation`` (e.g.
+        ``optax.sgd(0.05)``, ``optax.multi_transform``, ``optax.contrib.muon``), or an
+        object with optax's ``init`` and ``update`` (``optax.MultiSteps``). Its state
+        is sharded like the parameters it mirrors (a leaf whose path ends with a
+        parameter's path and has its shape), other leaves with dimensions are split
+        under ``fsdp``, and scalars and counts are replicated. An ``update`` that takes
+        keyword arguments gets ``value`` (the loss), ``grad`` and ``value_fn`` (the
+        loss of given parameters on this batch), as ``optax.lbfgs`` and
+        ``optax.contrib.reduce_on_plateau`` need.
       strategy: ``single``, ``dp``, ``fsdp``, ``tp`` or ``dp_tp``.
       mesh: a mesh with Auto or Explicit axes (``dp_tp`` needs 2-D); may be None
         for ``single``.
@@ -108,9 +117,12 @@ def make_train_step(
     Raises:
       TypeError: ``model`` is not a model (or a user model without ``loss``),
         ``optimizer`` is not an optax optimizer (a string such as ``"sgd"``
-        included), ``key`` is not a PRNG key.
-      ValueError: unknown strategy, or a mesh that does not fit (see
-        :func:`~shardkit.train.strategy_layout`).
+        included) or its state holds a leaf that is not an array (named by its
+        path), ``key`` is not a PRNG key.
+      ValueError: unknown strategy, a mesh that does not fit (see
+        :func:`~shardkit.train.strategy_layout`), or ``optimizer.init(params)`` fails
+        (e.g. ``multi_transform`` labels of another structure; the message names the
+        optimizer and the parameters' structure).
       NotImplementedError: a mesh with Manual axes.
       ImportError: optax is missing (the ``train`` extra).
 
@@ -150,6 +162,7 @@ def make_train_step(
     opt_state = jax.jit(optimizer.init, out_shardings=opt_shardings)(params)
     state_shardings = TrainState._make((layout.params, opt_shardings))
     grad_shardings = layout.param_constraints()
+    takes_extra = _takes_extra_args(optimizer.update)
 
     def loss_fn(p: Any, batch: Any) -> jax.Array:
         if not t.bundled:  # the bundled models gather layer by layer, through the hooks
@@ -159,7 +172,14 @@ def make_train_step(
     def step(state: TrainState, batch: Any) -> tuple[TrainState, jax.Array]:
         loss, grads = jax.value_and_grad(loss_fn)(state.params, batch)
         grads = jax.lax.with_sharding_constraint(grads, grad_shardings)
-        updates, new_opt = optimizer.update(grads, state.opt_state, state.params)
+        # Optimizers that take extra arguments (optax.lbfgs, contrib.reduce_on_plateau)
+        # get the loss, the gradients and the loss as a function of the parameters.
+        extra = (
+            {"value": loss, "grad": grads, "value_fn": lambda p: loss_fn(p, batch)}
+            if takes_extra
+            else {}
+        )
+        updates, new_opt = optimizer.update(grads, state.opt_state, state.params, **extra)
         return TrainState(optax.apply_updates(state.params, updates), new_opt), loss
 
     step.__name__ = f"train_step_{strategy}"
@@ -187,6 +207,15 @@ def _check_optimizer(optimizer: Any) -> None:
         f"make_train_step: optimizer={optimizer!r} ({type(optimizer).__name__}) is not an "
         f"optax optimizer (it needs init and update); pass {hint}"
     )
+
+
+def _takes_extra_args(update: Any) -> bool:
+    """Whether ``update`` accepts keywords beyond optax's three arguments."""
+    try:
+        parameters = inspect.signature(update).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature
+        return False
+    return any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
 
 
 def _shape(value: Any) -> tuple[int, ...]:

@@ -97,8 +97,11 @@ def opt_state_shardings(
                 raise _UnplaceableError(path, leaf)
             found.append((tuple(path), tuple(np.shape(leaf))))
 
+    # Shapes only: on an Explicit mesh, init on the placed parameters could meet
+    # sharding-type rules (a reshape of a split kernel in optax.flatten).
+    shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype), params)
     try:
-        jax.eval_shape(init, params)
+        jax.eval_shape(init, shapes)
     except _UnplaceableError as e:
         raise TypeError(
             f"{where}: the state of optimizer={name} holds "

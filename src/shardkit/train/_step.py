@@ -159,7 +159,10 @@ def make_train_step(
     layout = strategy_layout(t, strategy=strategy, mesh=mesh, rules=rules)
     params = t.draw(key, layout.params)
     opt_shardings = layout.opt_state(optimizer, params)
-    opt_state = jax.jit(optimizer.init, out_shardings=opt_shardings)(params)
+    init = optimizer.init
+    if layout.explicit:  # as the step: the optimizer's code sees Auto axes
+        init = jax.sharding.auto_axes(init, out_sharding=opt_shardings)
+    opt_state = jax.jit(init, out_shardings=opt_shardings)(params)
     state_shardings = TrainState._make((layout.params, opt_shardings))
     grad_shardings = layout.param_constraints()
     takes_extra = _takes_extra_args(optimizer.update)

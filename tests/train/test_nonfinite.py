@@ -115,7 +115,7 @@ def test_raise_names_the_step_and_apply_applies() -> None:
         r"and on_nonfinite='raise'; the state passed in is unchanged.*on_nonfinite='skip'"
     )
     with pytest.raises(FloatingPointError, match=pattern):
-        step(state, _bad(good))
+        step(state, [*_bad(good)])  # a list batch is checked and run like a pair
     state, loss = step(state, good)  # the state passed in still trains
     assert np.isfinite(float(loss))
     assert int(state.step) == 3

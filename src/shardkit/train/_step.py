@@ -132,7 +132,7 @@ def make_train_step(
     The step checks its state (the parameters' shapes and shardings are this model's
     and strategy's: a state from another strategy or mesh must first be read onto
     this one with :func:`~shardkit.train.restore_state`) and each batch before
-    running: a pair ``(inputs, targets)`` with
+    running: a pair ``(inputs, targets)`` (a tuple, or a list ``[inputs, targets]``) with
     inputs ``(batch, layer_sizes[0])``, targets ``(batch, layer_sizes[-1])``, at least
     one example, a batch the data axes divide, on the step's devices and layout (a user
     model's batch: leaves with one shared, divisible first dimension).
@@ -328,8 +328,10 @@ class _CheckedStep:
         return self._jitted.lower(state, self._checked_batch(batch))
 
     def _checked_batch(self, batch: Any) -> Any:
-        """The batch, checked."""
+        """The batch, checked; a bundled model's ``[x, y]`` as the pair ``(x, y)`` jit takes."""
         self._check(batch)
+        if self._model.bundled and isinstance(batch, list):
+            return tuple(batch)
         return batch
 
     def _raise_if_skipped(self, state: TrainState, new: TrainState, loss: jax.Array) -> None:

@@ -198,3 +198,28 @@ def test_labels_that_do_not_fit_the_parameters_name_the_optimizer() -> None:
         train.make_train_step(
             small_mlp(SIZES), opt, strategy="dp", mesh=make_mesh("8"), key=jax.random.key(0)
         )
+
+
+def test_an_update_that_changes_the_state_structure_is_named() -> None:
+    def init(params: Any) -> Any:
+        del params
+        return {"count": np.zeros((), np.int32)}
+
+    def update(updates: Any, state: Any, params: Any = None) -> Any:
+        del params
+        return updates, {**state, "extra": state["count"]}
+
+    model = small_mlp(SIZES)
+    step, state = train.make_train_step(
+        model,
+        optax.GradientTransformation(init, update),
+        strategy="dp",
+        mesh=make_mesh("8"),
+        key=jax.random.key(0),
+    )
+    pattern = (
+        r"optimizer=test_optimizers\..*\.init: update returned a state of another structure "
+        r"than init's \(it has opt_state\['extra'\], which init's state lacks\)"
+    )
+    with pytest.raises(TypeError, match=pattern):
+        step(state, numpy_batch(model))

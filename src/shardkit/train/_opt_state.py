@@ -33,7 +33,7 @@ from jax.sharding import PartitionSpec as P
 
 from shardkit.train._rules import MODEL, default_template
 
-__all__ = ["describe_optimizer", "opt_state_shardings"]
+__all__ = ["check_same_structure", "describe_optimizer", "opt_state_shardings"]
 
 
 def describe_optimizer(optimizer: Any) -> str:
@@ -158,6 +158,33 @@ def _place(
         entry = split_axes[0] if len(split_axes) == 1 else split_axes
         return NamedSharding(mesh, P(*(entry if e == MODEL else None for e in template)))
     return replicated
+
+
+def check_same_structure(
+    optimizer: Any, state: Any, new: Any, /, *, where: str = "make_train_step"
+) -> None:
+    """``TypeError`` unless ``update`` returned a state of ``init``'s structure.
+
+    The step keeps the optimizer state's shardings from one step to the next, so the
+    state must keep its structure; the message names the first path that differs.
+    """
+    if jax.tree.structure(state) == jax.tree.structure(new):
+        return
+    before = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(state)[0]]
+    after = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(new)[0]]
+    only_after = [p for p in after if p not in set(before)]
+    only_before = [p for p in before if p not in set(after)]
+    if only_after:
+        diff = f"it has opt_state{only_after[0]}, which init's state lacks"
+    elif only_before:
+        diff = f"it lacks opt_state{only_before[0]}, which init's state has"
+    else:
+        diff = f"{jax.tree.structure(new)} against init's {jax.tree.structure(state)}"
+    raise TypeError(
+        f"{where}: optimizer={describe_optimizer(optimizer)}: update returned a state "
+        f"of another structure than init's ({diff}); the step keeps the state's layout "
+        "from step to step, so update must return the structure init does"
+    )
 
 
 class _UnplaceableError(Exception):

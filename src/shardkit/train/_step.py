@@ -14,6 +14,7 @@ from jax.sharding import Mesh
 
 from shardkit.layout.internal import check_key, check_same_devices, is_traced
 from shardkit.train._adapters import Trainable, as_trainable
+from shardkit.train._opt_state import check_same_structure
 from shardkit.train._strategies import StrategyLayout, _is_sharding, strategy_layout
 
 __all__ = ["NONFINITE", "NonFinite", "TrainState", "make_train_step"]
@@ -220,6 +221,7 @@ def make_train_step(
             else {}
         )
         updates, new_opt = optimizer.update(grads, state.opt_state, state.params, **extra)
+        check_same_structure(optimizer, state.opt_state, new_opt)
         new_params = optax.apply_updates(state.params, updates)
         if not check_finite:
             return TrainState(new_params, new_opt, state.step + 1, state.skipped), loss

@@ -167,8 +167,13 @@ class StrategyLayout:
     def opt_state(self, optimizer: Any, params: Any, /) -> Any:
         """Shardings of ``optimizer.init(params)``: the parts that mirror a parameter like it.
 
-        Step counts, scalars and other small leaves are replicated; under ``fsdp`` other
-        leaves with dimensions are split too. See :mod:`shardkit.train._opt_state`.
+        Each leaf of the state is placed by its key path and shape: a leaf whose path
+        ends with a parameter's path and has its shape gets that parameter's sharding
+        (with extra leading dimensions, as a history of copies, those are kept whole);
+        under ``fsdp`` any other leaf with dimensions is split along its largest
+        dimension the mesh divides; step counts, scalars, PRNG keys and the rest are
+        replicated. This works for states with ``optax.MaskedNode`` entries
+        (``multi_transform``, ``optax.contrib.muon``) and factored moments (adafactor).
 
         Raises:
           TypeError: a state leaf is not an array (the message names its path).

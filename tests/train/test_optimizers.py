@@ -77,7 +77,9 @@ OPTIMIZERS: dict[str, tuple[Callable[[], Any], int]] = {
     # takes value, grad and value_fn; its line search compiles slowly (about 3 s a step)
     "lbfgs": (lambda: optax.lbfgs(), 12),
 }
-DEFAULT = [n for n in OPTIMIZERS if n not in ("lbfgs", "lamb", "contrib.prodigy", "flatten")]
+# Ten by default; all sixteen, under every strategy, with SHARDKIT_FULL_TESTS=1.
+SLOW_OR_ALIKE = ("lbfgs", "lamb", "contrib.prodigy", "flatten", "noisy_sgd")
+DEFAULT = [n for n in OPTIMIZERS if n not in (*SLOW_OR_ALIKE, "contrib.reduce_on_plateau")]
 
 STRATEGY_MESHES = {"dp": ["8", "2x4"], "fsdp": ["2x4", "8"], "tp": ["8"], "dp_tp": ["4x2"]}
 

@@ -372,9 +372,15 @@ def test_tour_list_shows_keys_and_titles() -> None:
     assert "PASS" not in result.output  # nothing ran
 
 
-def test_train_stops_at_the_first_non_finite_loss() -> None:
+def test_train_stops_after_max_skipped_non_finite_steps_in_a_row() -> None:
     small = ["train", "--strategy", "dp", "--mesh", "8", "--sizes", "8,4", "--batch-size", "8"]
-    result = _invoke(*small, "--steps", "4", "--learning-rate", "1e30")
-    _assert_user_error(result, 1, "at step 2 of 4", "lower the learning rate", "--keep-going")
-    assert re.search(r"the loss is (nan|inf|-inf) at step 2", result.stderr)
+    result = _invoke(*small, "--steps", "6", "--learning-rate", "1e30", "--max-skipped", "3")
+    _assert_user_error(
+        result,
+        1,
+        "stopped at step 4 of 6: steps 2 to 4 were skipped, 3 in a row (--max-skipped 3)",
+        "lower the learning rate",
+        "--keep-going",
+    )
+    assert re.search(r"not finite \(the loss is (nan|inf|-inf)\)", result.stderr)
     # --keep-going is run_training(keep_going=True), tested in tests/train/test_run.py

@@ -177,19 +177,23 @@ def test_lower_checks_the_batch_too(setup: dict[str, Any]) -> None:
         setup["step"].lower(setup["state"], (np.ones((16, 4)), np.ones((16, 3))))
 
 
-def test_run_training_stops_at_the_first_non_finite_loss() -> None:
+def test_run_training_stops_after_max_skipped_steps_in_a_row() -> None:
     # keep_going=True is covered in tests/train/test_run.py
     console = Console(record=True, width=120)
-    with pytest.raises(FloatingPointError, match=r"at step 2 of 3.*keep_going=True"):
+    pattern = r"stopped at step 6 of 9: steps 2 to 6 were skipped, 5 in a row.*keep_going=True"
+    with pytest.raises(FloatingPointError, match=pattern):
         train.run_training(
             console,
             strategy="dp",
             mesh="8",
-            steps=np.int64(3),  # type: ignore[arg-type]
+            steps=np.int64(9),  # type: ignore[arg-type]
             sizes=(8, 4),
             batch_size=8,
             learning_rate=1e30,
         )
+    assert "training 6/9 loss inf (skipped)" in console.export_text()
+    with pytest.raises(ValueError, match=r"max_skipped=0 must be a positive integer"):
+        train.run_training(console, max_skipped=0)
 
 
 # ---- checkpoints -------------------------------------------------------------------------
@@ -209,7 +213,8 @@ def _target(model: train.Model, optimizer: Any, mesh: Any) -> Any:
     )
     opt = jax.eval_shape(optimizer.init, params)
     opt = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=replicated), opt)
-    return train.TrainState(params, opt)  # type: ignore[arg-type]
+    count = jax.ShapeDtypeStruct((), np.int32, sharding=replicated)
+    return train.TrainState(params, opt, count, count)
 
 
 def test_restore_refuses_to_cast_float32_into_float16(setup: dict[str, Any], saved: Path) -> None:

@@ -386,12 +386,17 @@ def train(
     ] = None,
     keep_going: Annotated[
         bool,
-        typer.Option("--keep-going", help="Run every step even after the loss turns NaN/inf."),
+        typer.Option("--keep-going", help="Run every step, however many are skipped."),
     ] = False,
+    max_skipped: Annotated[
+        int,
+        typer.Option(help="Stop after this many skipped (NaN/inf) steps in a row."),
+    ] = 5,
 ) -> None:
     """Train the seeds' MLP with a parallel strategy; loss, steps/s and bytes per step.
 
-    Stops with exit status 1 at the first step whose loss is not finite, unless
+    A step whose loss or gradients are NaN or inf is skipped (not applied); after
+    --max-skipped such steps in a row the run stops with exit status 1, unless
     --keep-going.
     """
     from shardkit.train import run_training
@@ -414,6 +419,7 @@ def train(
             learning_rate=learning_rate,
             plot=plot,
             keep_going=keep_going,
+            max_skipped=max_skipped,
         )
 
 

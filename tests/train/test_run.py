@@ -72,7 +72,9 @@ def test_run_stops_at_a_non_finite_loss_unless_keep_going(tmp_path: Path) -> Non
     assert len(run.losses) == 4
     assert math.isfinite(run.losses[0])
     assert not math.isfinite(run.losses[1])
-    assert "the loss stopped being finite at step 2" in console.export_text()
+    text = console.export_text()
+    assert "the loss stopped being finite at step 2; 3 of 4 steps skipped" in text
+    assert "training 2/4 loss inf (skipped)" in text
     # The options and the plot's folder are checked before anything is compiled.
     with pytest.raises(ValueError, match=r"--plot .*does not exist; create it first"):
         train.run_training(

@@ -7,7 +7,10 @@ types in turn by default, both with ``SHARDKIT_FULL_TESTS=1`` (tests/_matrix.py)
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
@@ -184,3 +187,36 @@ def test_bad_configurations_raise() -> None:
     layout = train.strategy_layout(model, strategy="dp", mesh=make_mesh("8"))
     with pytest.raises(ValueError, match="not divisible by 8"):
         layout.check_batch((12, 16))
+
+
+def test_a_list_batch_trains_like_a_pair() -> None:
+    model = small_mlp((16, 32, 8))
+    x, y = numpy_batch(model)
+    mesh = make_mesh("4x2", "auto")
+    runs = []
+    for batch in ((x, y), [x, y]):
+        step, state = train.make_train_step(
+            model, optax.sgd(0.05), strategy="dp_tp", mesh=mesh, key=jax.random.key(0)
+        )
+        out = []
+        for _ in range(3):
+            state, loss = step(state, batch)
+            out.append(float(loss))
+        runs.append(out)
+        assert cast(Any, step).lower(state, batch) is not None  # a jitted step
+    np.testing.assert_array_equal(runs[0], runs[1])
+    with pytest.raises(TypeError, match=r"batch must be a pair \(inputs, targets\), got list of"):
+        step(state, [x, y, y])
+    # A parameter pytree's loss gets the list as it was given.
+    params = {"w": np.ones((16, 8), np.float32)}
+
+    def mse(p: Any, batch: Any) -> jax.Array:
+        assert isinstance(batch, list)
+        inputs, targets = batch
+        return jnp.mean((inputs @ p["w"] - targets) ** 2)
+
+    step, state = train.make_train_step(
+        params, optax.sgd(0.01), strategy="fsdp", mesh=mesh, loss=mse
+    )
+    state, loss = step(state, [x, y])
+    np.testing.assert_allclose(float(loss), np.mean((x @ params["w"] - y) ** 2), rtol=1e-5)

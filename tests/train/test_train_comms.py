@@ -12,7 +12,10 @@ output) and one backward (of the pair's input gradient, none for the first pair)
 the gradients, an all-reduce of the full gradients that each device then slices
 (not a reduce-scatter, which would send half the bytes); ``dp_tp`` the ``tp``
 all-reduces over the model axis on ``B/D`` rows plus the gradient all-reduce of the
-local gradient shards over the data axis.
+local gradient shards over the data axis. The default ``on_nonfinite="skip"`` adds
+one all-reduce of one boolean per gradient that stays split (tp's and dp_tp's column
+and row layers: 3 bytes on the tests' MLP); dp's and fsdp's gradients are tested where
+they are whole, at no cost.
 
 On a mesh with Explicit axes the step's body runs with the axes viewed as Auto, so
 each formula holds there unchanged; every strategy is checked on one Explicit mesh.
@@ -45,6 +48,7 @@ def _report(
     mesh_shape: str,
     opt: optax.GradientTransformation | None = None,
     axis_types: str = "auto",
+    on_nonfinite: str = "skip",
 ) -> tuple[CommReport, train.TrainState]:
     step, state = train.make_train_step(
         model,
@@ -52,6 +56,7 @@ def _report(
         strategy=strategy,
         mesh=make_mesh(mesh_shape, axis_types),
         key=jax.random.key(0),
+        on_nonfinite=on_nonfinite,  # type: ignore[arg-type]
     )
     return comms(step, state, numpy_batch(model)), state
 
@@ -61,12 +66,37 @@ def _param_bytes(model: train.Model) -> int:
 
 
 def _all_reduces(report: CommReport, axes: tuple[str, ...]) -> list[int]:
-    """Operand bytes of each all-reduce run over exactly ``axes``."""
+    """Operand bytes of each float32 all-reduce run over exactly ``axes``."""
     out = []
     for c in report.collectives:
         if c.kind == "all-reduce" and c.axes is not None and set(c.axes) == set(axes):
-            out += [sum(math.prod(s) for s in c.operand_shapes) * F] * c.count
+            assert c.dtype in ("f32", "pred"), c
+            if c.dtype == "f32":
+                out += [sum(math.prod(s) for s in c.operand_shapes) * F] * c.count
     return out
+
+
+def _finite_flags(report: CommReport, axes: tuple[str, ...] | None = None) -> int:
+    """Booleans all-reduced (over ``axes``, or any): the default on_nonfinite="skip" test.
+
+    The step tests every gradient for NaN and inf; a gradient that stays split (tp's
+    column and row layers) adds its one-byte flag to one all-reduce.
+    """
+    flags = [
+        c
+        for c in report.collectives
+        if c.kind == "all-reduce"
+        and c.dtype == "pred"
+        and (axes is None or (c.axes is not None and set(c.axes) == set(axes)))
+    ]
+    assert all(c.count == 1 and all(s == () for s in c.operand_shapes) for c in flags)
+    assert len(flags) <= 1
+    return sum(len(c.operand_shapes) for c in flags)
+
+
+def _split(state: train.TrainState) -> int:
+    """How many parameters are split (not whole on every device)."""
+    return sum(not x.sharding.is_fully_replicated for x in jax.tree.leaves(state.params))
 
 
 def _tp_activation_bytes(model: train.Model, rows: int) -> list[int]:
@@ -105,11 +135,23 @@ def test_tp_activation_all_reduces_per_layer_pair(
     sizes: tuple[int, ...], mesh_shape: str, axis_types: str
 ) -> None:
     model = small_mlp(sizes)
-    report, _ = _report(model, "tp", mesh_shape, axis_types=axis_types)
+    report, state = _report(model, "tp", mesh_shape, axis_types=axis_types)
     report.assert_only({"all-reduce"})
     names = ("x",) if mesh_shape == "8" else ("data", "model")
     want = _tp_activation_bytes(model, BATCH)
     assert sorted(_all_reduces(report, names)) == sorted(want)
+    flags = _finite_flags(report, names)
+    assert flags == _split(state) > 0  # one byte per split gradient
+    assert report.bytes_sent == sum(_ar(n, 8) for n in want) + _ar(flags, 8)
+
+
+def test_on_nonfinite_apply_tests_no_gradient() -> None:
+    # The textbook tp step, without the finiteness flags of the default "skip".
+    model = small_mlp()
+    report, _ = _report(model, "tp", "8", on_nonfinite="apply")
+    want = _tp_activation_bytes(model, BATCH)
+    assert _finite_flags(report) == 0
+    assert sorted(_all_reduces(report, ("x",))) == sorted(want)
     assert report.bytes_sent == sum(_ar(n, 8) for n in want)
 
 
@@ -180,7 +222,11 @@ def test_dp_tp_model_axis_activations_and_data_axis_gradients(
         math.prod(x.sharding.shard_shape(x.shape)) * F for x in jax.tree.leaves(state.params)
     )
     assert _all_reduces(report, ("data",)) == [local_grads + F]
-    assert report.bytes_sent == sum(_ar(n, m) for n in acts) + _ar(local_grads + F, d)
+    flags = _finite_flags(report, ("model",))
+    assert flags == _split(state) > 0  # the gradients split over the model axis
+    assert report.bytes_sent == (
+        sum(_ar(n, m) for n in acts) + _ar(local_grads + F, d) + _ar(flags, m)
+    )
 
 
 @pytest.mark.parametrize("axis_types", ["auto", "explicit"])

@@ -143,12 +143,24 @@ def mlp_dp_tp(c: Checks) -> None:
     on_model = [
         sum(math.prod(s) for s in col.operand_shapes) * _F32
         for col in report.collectives
-        if col.axes == ("model",)
+        if col.axes == ("model",) and col.dtype == "f32"
     ]
     c.check(
         "over 'model': one activation all-reduce per layer pair (forward), of B/4 rows",
         sorted(on_model) == sorted(acts),
         f"{on_model} != {acts}",
+    )
+    flags = [
+        len(col.operand_shapes)
+        for col in report.collectives
+        if col.axes == ("model",) and col.dtype == "pred"
+    ]
+    split = sum(not p.sharding.is_fully_replicated for p in jax.tree.leaves(first.params))
+    c.check(
+        "and one all-reduce of a NaN/inf flag per gradient split over 'model' "
+        "(make_train_step skips non-finite steps)",
+        flags == [split],
+        f"{flags} != [{split}]",
     )
     c.check(
         "over 'batch': the gradient all-reduce",

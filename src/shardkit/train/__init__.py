@@ -1,7 +1,9 @@
 """Parallel training: the seeds' models, or your own, trained with dp, fsdp, tp and dp+tp.
 
 ``make_train_step(model, optimizer, strategy=..., mesh=..., key=...)`` returns a
-jitted step with explicit shardings and the first sharded state. ``model`` is a
+jitted step with explicit shardings and the first sharded state. Any optax optimizer
+works; its state is sharded like the parameters it mirrors. A step whose loss or
+gradients are not finite is skipped and counted by default (``on_nonfinite=``). ``model`` is a
 bundled :class:`MLP` or :class:`Logistic`, or your own: a parameter pytree, an
 Equinox module or a Flax NNX module, with ``loss=``; path rules
 (:data:`~shardkit.train.Rules`) say which dimension of each parameter a strategy
@@ -15,7 +17,7 @@ from shardkit.train._checkpoint import restore_state, save_state
 from shardkit.train._models import MLP, Logistic, Model
 from shardkit.train._rules import MODEL, Rules
 from shardkit.train._run import Optimizer, TrainRun, run_training
-from shardkit.train._step import TrainState, make_train_step
+from shardkit.train._step import NonFinite, TrainState, make_train_step
 from shardkit.train._strategies import STRATEGIES, Strategy, StrategyLayout, strategy_layout
 
 __all__ = [
@@ -24,6 +26,7 @@ __all__ = [
     "STRATEGIES",
     "Logistic",
     "Model",
+    "NonFinite",
     "Optimizer",
     "Rules",
     "Strategy",

@@ -34,7 +34,7 @@ from jax.sharding import PartitionSpec as P
 
 from shardkit.layout.internal import check_placement
 
-__all__ = ["MODEL", "Rules", "check_rules", "param_specs"]
+__all__ = ["MODEL", "Rules", "check_rules", "default_template", "param_specs"]
 
 MODEL = "model"
 """The logical axis of rule templates: the mesh axes a strategy splits parameters over."""
@@ -80,7 +80,8 @@ def check_rules(where: str, rules: Any) -> tuple[tuple[re.Pattern[str], tuple[An
     return tuple(out)
 
 
-def _default(strategy: str, shape: tuple[int, ...], parts: int) -> tuple[Any, ...]:
+def default_template(strategy: str, shape: tuple[int, ...], parts: int) -> tuple[Any, ...]:
+    """The template of a parameter no rule matches (see the module docstring)."""
     if strategy == "fsdp":
         divisible = [d for d, n in enumerate(shape) if n % parts == 0]
         if not divisible:
@@ -140,7 +141,9 @@ def param_specs(
         shape = tuple(getattr(leaf, "shape", ()))
         name = jax.tree_util.keystr(path)
         index = next((i for i, (r, _) in enumerate(rules) if r.search(name)), None)
-        template = rules[index][1] if index is not None else _default(strategy, shape, parts)
+        template = (
+            rules[index][1] if index is not None else default_template(strategy, shape, parts)
+        )
         result = _resolved(template, axes)
         what = label(path) if label is not None else f"parameter {name}"
         if index is not None and index < shown:

@@ -102,7 +102,12 @@ def plot_losses(losses: np.ndarray, path: str | Path, /, *, title: str) -> Path:
 
 
 def _check_options(
-    strategy: str, steps: int, sizes: tuple[int, ...], batch_size: int, learning_rate: float
+    strategy: str,
+    steps: int,
+    sizes: tuple[int, ...],
+    batch_size: int,
+    learning_rate: float,
+    max_skipped: int,
 ) -> None:
     if strategy not in STRATEGIES:
         raise ValueError(f"shardkit train: strategy={strategy!r}; choose one of {list(STRATEGIES)}")
@@ -117,6 +122,11 @@ def _check_options(
         raise ValueError(
             f"shardkit train: sizes={sizes!r} must be at least two positive layer widths "
             "(--sizes), e.g. 784,1024,10"
+        )
+    if not is_int(max_skipped) or max_skipped < 1:
+        raise ValueError(
+            f"shardkit train: max_skipped={max_skipped!r} must be a positive integer "
+            "(--max-skipped), e.g. 5"
         )
     real = isinstance(learning_rate, numbers.Real) and not isinstance(learning_rate, bool)
     if not (real and math.isfinite(learning_rate) and learning_rate > 0):
@@ -140,6 +150,7 @@ def run_training(
     seed: int = 0,
     plot: str | Path | None = None,
     keep_going: bool = False,
+    max_skipped: int = 5,
 ) -> TrainRun:
     """Train seed 004's MLP with a strategy on a mesh, showing progress; ``shardkit train``.
 
@@ -147,8 +158,12 @@ def run_training(
     bytes per device (``shardkit.comms``), then runs ``steps`` steps on one synthetic
     batch (as the seed does) under a progress bar showing the loss, steps/s and the
     elapsed time, and writes a loss-curve PNG when ``plot`` is given. Every option,
-    the plot's folder and matplotlib are checked before anything is compiled. A
-    non-finite loss stops the run at that step unless ``keep_going``.
+    the plot's folder and matplotlib are checked before anything is compiled.
+
+    A step whose loss or gradients are not finite (NaN or inf) is skipped: the
+    parameters and optimizer state stay as they were (``make_train_step``'s
+    ``on_nonfinite="skip"``) and the progress line says so. ``max_skipped`` skipped
+    steps in a row stop the run (the model is not recovering), unless ``keep_going``.
 
     Args:
       console: where to print.
@@ -161,17 +176,18 @@ def run_training(
       learning_rate: the optimizer's learning rate.
       seed: seeds the parameters and the batch.
       plot: PNG path for the loss curve, or None; its folder must exist.
-      keep_going: run every step even after the loss stops being finite.
+      keep_going: run every step, however many are skipped.
+      max_skipped: how many skipped steps in a row stop the run (``--max-skipped``).
 
     Returns:
       A :class:`TrainRun`.
 
     Raises:
       ValueError: a bad strategy, mesh, size, step count, batch size, learning rate,
-        optimizer or plot path.
+        optimizer, ``max_skipped`` or plot path.
       ImportError: with ``plot``, matplotlib (the ``bench`` extra) is missing.
-      FloatingPointError: a step's loss is NaN or infinite (naming the step), unless
-        ``keep_going``.
+      FloatingPointError: ``max_skipped`` steps in a row were skipped (naming them),
+        unless ``keep_going``.
 
     Example:
       >>> import io
@@ -183,8 +199,8 @@ def run_training(
       (3, True)
     """
     sizes = tuple(sizes)
-    _check_options(strategy, steps, sizes, batch_size, learning_rate)
-    steps, batch_size = int(steps), int(batch_size)  # NumPy integers too
+    _check_options(strategy, steps, sizes, batch_size, learning_rate, max_skipped)
+    steps, batch_size, max_skipped = int(steps), int(batch_size), int(max_skipped)
     if plot is not None:
         check_output_file(plot, what="shardkit train --plot")
         require("matplotlib", extra="bench", what="shardkit train --plot")
@@ -211,6 +227,7 @@ def run_training(
 
     losses: list[float] = []
     first_bad: int | None = None
+    skipped = in_a_row = 0
     start = None
     columns = (
         TextColumn("[progress.description]{task.description}"),
@@ -229,26 +246,33 @@ def run_training(
         for i in range(steps):
             state, loss = compiled(state, batch)
             losses.append(float(loss))  # waits for the step
+            now = int(state.skipped)
+            was_skipped, skipped = now > skipped, now
+            in_a_row = in_a_row + 1 if was_skipped else 0
             if i == 0:
                 start = time.perf_counter()
             rate = (i / (time.perf_counter() - start)) if i and start else float("nan")
-            progress.update(task, advance=1, loss=f"{losses[-1]:.4g}", rate=f"{rate:.1f}")
-            finite = math.isfinite(losses[-1])
-            newly_bad = first_bad is None and not finite
-            if not live and ((i + 1) % every == 0 or i + 1 == steps or newly_bad):
+            shown = f"{losses[-1]:.4g}" + (" (skipped)" if was_skipped else "")
+            progress.update(task, advance=1, loss=shown, rate=f"{rate:.1f}")
+            newly_bad = first_bad is None and (was_skipped or not math.isfinite(losses[-1]))
+            stop = in_a_row >= max_skipped and not keep_going
+            if not live and ((i + 1) % every == 0 or i + 1 == steps or newly_bad or stop):
                 console.print(
-                    f"training {i + 1}/{steps} loss {losses[-1]:.4g} "
+                    f"training {i + 1}/{steps} loss {shown} "
                     f"({time.perf_counter() - t_loop:.1f} s elapsed)",
                     highlight=False,
                 )
             if newly_bad:
                 first_bad = i + 1
-                if not keep_going:
-                    break
-    if first_bad is not None and not keep_going:
+            if stop:
+                break
+    if in_a_row >= max_skipped and not keep_going:
+        last = len(losses)
         raise FloatingPointError(
-            f"shardkit train: the loss is {losses[-1]} at step {first_bad} of {steps}; "
-            f"lower the learning rate (now {learning_rate:g}) or pass --keep-going "
+            f"shardkit train: stopped at step {last} of {steps}: steps {last - in_a_row + 1} "
+            f"to {last} were skipped, {in_a_row} in a row (--max-skipped {max_skipped}), "
+            f"because their loss or gradients are not finite (the loss is {losses[-1]}); "
+            f"lower the learning rate (now {learning_rate:g}), or pass --keep-going "
             "(keep_going=True) to run every step"
         )
     elapsed = time.perf_counter() - start if start is not None else 0.0
@@ -260,7 +284,11 @@ def run_training(
         + (f"; peak {format_bytes(peak)}/device" if peak is not None else "")
     )
     if first_bad is not None:
-        console.print(f"[yellow]warning: the loss stopped being finite at step {first_bad}[/]")
+        what = "gradients" if math.isfinite(losses[first_bad - 1]) else "loss"
+        console.print(
+            f"[yellow]warning: the {what} stopped being finite at step {first_bad}; "
+            f"{skipped} of {len(losses)} steps skipped (not applied)[/]"
+        )
     png = None
     if plot is not None:
         png = plot_losses(np.array(losses), plot, title=f"{strategy} on {mesh}")

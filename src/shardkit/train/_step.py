@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh
 
 from shardkit.layout.internal import check_key, check_same_devices, is_traced
 from shardkit.train._adapters import Trainable, as_trainable
+from shardkit.train._opt_state import check_same_structure
 from shardkit.train._strategies import StrategyLayout, _is_sharding, strategy_layout
 
-__all__ = ["TrainState", "make_train_step"]
+__all__ = ["NONFINITE", "NonFinite", "TrainState", "make_train_step"]
 
 
 class TrainState(NamedTuple):
-    """The training state: parameters and optimizer state (a pytree).
+    """The training state: parameters, optimizer state and two step counts (a pytree).
 
     Attributes:
       params: the trainable parameters: one ``{"w", "b"}`` dict per layer of a bundled
@@ -25,10 +29,22 @@ class TrainState(NamedTuple):
         (``eqx.partition``) or the ``nnx.Param`` state of an NNX module (``nnx.split``);
         ``step.model(state.params)`` rebuilds the caller's kind of model.
       opt_state: the optax optimizer's state.
+      step: how many steps this state has been through, skipped ones included (an
+        int32 scalar, replicated).
+      skipped: how many of them were skipped because their loss or gradients were not
+        finite (``on_nonfinite="skip"``; an int32 scalar, replicated).
     """
 
     params: Any
     opt_state: Any
+    step: Any
+    skipped: Any
+
+
+NonFinite = Literal["skip", "raise", "apply"]
+"""What a training step does when its loss or a gradient is NaN or infinite."""
+
+NONFINITE: tuple[str, ...] = get_args(NonFinite)
 
 
 Batch = tuple[jax.Array, jax.Array]
@@ -53,6 +69,7 @@ def make_train_step(
     key: jax.Array | None = None,
     loss: Callable[[Any, Any], jax.Array] | None = None,
     rules: Any = None,
+    on_nonfinite: NonFinite = "skip",
 ) -> tuple[StepFn, TrainState]:
     """A jitted ``step(state, (x, y)) -> (state, loss)`` for a strategy, and the first state.
 
@@ -83,7 +100,15 @@ def make_train_step(
     Args:
       model: an :class:`~shardkit.train.MLP` or :class:`~shardkit.train.Logistic`;
         or a parameter pytree, an Equinox module or a Flax NNX module with ``loss``.
-      optimizer: an optax ``GradientTransformation`` (e.g. ``optax.sgd(0.05)``).
+      optimizer: any optax optimizer: a ``GradientTransformation`` (e.g.
+        ``optax.sgd(0.05)``, ``optax.multi_transform``, ``optax.contrib.muon``), or an
+        object with optax's ``init`` and ``update`` (``optax.MultiSteps``). Its state
+        is sharded like the parameters it mirrors (a leaf whose path ends with a
+        parameter's path and has its shape), other leaves with dimensions are split
+        under ``fsdp``, and scalars and counts are replicated. An ``update`` that takes
+        keyword arguments gets ``value`` (the loss), ``grad`` and ``value_fn`` (the
+        loss of given parameters on this batch), as ``optax.lbfgs`` and
+        ``optax.contrib.reduce_on_plateau`` need.
       strategy: ``single``, ``dp``, ``fsdp``, ``tp`` or ``dp_tp``.
       mesh: a mesh with Auto or Explicit axes (``dp_tp`` needs 2-D); may be None
         for ``single``.
@@ -91,14 +116,24 @@ def make_train_step(
         brings its own values).
       loss: ``loss(params_or_module, batch) -> scalar`` of a user model.
       rules: ``(regex, template)`` path rules (see :func:`~shardkit.train.strategy_layout`).
+      on_nonfinite: what a step whose loss or gradients hold a NaN or an infinity does.
+        ``"skip"`` (the default, as ``optax.apply_if_finite``): the parameters and the
+        optimizer state stay as they were, the returned loss is the non-finite one and
+        ``state.skipped`` counts the step. ``"raise"``: the same, and the call then
+        raises ``FloatingPointError`` naming the step (``state.step``); it waits for
+        each step's result, and inside an outer ``jax.jit`` it cannot raise and acts as
+        ``"skip"``. ``"apply"``: the update is applied whatever it holds (NaN
+        parameters from then on), and nothing is tested. The test costs no communication where the
+        gradients are whole (dp; fsdp on CPU) and one boolean per split gradient in
+        one all-reduce where they stay split (tp, dp_tp).
 
     Returns:
-      ``(step, state)``.
+      ``(step, state)``: ``state.step`` and ``state.skipped`` start at 0.
 
     The step checks its state (the parameters' shapes and shardings are this model's
     and strategy's: a state from another strategy or mesh must first be read onto
     this one with :func:`~shardkit.train.restore_state`) and each batch before
-    running: a pair ``(inputs, targets)`` with
+    running: a pair ``(inputs, targets)`` (a tuple, or a list ``[inputs, targets]``) with
     inputs ``(batch, layer_sizes[0])``, targets ``(batch, layer_sizes[-1])``, at least
     one example, a batch the data axes divide, on the step's devices and layout (a user
     model's batch: leaves with one shared, divisible first dimension).
@@ -106,11 +141,16 @@ def make_train_step(
     naming what was wrong and the fix, before anything is compiled.
 
     Raises:
+      FloatingPointError: with ``on_nonfinite="raise"``, from a step whose loss or
+        gradients are not finite.
       TypeError: ``model`` is not a model (or a user model without ``loss``),
         ``optimizer`` is not an optax optimizer (a string such as ``"sgd"``
-        included), ``key`` is not a PRNG key.
-      ValueError: unknown strategy, or a mesh that does not fit (see
-        :func:`~shardkit.train.strategy_layout`).
+        included) or its state holds a leaf that is not an array (named by its
+        path), ``key`` is not a PRNG key.
+      ValueError: unknown strategy or ``on_nonfinite``, a mesh that does not fit (see
+        :func:`~shardkit.train.strategy_layout`), or ``optimizer.init(params)`` fails
+        (e.g. ``multi_transform`` labels of another structure; the message names the
+        optimizer and the parameters' structure).
       NotImplementedError: a mesh with Manual axes.
       ImportError: optax is missing (the ``train`` extra).
 
@@ -126,6 +166,8 @@ def make_train_step(
       >>> state, loss1 = step(state, batch)
       >>> bool(loss1 < loss0), jax.typeof(state.params[0]["w"])
       (True, ShapedArray(float32[16,32@model]))
+      >>> int(state.step), int(state.skipped)  # no NaN or inf so far
+      (2, 0)
 
       A parameter pytree with its loss, and a rule for its first kernel:
 
@@ -142,14 +184,26 @@ def make_train_step(
     optax = _require_optax()
     t = as_trainable("make_train_step", model, loss)
     _check_optimizer(optimizer)
+    if on_nonfinite not in NONFINITE:
+        raise ValueError(
+            f"make_train_step: on_nonfinite={on_nonfinite!r}; choose one of {list(NONFINITE)} "
+            "(skip: leave the state as it was and count the step; raise: FloatingPointError "
+            "naming the step; apply: apply the update anyway)"
+        )
     if t.bundled or key is not None:
         key = check_key("make_train_step", "key", key)
     layout = strategy_layout(t, strategy=strategy, mesh=mesh, rules=rules)
     params = t.draw(key, layout.params)
     opt_shardings = layout.opt_state(optimizer, params)
-    opt_state = jax.jit(optimizer.init, out_shardings=opt_shardings)(params)
-    state_shardings = TrainState._make((layout.params, opt_shardings))
+    init = optimizer.init
+    if layout.explicit:  # as the step: the optimizer's code sees Auto axes
+        init = jax.sharding.auto_axes(init, out_sharding=opt_shardings)
+    opt_state = jax.jit(init, out_shardings=opt_shardings)(params)
+    counts = jax.device_put(np.zeros((), np.int32), layout.replicated)
+    state_shardings = TrainState(layout.params, opt_shardings, layout.replicated, layout.replicated)
     grad_shardings = layout.param_constraints()
+    takes_extra = _takes_extra_args(optimizer.update)
+    check_finite = on_nonfinite != "apply"
 
     def loss_fn(p: Any, batch: Any) -> jax.Array:
         if not t.bundled:  # the bundled models gather layer by layer, through the hooks
@@ -157,10 +211,33 @@ def make_train_step(
         return t.loss(p, batch, layout)
 
     def step(state: TrainState, batch: Any) -> tuple[TrainState, jax.Array]:
-        loss, grads = jax.value_and_grad(loss_fn)(state.params, batch)
-        grads = jax.lax.with_sharding_constraint(grads, grad_shardings)
-        updates, new_opt = optimizer.update(grads, state.opt_state, state.params)
-        return TrainState(optax.apply_updates(state.params, updates), new_opt), loss
+        loss, raw = jax.value_and_grad(loss_fn)(state.params, batch)
+        grads = jax.lax.with_sharding_constraint(raw, grad_shardings)
+        # Optimizers that take extra arguments (optax.lbfgs, contrib.reduce_on_plateau)
+        # get the loss, the gradients and the loss as a function of the parameters.
+        extra = (
+            {"value": loss, "grad": grads, "value_fn": lambda p: loss_fn(p, batch)}
+            if takes_extra
+            else {}
+        )
+        updates, new_opt = optimizer.update(grads, state.opt_state, state.params, **extra)
+        check_same_structure(optimizer, state.opt_state, new_opt)
+        new_params = optax.apply_updates(state.params, updates)
+        if not check_finite:
+            return TrainState(new_params, new_opt, state.step + 1, state.skipped), loss
+        # As optax.apply_if_finite: a step whose loss or gradients are not finite leaves
+        # the parameters and the optimizer state as they were, and is counted. The flag
+        # is read before the gradients are constrained to their split, which lets the
+        # compiler test a gradient where it is whole (fsdp on CPU: no communication);
+        # a gradient that stays split (tp) costs one boolean in one all-reduce.
+        finite = _all_finite(loss, raw)
+        kept_params, kept_opt = jax.tree.map(
+            lambda new, old: _select(finite, new, old),
+            (new_params, new_opt),
+            (state.params, state.opt_state),
+        )
+        skipped = state.skipped + jnp.where(finite, 0, 1).astype(state.skipped.dtype)
+        return TrainState(kept_params, kept_opt, state.step + 1, skipped), loss
 
     step.__name__ = f"train_step_{strategy}"
     body: Callable[..., Any] = step
@@ -172,7 +249,8 @@ def make_train_step(
         in_shardings=(state_shardings, batch_shardings),
         out_shardings=(state_shardings, layout.replicated),
     )
-    return _CheckedStep(jitted, t, layout), TrainState(params, opt_state)
+    first = TrainState(params, opt_state, counts, counts)
+    return _CheckedStep(jitted, t, layout, raise_nonfinite=on_nonfinite == "raise"), first
 
 
 def _check_optimizer(optimizer: Any) -> None:
@@ -189,6 +267,28 @@ def _check_optimizer(optimizer: Any) -> None:
     )
 
 
+def _all_finite(loss: jax.Array, grads: Any) -> jax.Array:
+    """Whether the loss and every gradient are finite (a replicated boolean)."""
+    flags = [jnp.all(jnp.isfinite(g)) for g in jax.tree.leaves(grads)]
+    return functools.reduce(jnp.logical_and, flags, jnp.isfinite(loss))
+
+
+def _select(flag: jax.Array, new: Any, old: Any) -> Any:
+    """``new`` where ``flag`` else ``old``; PRNG keys too (jnp.where would give their data)."""
+    if jnp.issubdtype(jnp.result_type(new), jax.dtypes.prng_key):
+        return jax.lax.select(flag, new, old)
+    return jnp.where(flag, new, old)
+
+
+def _takes_extra_args(update: Any) -> bool:
+    """Whether ``update`` accepts keywords beyond optax's three arguments."""
+    try:
+        parameters = inspect.signature(update).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature
+        return False
+    return any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
 def _shape(value: Any) -> tuple[int, ...]:
     shape = getattr(value, "shape", None)
     return tuple(shape) if shape is not None else tuple(np.shape(value))
@@ -201,23 +301,52 @@ class _CheckedStep:
     nothing inside the compiled program. Every other attribute is the jitted function's.
     """
 
-    def __init__(self, jitted: Any, model: Trainable, layout: StrategyLayout) -> None:
+    def __init__(
+        self,
+        jitted: Any,
+        model: Trainable,
+        layout: StrategyLayout,
+        *,
+        raise_nonfinite: bool = False,
+    ) -> None:
         self._jitted = jitted
         self._model = model
         self._layout = layout
+        self._raise_nonfinite = raise_nonfinite
         self.__name__ = jitted.__name__
         self.__wrapped__ = jitted
 
     def __call__(self, state: TrainState, batch: Any, /) -> tuple[TrainState, jax.Array]:
         self._check_state(state)
-        self._check(batch)
-        return self._jitted(state, batch)
+        batch = self._checked_batch(batch)
+        new, loss = self._jitted(state, batch)
+        if self._raise_nonfinite and not is_traced(new.skipped):
+            self._raise_if_skipped(state, new, loss)
+        return new, loss
 
     def lower(self, state: TrainState, batch: Any, /) -> Any:
         """``jax.jit``'s ``lower``, after the state and batch checks."""
         self._check_state(state)
+        return self._jitted.lower(state, self._checked_batch(batch))
+
+    def _checked_batch(self, batch: Any) -> Any:
+        """The batch, checked; a bundled model's ``[x, y]`` as the pair ``(x, y)`` jit takes."""
         self._check(batch)
-        return self._jitted.lower(state, batch)
+        if self._model.bundled and isinstance(batch, list):
+            return tuple(batch)
+        return batch
+
+    def _raise_if_skipped(self, state: TrainState, new: TrainState, loss: jax.Array) -> None:
+        """``on_nonfinite="raise"``: the step was not applied (it waits for the step)."""
+        if int(new.skipped) == int(state.skipped):
+            return
+        raise FloatingPointError(
+            f"{self.__name__}(state, batch): step {int(new.step)} has a non-finite loss "
+            f"({float(loss)}) or gradients, and on_nonfinite='raise'; the state passed in "
+            "is unchanged. Look for NaN or inf in the batch, lower the learning rate, or "
+            "make the step with on_nonfinite='skip' to leave out such steps and count them "
+            "(state.skipped)"
+        )
 
     def model(self, params: Any, /) -> Any:
         """The caller's kind of model with ``params`` (e.g. an Equinox or NNX module).
@@ -271,7 +400,7 @@ class _CheckedStep:
                 )
 
     def __getattr__(self, name: str) -> Any:
-        if name in ("_jitted", "_model", "_layout"):  # not set yet (copy, pickle)
+        if name in ("_jitted", "_model", "_layout", "_raise_nonfinite"):  # not set yet (copy)
             raise AttributeError(name)
         return getattr(self._jitted, name)
 

@@ -64,6 +64,7 @@ from jax.sharding import PartitionSpec as P
 from shardkit.layout.internal import check_placement, mesh_summary
 from shardkit.train._adapters import Trainable, as_trainable
 from shardkit.train._models import Role, tp_roles
+from shardkit.train._opt_state import opt_state_shardings
 from shardkit.train._rules import check_rules, param_specs
 
 __all__ = ["STRATEGIES", "Strategy", "StrategyLayout", "strategy_layout", "tp_roles"]
@@ -164,20 +165,26 @@ class StrategyLayout:
     # ---- optimizer state and checks --------------------------------------------------
 
     def opt_state(self, optimizer: Any, params: Any, /) -> Any:
-        """Shardings of ``optimizer.init(params)``: parameter-shaped parts like the params.
+        """Shardings of ``optimizer.init(params)``: the parts that mirror a parameter like it.
 
-        Other leaves (step counts) are replicated.
+        Each leaf of the state is placed by its key path and shape: a leaf whose path
+        ends with a parameter's path and has its shape gets that parameter's sharding
+        (with extra leading dimensions, as a history of copies, those are kept whole);
+        under ``fsdp`` any other leaf with dimensions is split along its largest
+        dimension the mesh divides; step counts, scalars, PRNG keys and the rest are
+        replicated. This works for states with ``optax.MaskedNode`` entries
+        (``multi_transform``, ``optax.contrib.muon``) and factored moments (adafactor).
+
+        Raises:
+          TypeError: a state leaf is not an array (the message names its path).
+          ValueError: ``optimizer.init(params)`` fails (the message names the optimizer).
         """
-        import optax
-
-        abstract = jax.eval_shape(optimizer.init, params)
-        return optax.tree_map_params(
+        return opt_state_shardings(
             optimizer,
-            lambda _, sharding: sharding,
-            abstract,
-            self.params,
-            transform_non_params=lambda _: self.replicated,
-            is_leaf=_is_sharding,
+            params,
+            param_shardings=self.params,
+            replicated=self.replicated,
+            split_axes=self.data_axes if self.gather else (),
         )
 
     def check_batch(self, shape: Sequence[int], /, where: str = "batch") -> None:

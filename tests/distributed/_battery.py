@@ -1,7 +1,8 @@
 """The contract battery on 2 processes x 4 devices: run under shardkit.distributed.launch.
 
 Usage: ``python _battery.py OUT.json CELLS`` where CELLS is ``sample`` (the first
-sample cell of one operation per family: LU, Cholesky, QR, Krylov, matmul, FFT) or
+sample cell of one operation per family: LU, Cholesky, QR, Krylov, matmul, FFT,
+spectral) or
 ``full`` (both cells of every operation's default sample), then solve on a grid
 (:mod:`shardkit.linalg._grid`) in both. Every process
 runs the same cells in the same order (each is a collective program), gathers each
@@ -25,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from shardkit.distributed import gather, initialize
 
 # One operation per family in the default run (the others share its code paths).
-SAMPLE_OPS = ("solve", "cholesky", "lstsq", "gmres", "matmul", "fftn")
+SAMPLE_OPS = ("solve", "cholesky", "lstsq", "gmres", "matmul", "fftn", "eigh")
 
 
 def _gathered(out: Any) -> Any:

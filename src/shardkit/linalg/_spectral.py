@@ -43,6 +43,7 @@ from shardkit.layout.internal import is_traced, mesh_summary, placement, spec_su
 from shardkit.linalg._blockcyclic import AnyMesh, after, place, psum
 from shardkit.linalg._dc import DC, base_size, eigh_local
 from shardkit.linalg._dtype import as_inexact
+from shardkit.linalg._pad import cut
 from shardkit.linalg._inputs import ArrayInput, nan_unless, require_finite
 from shardkit.linalg._qdwh import frobenius, polar_local
 from shardkit.linalg._rowqr import panel_width, row_qr
@@ -100,7 +101,7 @@ def _operand(
 def _back(x: jax.Array, m: AnyMesh, held: PartitionSpec | None, shape: tuple[int, int]) -> Any:
     """``x[:shape]`` on the caller's layout (see the module docstring)."""
     if x.shape[0] != shape[0]:  # padded rows: the result comes back replicated
-        return place(x, m, PartitionSpec())[: shape[0], : shape[1]]
+        return cut(x, m, PartitionSpec(tuple(m.axis_names), None), shape)
     x = x[:, : shape[1]]  # columns are not split
     if held is not None and all(
         shape[d] % math.prod(m.shape[a] for a in _names(held, d)) == 0 for d in (0, 1)

@@ -87,12 +87,16 @@ class Op:
       cycle: for the default layout, the axes whose splits move round.
       transposed: the op is the transpose: it maps the forward output's cotangent
         (shape :attr:`out`) to the input's (shape ``problem.in_shape``).
+      devices: the device count of the mesh known while tracing (0: unknown); the
+        Shardy rule shares a factor between an input and an output length only
+        where this count divides it (see :func:`_rule`).
     """
 
     problem: Problem
     in_dtype: str
     cycle: tuple[int, ...] = ()
     transposed: bool = False
+    devices: int = 0
 
     @property
     def scale(self) -> float:
@@ -229,8 +233,13 @@ def _rule(op: Op, *, transposed: bool) -> tuple[str, dict[str, int]]:
     """The Shardy rule: input axis ``d``'s factor reappears on output axis ``dest[d]``.
 
     Where the lengths differ (``s=``, a real axis) the shared factor is their common
-    divisor, as the major part of both axes, so a split that divides it carries
-    over instead of being dropped (which would make the partitioner gather).
+    divisor ``g``, as the major part of both axes, so a split that divides it
+    carries over instead of being dropped (which would make the partitioner
+    gather). Only where the device count divides ``g``, though: any split of the
+    input axis then fits in the shared factor whole. Otherwise Shardy cuts a mesh
+    axis into sub-axes (8 devices over a factor of 4 and one of 2), and the output
+    would carry a part of a mesh axis, which no ``NamedSharding`` can describe
+    (JAX's callback raised ``IndivisibleError``, an ``INTERNAL`` error for the user).
     """
     in_shape, out_shape = op.problem.in_shape, tuple(op.out.shape)
     dest = op.destinations()
@@ -243,11 +252,13 @@ def _rule(op: Op, *, transposed: bool) -> tuple[str, dict[str, int]]:
         if n == m:
             ins[d] = outs[e] = f"f{d}"
             continue
-        parts_in = [f"f{d}"] if g > 1 else []
+        share = g > 1 and op.devices > 1 and g % op.devices == 0
+        parts_in = [f"f{d}"] if share else []
         parts_out = list(parts_in)
-        if g > 1:
+        if share:
             factors[f"f{d}"] = g
-        for parts, size, tag in ((parts_in, n // g, "i"), (parts_out, m // g, "o")):
+        k = g if share else 1
+        for parts, size, tag in ((parts_in, n // k, "i"), (parts_out, m // k, "o")):
             if size > 1 or not parts:
                 parts.append(f"{tag}{d}")
                 factors[f"{tag}{d}"] = size
@@ -260,15 +271,59 @@ def _rule(op: Op, *, transposed: bool) -> tuple[str, dict[str, int]]:
     return (f"{rhs} -> {lhs}" if transposed else f"{lhs} -> {rhs}"), used
 
 
-def _spec(sharding: Any) -> PartitionSpec:
-    """A sharding's spec; one without a spec is planned as replicated.
+def _spec(sharding: Any, mesh: Any, shape: tuple[int, ...]) -> PartitionSpec:
+    """The spec over ``mesh`` equivalent to ``sharding`` (replicated where none is).
 
-    A replicated ``GSPMDSharding`` (an uncommitted input) is exactly that; any other
-    layout with no mesh axes gets the replicated plan, whose input the partitioner
-    gathers: correct where raising here would reach the user wrapped by XLA.
+    The partitioner hands over XLA's shardings undecoded (``decode_shardings=False``):
+    JAX's own decoding raises on a split that is not a whole number of mesh axes
+    (a Shardy sub-axis), and an exception there reaches the user as an
+    ``INTERNAL`` error. Here the candidates are the assignments of mesh axes to
+    dimensions that cut each dimension as ``sharding`` does, tried in turn with
+    ``is_equivalent_to``. A sharding no spec describes gets the replicated plan,
+    whose input the partitioner gathers: correct, where raising would not be.
     """
-    spec = getattr(sharding, "spec", None)
-    return spec if spec is not None else PartitionSpec()
+    if isinstance(sharding, NamedSharding) and dict(sharding.mesh.shape) == dict(mesh.shape):
+        return sharding.spec
+    try:
+        block = sharding.shard_shape(shape)
+    except Exception:  # any sharding XLA can hand over: never raise here
+        return PartitionSpec()
+    parts = [n // b if b and n % b == 0 else 0 for n, b in zip(shape, block, strict=True)]
+    if 0 in parts:
+        return PartitionSpec()
+    for spec in _candidates(parts, [(a, k) for a, k in mesh.shape.items() if k > 1]):
+        if NamedSharding(mesh, spec).is_equivalent_to(sharding, len(shape)):
+            return spec
+    return PartitionSpec()
+
+
+def _candidates(parts: list[int], axes: list[tuple[str, int]]) -> list[PartitionSpec]:
+    """Specs splitting dimension ``d`` into ``parts[d]`` with the mesh ``axes`` (each once)."""
+    out: list[PartitionSpec] = []
+
+    def place(d: int, free: list[tuple[str, int]], entries: list[Any]) -> None:
+        if d == len(parts):
+            out.append(PartitionSpec(*entries))
+            return
+        for group in _groups(parts[d], free):
+            rest = [a for a in free if a[0] not in group]
+            entry = None if not group else group[0] if len(group) == 1 else group
+            place(d + 1, rest, [*entries, entry])
+
+    place(0, axes, [])
+    return out
+
+
+def _groups(n: int, free: list[tuple[str, int]]) -> list[tuple[str, ...]]:
+    """Ordered tuples of distinct mesh axes from ``free`` whose sizes multiply to ``n``."""
+    if n == 1:
+        return [()]
+    return [
+        (name, *rest)
+        for name, k in free
+        if n % k == 0
+        for rest in _groups(n // k, [a for a in free if a[0] != name])
+    ]
 
 
 def _local_shape(shape: tuple[int, ...], spec: Any, mesh: Any) -> tuple[int, ...]:
@@ -284,7 +339,8 @@ def _forward(op: Op) -> Callable[[jax.Array], jax.Array]:
     fn = custom_partitioning(op.reference)
 
     def partition(mesh: Any, arg_shapes: Any, result_shape: Any) -> Any:
-        plan = op.plan(_spec(arg_shapes[0].sharding), mesh)
+        shape = tuple(op.problem.in_shape)
+        plan = op.plan(_spec(arg_shapes[0].sharding, mesh, shape), mesh)
         return (
             mesh,
             plan.local,
@@ -293,13 +349,15 @@ def _forward(op: Op) -> Callable[[jax.Array], jax.Array]:
         )
 
     def infer(mesh: Any, arg_shapes: Any, result_shape: Any) -> NamedSharding:
-        return NamedSharding(mesh, op.plan(_spec(arg_shapes[0].sharding), mesh).out_spec)
+        spec = _spec(arg_shapes[0].sharding, mesh, tuple(op.problem.in_shape))
+        return NamedSharding(mesh, op.plan(spec, mesh).out_spec)
 
     rule, factors = _rule(op, transposed=False)
     fn.def_partition(
         partition=partition,
         infer_sharding_from_operands=infer,
         sharding_rule=rule,
+        decode_shardings=False,
         **factors,  # type: ignore[arg-type]  # factor sizes, not the named flags
     )
     return fn
@@ -316,7 +374,7 @@ def _backward(op: Op) -> Callable[[jax.Array], jax.Array]:
     fn = custom_partitioning(reference)
 
     def partition(mesh: Any, arg_shapes: Any, result_shape: Any) -> Any:
-        plan = op.plan(_spec(result_shape.sharding), mesh)
+        plan = op.plan(_spec(result_shape.sharding, mesh, tuple(op.problem.in_shape)), mesh)
         local_in = _local_shape(plan.in_shape, plan.in_spec, mesh)
 
         def lower(ct: jax.Array) -> jax.Array:
@@ -332,13 +390,14 @@ def _backward(op: Op) -> Callable[[jax.Array], jax.Array]:
         )
 
     def infer(mesh: Any, arg_shapes: Any, result_shape: Any) -> NamedSharding:
-        return NamedSharding(mesh, _spec(result_shape.sharding))
+        return NamedSharding(mesh, _spec(result_shape.sharding, mesh, tuple(op.problem.in_shape)))
 
     rule, factors = _rule(op, transposed=True)
     fn.def_partition(
         partition=partition,
         infer_sharding_from_operands=infer,
         sharding_rule=rule,
+        decode_shardings=False,
         **factors,  # type: ignore[arg-type]  # factor sizes, not the named flags
     )
     return fn

@@ -1,0 +1,88 @@
+"""Regressions from issue 35: Auto axes inside ``jit`` never fail inside XLA.
+
+Each case once failed with an ``INTERNAL`` error: the partitioner's callback raised
+(a Shardy sub-axis split that no ``NamedSharding`` describes), or XLA's CPU FFT
+refused an operand that was not row-major.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import jax
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding, PartitionSpec
+
+import shardkit
+import shardkit.fft as skfft
+from _meshes import make_mesh
+from shardkit.fft._partition import _spec
+from shardkit.layout.internal import normalize
+from shardkit.testing import assert_close
+
+P = functools.partial
+
+
+@pytest.mark.parametrize(
+    ("fn", "ref", "real"),
+    [
+        (P(skfft.fft, n=20, axis=0), P(np.fft.fft, n=20, axis=0), False),
+        (P(skfft.ifft, n=20, axis=0), P(np.fft.ifft, n=20, axis=0), False),
+        (P(skfft.irfft, n=20, axis=0), P(np.fft.irfft, n=20, axis=0), False),
+        (P(skfft.rfft, n=7, axis=0), P(np.fft.rfft, n=7, axis=0), True),
+    ],
+)
+def test_length_change_sharing_a_partial_factor(fn: Callable, ref: Callable, real: bool) -> None:
+    # 16 -> 20 share a factor of 4, which a split over 8 devices does not fit whole.
+    m = make_mesh("8", "auto")
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((16, 16)) * (1 if real else 1 + 0.5j)
+    with jax.set_mesh(m):
+        y = jax.jit(fn)(shardkit.shard(a, m, "x,None"))
+    assert_close(y, ref(a))
+
+
+def test_per_shard_fft_operand_is_row_major_axes_21() -> None:
+    m = make_mesh("4x2", "auto")
+    rng = np.random.default_rng(1)
+    a = (rng.standard_normal((16, 16, 16)) + 1j * rng.standard_normal((16, 16, 16))).astype(
+        np.complex64
+    )
+    fn = P(skfft.ifftn, s=(9, 8), axes=(2, 1))
+    with jax.set_mesh(m):
+        y = jax.jit(fn)(shardkit.shard(a, m, "None,x,y"))
+    assert_close(y, np.fft.ifftn(a, s=(9, 8), axes=(2, 1)).astype(np.complex64))
+
+
+@pytest.mark.parametrize("spec", ["x,None,None,y", "y,None,None,x"])
+def test_per_shard_fft_operand_is_row_major_under_vmap(spec: str) -> None:
+    # jaxDecomp's sharded-vmap test: the batch axis split, on Explicit 2x2.
+    m = shardkit.mesh("2x2", "x,y")
+    rng = np.random.default_rng(2)
+    a = (rng.standard_normal((4, 8, 8, 8)) + 1j * rng.standard_normal((4, 8, 8, 8))).astype(
+        np.complex64
+    )
+    x = shardkit.shard(a, m, spec)
+    for fn, ref in ((skfft.ifftn, np.fft.ifftn), (skfft.fftn, np.fft.fftn)):
+        want = ref(a, axes=(1, 2, 3)).astype(np.complex64)
+        assert_close(jax.vmap(fn)(x), want)
+        assert_close(jax.jit(jax.vmap(fn))(x), want)
+
+
+def test_partitioner_decodes_shardings_itself() -> None:
+    m = make_mesh("2x4", "auto")
+    # The same devices under other names: only the equivalence search can match them.
+    other = jax.sharding.Mesh(m.devices, ("a", "b"))
+    shape = (8, 16, 4)
+    cases = [
+        (PartitionSpec("a", "b"), (("x",), ("y",), ())),
+        (PartitionSpec(None, ("b", "a")), ((), ("y", "x"), ())),
+        (PartitionSpec(None, None, "a"), ((), (), ("x",))),
+        (PartitionSpec(), ((), (), ())),
+    ]
+    for theirs, ours in cases:
+        assert normalize(_spec(NamedSharding(other, theirs), m, shape), 3) == ours
+    # A sharding no whole mesh axes describe is planned replicated, never raised on.
+    assert normalize(_spec(object(), m, shape), 3) == ((), (), ())

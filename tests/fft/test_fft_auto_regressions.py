@@ -86,3 +86,29 @@ def test_partitioner_decodes_shardings_itself() -> None:
         assert normalize(_spec(NamedSharding(other, theirs), m, shape), 3) == ours
     # A sharding no whole mesh axes describe is planned replicated, never raised on.
     assert normalize(_spec(object(), m, shape), 3) == ((), (), ())
+
+
+@pytest.mark.parametrize(
+    ("mesh_shape", "shape", "fn", "ref", "real"),
+    [
+        # The planner counted axis 0 (now 4, over x=2) as padded after y moved off.
+        (
+            "2x4",
+            (12, 16),
+            P(skfft.fftn, s=(4, 4), axes=(1, 0)),
+            P(np.fft.fftn, s=(4, 4), axes=(1, 0)),
+            False,
+        ),
+        # Likewise axis 1 (now 14, over y=2).
+        ("4x2", (8, 8), P(skfft.irfftn, out_layout="natural"), np.fft.irfftn, False),
+    ],
+)
+def test_length_change_after_a_stacked_split_plans_eagerly(
+    mesh_shape: str, shape: tuple[int, ...], fn: Callable, ref: Callable, real: bool
+) -> None:
+    m = make_mesh(mesh_shape)
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal(shape) * (1 if real else 1 - 0.25j)
+    y = fn(shardkit.shard(a, m, "x,y"))
+    assert_close(y, ref(a))
+    assert normalize(y.sharding.spec, 2) == (("x",), ("y",))

@@ -69,7 +69,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from shardkit.fft._compat import require_devices_during_lowering
 from shardkit.fft._fourstep import planned
 from shardkit.fft._plan import FFTPlan
-from shardkit.fft._problem import PlanLayout, Problem
+from shardkit.fft._problem import PlanLayout, Problem, unpermute
 from shardkit.layout.internal import normalize
 
 __all__ = ["Op", "apply", "auto_layout"]
@@ -140,7 +140,7 @@ class Op:
             cycle=tuple(a + 1 for a in self.cycle),
         )
 
-    def plan(self, spec: Any, mesh: Any, *, strict: bool = False) -> FFTPlan:
+    def plan(self, spec: Any, mesh: Any, *, strict: bool = False, target: Any = None) -> FFTPlan:
         """The forward plan for an input split as ``spec``, in the promised layout if possible.
 
         The other layout is taken where the promised one is impossible for this split
@@ -151,11 +151,19 @@ class Op:
         the input and the transform runs whole on every device. The partitioner
         never raises (XLA would wrap the error in its own); eager calls check with
         ``strict`` first (see ``_impl``).
+
+        ``target`` is the output spec the partitioner chose (stored order): the plan
+        ends there where all-to-alls can reach it (same mesh axes, a layout that
+        divides), so that the partitioner has nothing to reshard.
         """
+        t = self.problem
+        goal = None
+        if target is not None:
+            goal = unpermute(normalize(target, len(self.out.shape)), t.out_order)
 
         def make(layout: PlanLayout, where: Any) -> FFTPlan:
-            problem = dataclasses.replace(self.problem, out_layout=layout)
-            return planned(problem.placed(where, dict(mesh.shape)))
+            problem = dataclasses.replace(t, out_layout=layout)
+            return planned(problem.placed(where, dict(mesh.shape)), out_target=goal)
 
         promised = self.problem.out_layout
         other: PlanLayout = "default" if promised == "natural" else "natural"
@@ -168,6 +176,25 @@ class Op:
             if strict:
                 raise
             return make("natural", PartitionSpec())
+
+    def carried(self, spec: Any) -> tuple[tuple[str, ...], ...]:
+        """The output spec the Shardy rule gives an input split as ``spec`` (stored order).
+
+        Each input dimension's mesh axes land on its destination (see
+        :meth:`destinations`) where the rule shares a factor between them (see
+        :func:`_shares`), and are dropped otherwise: then the partitioner
+        replicates the output along them (an all-gather). Where this equals the
+        plan's output spec for ``spec``, the op on Auto axes matches Explicit axes
+        exactly (layout and collectives); ``tests/fft/test_fft_auto_property.py``
+        checks that.
+        """
+        in_shape, out_shape = self.problem.in_shape, tuple(self.out.shape)
+        entries = normalize(spec, len(in_shape))
+        out: list[tuple[str, ...]] = [()] * len(out_shape)
+        for d, e in enumerate(self.destinations()):
+            if _shares(in_shape[d], out_shape[e], self.devices) and entries[d]:
+                out[e] = entries[d]
+        return tuple(out)
 
     def destinations(self) -> tuple[int, ...]:
         """Where each input axis's split lands in the promised layout (the Shardy rule's map).
@@ -224,6 +251,12 @@ def auto_layout(problem: Problem, mesh: Any) -> tuple[PlanLayout, tuple[int, ...
     return "default", tuple(cycle)
 
 
+def _shares(n: int, m: int, devices: int) -> bool:
+    """Whether the rule ties an input length ``n`` to an output length ``m`` (see :func:`_rule`)."""
+    g = math.gcd(n, m)
+    return n == m or (g > 1 and devices > 1 and g % devices == 0)
+
+
 @functools.cache
 def _out_struct(op: Op) -> jax.ShapeDtypeStruct:
     return jax.eval_shape(op.reference, jax.ShapeDtypeStruct(op.problem.in_shape, op.in_dtype))
@@ -252,7 +285,7 @@ def _rule(op: Op, *, transposed: bool) -> tuple[str, dict[str, int]]:
         if n == m:
             ins[d] = outs[e] = f"f{d}"
             continue
-        share = g > 1 and op.devices > 1 and g % op.devices == 0
+        share = _shares(n, m, op.devices)
         parts_in = [f"f{d}"] if share else []
         parts_out = list(parts_in)
         if share:
@@ -334,13 +367,28 @@ def _local_shape(shape: tuple[int, ...], spec: Any, mesh: Any) -> tuple[int, ...
     )
 
 
+def _safe(op: Op, spec: PartitionSpec, mesh: Any, target: PartitionSpec) -> FFTPlan:
+    """:meth:`Op.plan` for the partitioner, which must never raise.
+
+    An exception in a partition callback reaches the user as XLA's ``INTERNAL``
+    error, whatever it was; :meth:`Op.plan` already falls back to the replicated
+    plan for splits no plan takes, and this catches anything else the same way
+    (the partitioner then gathers: slower, never wrong).
+    """
+    try:
+        return op.plan(spec, mesh, target=target)
+    except Exception:  # see the docstring: never raise into XLA
+        return op.plan(PartitionSpec(), mesh)
+
+
 @functools.cache
 def _forward(op: Op) -> Callable[[jax.Array], jax.Array]:
     fn = custom_partitioning(op.reference)
 
     def partition(mesh: Any, arg_shapes: Any, result_shape: Any) -> Any:
-        shape = tuple(op.problem.in_shape)
-        plan = op.plan(_spec(arg_shapes[0].sharding, mesh, shape), mesh)
+        shape, out = tuple(op.problem.in_shape), tuple(op.out.shape)
+        target = _spec(result_shape.sharding, mesh, out)
+        plan = _safe(op, _spec(arg_shapes[0].sharding, mesh, shape), mesh, target)
         return (
             mesh,
             plan.local,
@@ -374,7 +422,9 @@ def _backward(op: Op) -> Callable[[jax.Array], jax.Array]:
     fn = custom_partitioning(reference)
 
     def partition(mesh: Any, arg_shapes: Any, result_shape: Any) -> Any:
-        plan = op.plan(_spec(result_shape.sharding, mesh, tuple(op.problem.in_shape)), mesh)
+        spec = _spec(result_shape.sharding, mesh, tuple(op.problem.in_shape))
+        target = _spec(arg_shapes[0].sharding, mesh, tuple(op.out.shape))
+        plan = _safe(op, spec, mesh, target)
         local_in = _local_shape(plan.in_shape, plan.in_spec, mesh)
 
         def lower(ct: jax.Array) -> jax.Array:

@@ -350,19 +350,32 @@ _SEARCH_LIMIT = 20000
 """Layouts :func:`_nearest_even` visits at most (a 6-D array over 3 mesh axes has ~1300)."""
 
 
-def _nearest_even(b: _Builder, *, natural: bool) -> list[tuple[int, int, tuple[str, ...]]] | None:
+_Path = list[tuple[int, int, tuple[str, ...]]]
+
+
+def _moved(b: _Builder, path: _Path) -> _Builder:
+    """``b`` after the moves of ``path`` (``b`` itself is changed)."""
+    for src, dst, group in path:
+        b.move(src, dst, group)
+    return b
+
+
+def _nearest_even(b: _Builder, want: tuple[tuple[str, ...], ...] | None) -> _Path | None:
     """The fewest moves from ``b``'s layout to one that divides every length (breadth first).
 
     A move takes the minor part of one axis's mesh axes to the minor end of
     another's, as :meth:`_Builder.move` does; moves are reversible, so every layout
-    of the same mesh axes is reachable. With ``natural`` only the input's layout is
-    a goal. ``None`` where no goal divides. Padding during the moves is allowed
+    of the same mesh axes is reachable. With ``want`` only that layout is a goal.
+    ``None`` where no goal divides (or ``want`` uses other mesh axes). Padding during the moves is allowed
     (each is an ``all_to_all`` of a padded block); the bookkeeping keeps the
     padding as late in each split as possible (:meth:`_Builder.fresh`), so a layout
     that divides holds none.
     """
     start = tuple(b.spec)
-    want = tuple(tuple(a for a, _, _ in lv) for lv in b.start) if natural else None
+    if want is not None and sorted(a for g in want for a in g) != sorted(
+        a for g in start for a in g
+    ):
+        return None
 
     def even(groups: tuple[tuple[str, ...], ...]) -> bool:
         divides = all(n % b.group_size(g) == 0 for n, g in zip(b.shape, groups, strict=True))
@@ -409,10 +422,16 @@ def _padded_output_error(b: _Builder, asked: str) -> ValueError:
     )
 
 
-def make_plan(problem: Problem, /, *, ctx: str = "") -> FFTPlan:
+def make_plan(
+    problem: Problem, /, *, ctx: str = "", out_target: Sequence[tuple[str, ...]] | None = None
+) -> FFTPlan:
     """Plan ``problem``: its input split as ``problem.spec``, transformed along its ``axes``.
 
-    ``ctx`` describes the input in error messages (default: its shape).
+    ``ctx`` describes the input in error messages (default: its shape). ``out_target``
+    (normalized, logical axis order) asks for that output layout instead: the plan
+    moves there from where the transforms end, with the fewest ``all_to_all``,
+    where it divides the output and uses the input's mesh axes; otherwise it is
+    ignored. The Auto-axes partitioner passes the layout the partitioner chose.
 
     Intermediate moves pad what the mesh does not divide (see the module
     docstring); the output is never padded: when the default layout would be, the
@@ -593,16 +612,18 @@ def make_plan(problem: Problem, /, *, ctx: str = "") -> FFTPlan:
             b.unwind(until_divisible=True)
         else:
             b = natural
+    natural_groups = tuple(tuple(a for a, _, _ in lv) for lv in end.start)
     if b.padded():
         # Neither the way back nor the layout reached divides (a length changed by
         # ``s`` under a stacked or whole-mesh split): move from where the
         # transforms ended to the nearest layout that does, if any.
-        path = _nearest_even(end, natural=out_layout == "natural")
+        path = _nearest_even(end, natural_groups if out_layout == "natural" else None)
         if path is None:
             raise _padded_output_error(b, out_layout)
-        b = end
-        for src, dst, group in path:
-            b.move(src, dst, group)
+        b = _moved(copy.deepcopy(end), path)
+    if out_target is not None and tuple(b.spec) != tuple(out_target):
+        path = _nearest_even(end, tuple(tuple(e) for e in out_target))
+        b = b if path is None else _moved(copy.deepcopy(end), path)
     out_entries = tuple(b.spec)
     ins, outs = problem.in_order, problem.out_order
     return FFTPlan(

@@ -23,31 +23,35 @@ dtype, and whether it is the transpose). The transform is linear, which fixes ev
   jitted alone, so the partitioner sees the concrete sharding and runs the plan,
   never ``jnp.fft``'s partitioned FFT.
 
-The Shardy rule is fixed while tracing, before the split is known. Where the mesh
-is known then (``jax.set_mesh``) and its device count divides every transformed
-length, the rule promises the *default* layout, each transformed axis's factor
-moved to the next transformed axis, and the partition builds the same plan as on
-Explicit axes (same output spec, same number of ``all_to_all``). Otherwise it
-ties each output dimension to its input dimension (the natural layout); a length
-changed by ``s=`` shares its common divisor with the input's, so the split
-survives. When the promised layout is impossible for the actual split (a split
-R2C axis) the other one is built and the partitioner reshards the output.
+The Shardy rule is fixed while tracing, before the split is known (the layout
+contract in :mod:`shardkit.fft` states what that means for the user). Where the
+mesh is known then (``jax.set_mesh``, or the operand's type) and its device count
+divides every length in the cycle, the rule promises the *default* layout, each
+transformed axis's factor moved to the next transformed axis; otherwise it ties
+each output dimension to its input dimension (the natural layout). A dimension
+whose length changes shares a factor only where the device count divides their
+common divisor (:func:`_rule`): a smaller shared factor makes Shardy cut a mesh
+axis into sub-axes, which no ``NamedSharding`` describes. :meth:`Op.carried` is
+the output spec the rule gives a split. The partition plans from the operand's
+split to exactly the output sharding the partitioner chose, with ``all_to_all``
+only, wherever that keeps the operand's mesh axes and divides; so the partitioner
+reshards nothing after the op, and gathers only the mesh axes the rule dropped.
 
-Known limit: a split R2C axis whose halved length the devices do not divide
-(``rfft2`` of ``(8, 16, 16)`` on ``P(None, None, 'x')`` over 8 devices) ends
-replicated after one all-gather, where Explicit axes give ``P('x', None, None)``.
-No fixed rule can do better: the rule maps each input dimension's factor to one
-output dimension, and here three input dimensions (8, 16, 16) each need an
-8-device factor while the output (8, 16, 9) has room for two; tying the real
-axis to axis 0 would instead gather the common batch split. Only the operand's
-split, unknown while tracing on Auto axes, could choose between them.
+Known limit: the rule maps each input dimension's factor to one output dimension,
+chosen before the split is known. Explicit axes move a split that a changed length
+(``fft(x, n=20, axis=0)`` of ``P('x', None)`` on 8 devices) or a halved R2C axis
+(``rfft2`` of ``(8, 16, 16)`` on ``P(None, None, 'x')``) no longer divides to
+another dimension, the one that dimension's own split would keep: no fixed rule
+does both, and the partitioner gathers the dropped mesh axes.
 
 Errors: everything known while tracing (shape, dtype, ``s=``, axes, the mesh) is
 checked before the primitive is bound, so it reaches the user as shardkit's own
 error. The partitioner itself never raises (XLA would wrap the error as an
-``INTERNAL`` runtime error): a split that no plan takes gets the replicated plan,
-a gather and the whole transform on every device. Eager calls, whose split is
-known, check it first and raise shardkit's error instead.
+``INTERNAL`` runtime error): the callbacks decode XLA's shardings themselves
+(:func:`_spec`), a split that no plan takes gets the replicated plan (a gather and
+the whole transform on every device), and so does any other failure while
+planning (:func:`_safe`). Eager calls, whose split is known, check it first and
+raise shardkit's error instead.
 """
 
 from __future__ import annotations

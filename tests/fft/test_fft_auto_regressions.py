@@ -18,7 +18,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 import shardkit
 import shardkit.fft as skfft
 from _meshes import make_mesh
-from shardkit.fft._partition import _spec
+from shardkit.fft._partition import _shares, _spec
 from shardkit.layout.internal import normalize
 from shardkit.testing import assert_close
 
@@ -112,3 +112,13 @@ def test_length_change_after_a_stacked_split_plans_eagerly(
     y = fn(shardkit.shard(a, m, "x,y"))
     assert_close(y, ref(a))
     assert normalize(y.sharding.spec, 2) == (("x",), ("y",))
+
+
+def test_rule_shares_a_factor_every_split_fits() -> None:
+    # 12 -> 20 share 4: every split of 12 on a 4x2 mesh (2 or 4 devices) fits in it,
+    # none of 8 devices does.
+    assert _shares(12, 20, (4, 2))
+    assert not _shares(16, 20, (8,))
+    assert not _shares(16, 20, (2, 4))  # 16 splits over 8 devices, which 4 does not hold
+    assert _shares(16, 16, (8,))
+    assert not _shares(16, 20, ())

@@ -223,3 +223,11 @@ def test_planner_agrees_with_the_search() -> None:
         except AssertionError as e:
             failures.append(str(e))
     assert not failures, f"{len(failures)} problems, first: {failures[:3]}"
+
+
+def test_natural_stops_once_the_split_is_home() -> None:
+    # The split returns to axis 1 with the transforms; unwinding further only made a
+    # round trip (2 more all_to_all) because the axis's length had changed.
+    p = Problem("rfftn", (4, 12), (0, 1), (4, 7), out_layout="natural")
+    plan = planned(p.placed(((), ("y",)), {"x": 4, "y": 2}))
+    assert (plan.all_to_alls, normalize(plan.out_spec, 2)) == (2, ((), ("y",)))

@@ -67,8 +67,8 @@ Shardy sharding rule fixed while tracing (from the mesh of ``jax.set_mesh``, or 
 the operand's type): each input dimension's mesh axes land on one output dimension,
 the default layout's cycle where the device count divides every length in it (and
 some axis is always free to receive), else the input's dimension, a dimension
-whose length changes keeping its split only where the device count divides the
-common factor. The partition then runs the plan to exactly that layout with
+whose length changes keeping its split only where every split the mesh can make
+of it divides the common factor of both lengths. The partition then runs the plan to exactly that layout with
 ``all_to_all`` only. So Auto axes give the Explicit layout and ``all_to_all``
 count whenever the rule places the actual split where Explicit axes do (the slabs
 and pencils above, ``s=`` that the devices divide). The known limits, both

@@ -29,9 +29,10 @@ mesh is known then (``jax.set_mesh``, or the operand's type) and its device coun
 divides every length in the cycle, the rule promises the *default* layout, each
 transformed axis's factor moved to the next transformed axis; otherwise it ties
 each output dimension to its input dimension (the natural layout). A dimension
-whose length changes shares a factor only where the device count divides their
-common divisor (:func:`_rule`): a smaller shared factor makes Shardy cut a mesh
-axis into sub-axes, which no ``NamedSharding`` describes. :meth:`Op.carried` is
+whose length changes shares a factor only where every split the mesh can make of
+it divides their common divisor (:func:`_shares`): a shared factor that a split
+does not fit makes Shardy cut a mesh axis into sub-axes, which no
+``NamedSharding`` describes. :meth:`Op.carried` is
 the output spec the rule gives a split. The partition plans from the operand's
 split to exactly the output sharding the partitioner chose, with ``all_to_all``
 only, wherever that keeps the operand's mesh axes and divides; so the partitioner
@@ -58,6 +59,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -91,16 +93,17 @@ class Op:
       cycle: for the default layout, the axes whose splits move round.
       transposed: the op is the transpose: it maps the forward output's cotangent
         (shape :attr:`out`) to the input's (shape ``problem.in_shape``).
-      devices: the device count of the mesh known while tracing (0: unknown); the
+      sizes: the sizes of the mesh axes known while tracing (``()``: unknown); the
         Shardy rule shares a factor between an input and an output length only
-        where this count divides it (see :func:`_rule`).
+        where every split of the input length these allow divides it (see
+        :func:`_shares`).
     """
 
     problem: Problem
     in_dtype: str
     cycle: tuple[int, ...] = ()
     transposed: bool = False
-    devices: int = 0
+    sizes: tuple[int, ...] = ()
 
     @property
     def scale(self) -> float:
@@ -196,7 +199,7 @@ class Op:
         entries = normalize(spec, len(in_shape))
         out: list[tuple[str, ...]] = [()] * len(out_shape)
         for d, e in enumerate(self.destinations()):
-            if _shares(in_shape[d], out_shape[e], self.devices) and entries[d]:
+            if _shares(in_shape[d], out_shape[e], self.sizes) and entries[d]:
                 out[e] = entries[d]
         return tuple(out)
 
@@ -255,10 +258,23 @@ def auto_layout(problem: Problem, mesh: Any) -> tuple[PlanLayout, tuple[int, ...
     return "default", tuple(cycle)
 
 
-def _shares(n: int, m: int, devices: int) -> bool:
-    """Whether the rule ties an input length ``n`` to an output length ``m`` (see :func:`_rule`)."""
+def _shares(n: int, m: int, sizes: tuple[int, ...]) -> bool:
+    """Whether the rule ties an input length ``n`` to an output length ``m`` (see :func:`_rule`).
+
+    Equal lengths always; different ones through their common divisor ``g`` only
+    where every split of ``n`` that mesh axes of ``sizes`` can make (the product of
+    any of them that divides ``n``) divides ``g`` too, so that Shardy never cuts a
+    mesh axis into sub-axes to fit it.
+    """
     g = math.gcd(n, m)
-    return n == m or (g > 1 and devices > 1 and g % devices == 0)
+    if n == m:
+        return True
+    if g == 1 or not sizes:
+        return False
+    groups = {
+        math.prod(c) for k in range(1, len(sizes) + 1) for c in itertools.combinations(sizes, k)
+    }
+    return all(g % G == 0 for G in groups if n % G == 0)
 
 
 @functools.cache
@@ -272,11 +288,12 @@ def _rule(op: Op, *, transposed: bool) -> tuple[str, dict[str, int]]:
     Where the lengths differ (``s=``, a real axis) the shared factor is their common
     divisor ``g``, as the major part of both axes, so a split that divides it
     carries over instead of being dropped (which would make the partitioner
-    gather). Only where the device count divides ``g``, though: any split of the
-    input axis then fits in the shared factor whole. Otherwise Shardy cuts a mesh
-    axis into sub-axes (8 devices over a factor of 4 and one of 2), and the output
-    would carry a part of a mesh axis, which no ``NamedSharding`` can describe
-    (JAX's callback raised ``IndivisibleError``, an ``INTERNAL`` error for the user).
+    gather). Only where every split the mesh can make of the input length divides
+    ``g``, though (:func:`_shares`): any split of the input axis then fits in the
+    shared factor whole. Otherwise Shardy cuts a mesh axis into sub-axes (8 devices
+    over a factor of 4 and one of 2), and the output would carry a part of a mesh
+    axis, which no ``NamedSharding`` can describe (JAX's callback raised
+    ``IndivisibleError``, an ``INTERNAL`` error for the user).
     """
     in_shape, out_shape = op.problem.in_shape, tuple(op.out.shape)
     dest = op.destinations()
@@ -289,7 +306,7 @@ def _rule(op: Op, *, transposed: bool) -> tuple[str, dict[str, int]]:
         if n == m:
             ins[d] = outs[e] = f"f{d}"
             continue
-        share = _shares(n, m, op.devices)
+        share = _shares(n, m, op.sizes)
         parts_in = [f"f{d}"] if share else []
         parts_out = list(parts_in)
         if share:

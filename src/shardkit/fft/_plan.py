@@ -340,8 +340,10 @@ class _Builder:
 
         With ``until_divisible``, stop at the first layout with no padded split.
         """
+        start = [tuple(a for a, _, _ in lv) for lv in self.start]
         for step, popped in reversed(list(self.moves)):
-            if self.levels == self.start or (until_divisible and not self.padded()):
+            home = self.levels == self.start or (self.spec == start and not self.padded())
+            if home or (until_divisible and not self.padded()):
                 return
             self.move(step.dst, step.src, step.mesh_axes, restore=popped)
 

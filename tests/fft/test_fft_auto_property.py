@@ -5,7 +5,7 @@ For random meshes, shapes, specs, transforms, ``axes=`` and ``s=``: the Auto rou
 error; and wherever the Shardy rule, fixed while tracing, carries the actual split
 (:meth:`shardkit.fft._partition.Op.carried` equals the Explicit plan's output) it
 gives the Explicit layout, the same number of ``all_to_all`` and no all-gather.
-The other cases are the documented limit (the guide's "Auto axes" section): the
+The other cases are the documented limit (the layout contract in shardkit.fft): the
 partitioner replicates what the rule dropped. 20 cases run by default, all 160
 with ``SHARDKIT_FULL_TESTS=1``.
 """

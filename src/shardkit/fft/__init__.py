@@ -84,7 +84,8 @@ checked by ``tests/fft/test_fft_auto_property.py``:
   every mesh axis but places one elsewhere, the output comes in the rule's layout,
   still by ``all_to_all`` only;
 * a split for which Explicit axes raise (the four-step FFT's length rule, a split
-  R2C axis with no free axis): the partitioner cannot raise (an exception there
+  R2C axis with no free axis, ``out_layout="natural"`` where the input's layout
+  does not divide the output): the partitioner cannot raise (an exception there
   reaches the user as XLA's ``INTERNAL`` error), so it gathers and transforms
   whole: correct, not distributed. Eager calls and Explicit axes raise
   shardkit's error; ask :func:`plan` beforehand.

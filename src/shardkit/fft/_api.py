@@ -124,7 +124,8 @@ def _auto_op(problem: Problem, arr: jax.Array) -> Op:
     if mesh is None or mesh.empty:  # no jax.set_mesh: the operand's type may carry it
         mesh = getattr(getattr(jax.typeof(arr), "sharding", None), "mesh", None)
     layout, cycle = auto_layout(problem, mesh)
-    return Op(dataclasses.replace(problem, out_layout=layout), str(dtype), cycle)
+    sizes = () if mesh is None or mesh.empty else tuple(int(k) for k in mesh.axis_sizes)
+    return Op(dataclasses.replace(problem, out_layout=layout), str(dtype), cycle, sizes=sizes)
 
 
 def _check_options(where: str, norm: str | None, out_layout: str, in_layout: str) -> None:

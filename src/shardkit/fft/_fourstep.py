@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -152,7 +153,9 @@ def four_step_plan(problem: Problem, /) -> FourStepPlan | None:
     )
 
 
-def planned(problem: Problem, /, *, ctx: str = "") -> FFTPlan:
+def planned(
+    problem: Problem, /, *, ctx: str = "", out_target: Sequence[tuple[str, ...]] | None = None
+) -> FFTPlan:
     """:func:`~shardkit.fft._plan.make_plan`, or the four-step plan where no axis can take the split.
 
     A C2C transform of one split axis with no other axis to move the split to (a
@@ -160,7 +163,7 @@ def planned(problem: Problem, /, *, ctx: str = "") -> FFTPlan:
     does a C2R one to twice the input's length.
     """
     try:
-        return make_plan(problem, ctx=ctx)
+        return make_plan(problem, ctx=ctx, out_target=out_target)
     except NotImplementedError:
         four = four_step_plan(problem)
         if four is None:

@@ -23,37 +23,43 @@ dtype, and whether it is the transpose). The transform is linear, which fixes ev
   jitted alone, so the partitioner sees the concrete sharding and runs the plan,
   never ``jnp.fft``'s partitioned FFT.
 
-The Shardy rule is fixed while tracing, before the split is known. Where the mesh
-is known then (``jax.set_mesh``) and its device count divides every transformed
-length, the rule promises the *default* layout, each transformed axis's factor
-moved to the next transformed axis, and the partition builds the same plan as on
-Explicit axes (same output spec, same number of ``all_to_all``). Otherwise it
-ties each output dimension to its input dimension (the natural layout); a length
-changed by ``s=`` shares its common divisor with the input's, so the split
-survives. When the promised layout is impossible for the actual split (a split
-R2C axis) the other one is built and the partitioner reshards the output.
+The Shardy rule is fixed while tracing, before the split is known (the layout
+contract in :mod:`shardkit.fft` states what that means for the user). Where the
+mesh is known then (``jax.set_mesh``, or the operand's type) and its device count
+divides every length in the cycle, the rule promises the *default* layout, each
+transformed axis's factor moved to the next transformed axis; otherwise it ties
+each output dimension to its input dimension (the natural layout). A dimension
+whose length changes shares a factor only where every split the mesh can make of
+it divides their common divisor (:func:`_shares`): a shared factor that a split
+does not fit makes Shardy cut a mesh axis into sub-axes, which no
+``NamedSharding`` describes. :meth:`Op.carried` is
+the output spec the rule gives a split. The partition plans from the operand's
+split to exactly the output sharding the partitioner chose, with ``all_to_all``
+only, wherever that keeps the operand's mesh axes and divides; so the partitioner
+reshards nothing after the op, and gathers only the mesh axes the rule dropped.
 
-Known limit: a split R2C axis whose halved length the devices do not divide
-(``rfft2`` of ``(8, 16, 16)`` on ``P(None, None, 'x')`` over 8 devices) ends
-replicated after one all-gather, where Explicit axes give ``P('x', None, None)``.
-No fixed rule can do better: the rule maps each input dimension's factor to one
-output dimension, and here three input dimensions (8, 16, 16) each need an
-8-device factor while the output (8, 16, 9) has room for two; tying the real
-axis to axis 0 would instead gather the common batch split. Only the operand's
-split, unknown while tracing on Auto axes, could choose between them.
+Known limit: the rule maps each input dimension's factor to one output dimension,
+chosen before the split is known. Explicit axes move a split that a changed length
+(``fft(x, n=20, axis=0)`` of ``P('x', None)`` on 8 devices) or a halved R2C axis
+(``rfft2`` of ``(8, 16, 16)`` on ``P(None, None, 'x')``) no longer divides to
+another dimension, the one that dimension's own split would keep: no fixed rule
+does both, and the partitioner gathers the dropped mesh axes.
 
 Errors: everything known while tracing (shape, dtype, ``s=``, axes, the mesh) is
 checked before the primitive is bound, so it reaches the user as shardkit's own
 error. The partitioner itself never raises (XLA would wrap the error as an
-``INTERNAL`` runtime error): a split that no plan takes gets the replicated plan,
-a gather and the whole transform on every device. Eager calls, whose split is
-known, check it first and raise shardkit's error instead.
+``INTERNAL`` runtime error): the callbacks decode XLA's shardings themselves
+(:func:`_spec`), a split that no plan takes gets the replicated plan (a gather and
+the whole transform on every device), and so does any other failure while
+planning (:func:`_safe`). Eager calls, whose split is known, check it first and
+raise shardkit's error instead.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -69,7 +75,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from shardkit.fft._compat import require_devices_during_lowering
 from shardkit.fft._fourstep import planned
 from shardkit.fft._plan import FFTPlan
-from shardkit.fft._problem import PlanLayout, Problem
+from shardkit.fft._problem import PlanLayout, Problem, unpermute
 from shardkit.layout.internal import normalize
 
 __all__ = ["Op", "apply", "auto_layout"]
@@ -87,12 +93,17 @@ class Op:
       cycle: for the default layout, the axes whose splits move round.
       transposed: the op is the transpose: it maps the forward output's cotangent
         (shape :attr:`out`) to the input's (shape ``problem.in_shape``).
+      sizes: the sizes of the mesh axes known while tracing (``()``: unknown); the
+        Shardy rule shares a factor between an input and an output length only
+        where every split of the input length these allow divides it (see
+        :func:`_shares`).
     """
 
     problem: Problem
     in_dtype: str
     cycle: tuple[int, ...] = ()
     transposed: bool = False
+    sizes: tuple[int, ...] = ()
 
     @property
     def scale(self) -> float:
@@ -136,7 +147,7 @@ class Op:
             cycle=tuple(a + 1 for a in self.cycle),
         )
 
-    def plan(self, spec: Any, mesh: Any, *, strict: bool = False) -> FFTPlan:
+    def plan(self, spec: Any, mesh: Any, *, strict: bool = False, target: Any = None) -> FFTPlan:
         """The forward plan for an input split as ``spec``, in the promised layout if possible.
 
         The other layout is taken where the promised one is impossible for this split
@@ -147,11 +158,19 @@ class Op:
         the input and the transform runs whole on every device. The partitioner
         never raises (XLA would wrap the error in its own); eager calls check with
         ``strict`` first (see ``_impl``).
+
+        ``target`` is the output spec the partitioner chose (stored order): the plan
+        ends there where all-to-alls can reach it (same mesh axes, a layout that
+        divides), so that the partitioner has nothing to reshard.
         """
+        t = self.problem
+        goal = None
+        if target is not None:
+            goal = unpermute(normalize(target, len(self.out.shape)), t.out_order)
 
         def make(layout: PlanLayout, where: Any) -> FFTPlan:
-            problem = dataclasses.replace(self.problem, out_layout=layout)
-            return planned(problem.placed(where, dict(mesh.shape)))
+            problem = dataclasses.replace(t, out_layout=layout)
+            return planned(problem.placed(where, dict(mesh.shape)), out_target=goal)
 
         promised = self.problem.out_layout
         other: PlanLayout = "default" if promised == "natural" else "natural"
@@ -164,6 +183,25 @@ class Op:
             if strict:
                 raise
             return make("natural", PartitionSpec())
+
+    def carried(self, spec: Any) -> tuple[tuple[str, ...], ...]:
+        """The output spec the Shardy rule gives an input split as ``spec`` (stored order).
+
+        Each input dimension's mesh axes land on its destination (see
+        :meth:`destinations`) where the rule shares a factor between them (see
+        :func:`_shares`), and are dropped otherwise: then the partitioner
+        replicates the output along them (an all-gather). Where this equals the
+        plan's output spec for ``spec``, the op on Auto axes matches Explicit axes
+        exactly (layout and collectives); ``tests/fft/test_fft_auto_property.py``
+        checks that.
+        """
+        in_shape, out_shape = self.problem.in_shape, tuple(self.out.shape)
+        entries = normalize(spec, len(in_shape))
+        out: list[tuple[str, ...]] = [()] * len(out_shape)
+        for d, e in enumerate(self.destinations()):
+            if _shares(in_shape[d], out_shape[e], self.sizes) and entries[d]:
+                out[e] = entries[d]
+        return tuple(out)
 
     def destinations(self) -> tuple[int, ...]:
         """Where each input axis's split lands in the promised layout (the Shardy rule's map).
@@ -220,6 +258,25 @@ def auto_layout(problem: Problem, mesh: Any) -> tuple[PlanLayout, tuple[int, ...
     return "default", tuple(cycle)
 
 
+def _shares(n: int, m: int, sizes: tuple[int, ...]) -> bool:
+    """Whether the rule ties an input length ``n`` to an output length ``m`` (see :func:`_rule`).
+
+    Equal lengths always; different ones through their common divisor ``g`` only
+    where every split of ``n`` that mesh axes of ``sizes`` can make (the product of
+    any of them that divides ``n``) divides ``g`` too, so that Shardy never cuts a
+    mesh axis into sub-axes to fit it.
+    """
+    g = math.gcd(n, m)
+    if n == m:
+        return True
+    if g == 1 or not sizes:
+        return False
+    groups = {
+        math.prod(c) for k in range(1, len(sizes) + 1) for c in itertools.combinations(sizes, k)
+    }
+    return all(g % G == 0 for G in groups if n % G == 0)
+
+
 @functools.cache
 def _out_struct(op: Op) -> jax.ShapeDtypeStruct:
     return jax.eval_shape(op.reference, jax.ShapeDtypeStruct(op.problem.in_shape, op.in_dtype))
@@ -229,8 +286,14 @@ def _rule(op: Op, *, transposed: bool) -> tuple[str, dict[str, int]]:
     """The Shardy rule: input axis ``d``'s factor reappears on output axis ``dest[d]``.
 
     Where the lengths differ (``s=``, a real axis) the shared factor is their common
-    divisor, as the major part of both axes, so a split that divides it carries
-    over instead of being dropped (which would make the partitioner gather).
+    divisor ``g``, as the major part of both axes, so a split that divides it
+    carries over instead of being dropped (which would make the partitioner
+    gather). Only where every split the mesh can make of the input length divides
+    ``g``, though (:func:`_shares`): any split of the input axis then fits in the
+    shared factor whole. Otherwise Shardy cuts a mesh axis into sub-axes (8 devices
+    over a factor of 4 and one of 2), and the output would carry a part of a mesh
+    axis, which no ``NamedSharding`` can describe (JAX's callback raised
+    ``IndivisibleError``, an ``INTERNAL`` error for the user).
     """
     in_shape, out_shape = op.problem.in_shape, tuple(op.out.shape)
     dest = op.destinations()
@@ -243,11 +306,13 @@ def _rule(op: Op, *, transposed: bool) -> tuple[str, dict[str, int]]:
         if n == m:
             ins[d] = outs[e] = f"f{d}"
             continue
-        parts_in = [f"f{d}"] if g > 1 else []
+        share = _shares(n, m, op.sizes)
+        parts_in = [f"f{d}"] if share else []
         parts_out = list(parts_in)
-        if g > 1:
+        if share:
             factors[f"f{d}"] = g
-        for parts, size, tag in ((parts_in, n // g, "i"), (parts_out, m // g, "o")):
+        k = g if share else 1
+        for parts, size, tag in ((parts_in, n // k, "i"), (parts_out, m // k, "o")):
             if size > 1 or not parts:
                 parts.append(f"{tag}{d}")
                 factors[f"{tag}{d}"] = size
@@ -260,15 +325,59 @@ def _rule(op: Op, *, transposed: bool) -> tuple[str, dict[str, int]]:
     return (f"{rhs} -> {lhs}" if transposed else f"{lhs} -> {rhs}"), used
 
 
-def _spec(sharding: Any) -> PartitionSpec:
-    """A sharding's spec; one without a spec is planned as replicated.
+def _spec(sharding: Any, mesh: Any, shape: tuple[int, ...]) -> PartitionSpec:
+    """The spec over ``mesh`` equivalent to ``sharding`` (replicated where none is).
 
-    A replicated ``GSPMDSharding`` (an uncommitted input) is exactly that; any other
-    layout with no mesh axes gets the replicated plan, whose input the partitioner
-    gathers: correct where raising here would reach the user wrapped by XLA.
+    The partitioner hands over XLA's shardings undecoded (``decode_shardings=False``):
+    JAX's own decoding raises on a split that is not a whole number of mesh axes
+    (a Shardy sub-axis), and an exception there reaches the user as an
+    ``INTERNAL`` error. Here the candidates are the assignments of mesh axes to
+    dimensions that cut each dimension as ``sharding`` does, tried in turn with
+    ``is_equivalent_to``. A sharding no spec describes gets the replicated plan,
+    whose input the partitioner gathers: correct, where raising would not be.
     """
-    spec = getattr(sharding, "spec", None)
-    return spec if spec is not None else PartitionSpec()
+    if isinstance(sharding, NamedSharding) and dict(sharding.mesh.shape) == dict(mesh.shape):
+        return sharding.spec
+    try:
+        block = sharding.shard_shape(shape)
+    except Exception:  # any sharding XLA can hand over: never raise here
+        return PartitionSpec()
+    parts = [n // b if b and n % b == 0 else 0 for n, b in zip(shape, block, strict=True)]
+    if 0 in parts:
+        return PartitionSpec()
+    for spec in _candidates(parts, [(a, k) for a, k in mesh.shape.items() if k > 1]):
+        if NamedSharding(mesh, spec).is_equivalent_to(sharding, len(shape)):
+            return spec
+    return PartitionSpec()
+
+
+def _candidates(parts: list[int], axes: list[tuple[str, int]]) -> list[PartitionSpec]:
+    """Specs splitting dimension ``d`` into ``parts[d]`` with the mesh ``axes`` (each once)."""
+    out: list[PartitionSpec] = []
+
+    def place(d: int, free: list[tuple[str, int]], entries: list[Any]) -> None:
+        if d == len(parts):
+            out.append(PartitionSpec(*entries))
+            return
+        for group in _groups(parts[d], free):
+            rest = [a for a in free if a[0] not in group]
+            entry = None if not group else group[0] if len(group) == 1 else group
+            place(d + 1, rest, [*entries, entry])
+
+    place(0, axes, [])
+    return out
+
+
+def _groups(n: int, free: list[tuple[str, int]]) -> list[tuple[str, ...]]:
+    """Ordered tuples of distinct mesh axes from ``free`` whose sizes multiply to ``n``."""
+    if n == 1:
+        return [()]
+    return [
+        (name, *rest)
+        for name, k in free
+        if n % k == 0
+        for rest in _groups(n // k, [a for a in free if a[0] != name])
+    ]
 
 
 def _local_shape(shape: tuple[int, ...], spec: Any, mesh: Any) -> tuple[int, ...]:
@@ -279,12 +388,28 @@ def _local_shape(shape: tuple[int, ...], spec: Any, mesh: Any) -> tuple[int, ...
     )
 
 
+def _safe(op: Op, spec: PartitionSpec, mesh: Any, target: PartitionSpec) -> FFTPlan:
+    """:meth:`Op.plan` for the partitioner, which must never raise.
+
+    An exception in a partition callback reaches the user as XLA's ``INTERNAL``
+    error, whatever it was; :meth:`Op.plan` already falls back to the replicated
+    plan for splits no plan takes, and this catches anything else the same way
+    (the partitioner then gathers: slower, never wrong).
+    """
+    try:
+        return op.plan(spec, mesh, target=target)
+    except Exception:  # see the docstring: never raise into XLA
+        return op.plan(PartitionSpec(), mesh)
+
+
 @functools.cache
 def _forward(op: Op) -> Callable[[jax.Array], jax.Array]:
     fn = custom_partitioning(op.reference)
 
     def partition(mesh: Any, arg_shapes: Any, result_shape: Any) -> Any:
-        plan = op.plan(_spec(arg_shapes[0].sharding), mesh)
+        shape, out = tuple(op.problem.in_shape), tuple(op.out.shape)
+        target = _spec(result_shape.sharding, mesh, out)
+        plan = _safe(op, _spec(arg_shapes[0].sharding, mesh, shape), mesh, target)
         return (
             mesh,
             plan.local,
@@ -293,13 +418,15 @@ def _forward(op: Op) -> Callable[[jax.Array], jax.Array]:
         )
 
     def infer(mesh: Any, arg_shapes: Any, result_shape: Any) -> NamedSharding:
-        return NamedSharding(mesh, op.plan(_spec(arg_shapes[0].sharding), mesh).out_spec)
+        spec = _spec(arg_shapes[0].sharding, mesh, tuple(op.problem.in_shape))
+        return NamedSharding(mesh, op.plan(spec, mesh).out_spec)
 
     rule, factors = _rule(op, transposed=False)
     fn.def_partition(
         partition=partition,
         infer_sharding_from_operands=infer,
         sharding_rule=rule,
+        decode_shardings=False,
         **factors,  # type: ignore[arg-type]  # factor sizes, not the named flags
     )
     return fn
@@ -316,7 +443,9 @@ def _backward(op: Op) -> Callable[[jax.Array], jax.Array]:
     fn = custom_partitioning(reference)
 
     def partition(mesh: Any, arg_shapes: Any, result_shape: Any) -> Any:
-        plan = op.plan(_spec(result_shape.sharding), mesh)
+        spec = _spec(result_shape.sharding, mesh, tuple(op.problem.in_shape))
+        target = _spec(arg_shapes[0].sharding, mesh, tuple(op.out.shape))
+        plan = _safe(op, spec, mesh, target)
         local_in = _local_shape(plan.in_shape, plan.in_spec, mesh)
 
         def lower(ct: jax.Array) -> jax.Array:
@@ -332,13 +461,14 @@ def _backward(op: Op) -> Callable[[jax.Array], jax.Array]:
         )
 
     def infer(mesh: Any, arg_shapes: Any, result_shape: Any) -> NamedSharding:
-        return NamedSharding(mesh, _spec(result_shape.sharding))
+        return NamedSharding(mesh, _spec(result_shape.sharding, mesh, tuple(op.problem.in_shape)))
 
     rule, factors = _rule(op, transposed=True)
     fn.def_partition(
         partition=partition,
         infer_sharding_from_operands=infer,
         sharding_rule=rule,
+        decode_shardings=False,
         **factors,  # type: ignore[arg-type]  # factor sizes, not the named flags
     )
     return fn

@@ -29,13 +29,21 @@ the reverse concatenation puts the padding back at the block's end, where it is
 trimmed. Each axis keeps a stack of levels ``(mesh axis, length before, length
 after padding)``, one per mesh axis splitting it, outermost first: moving a group
 pops or pushes the minor-most levels, so padding applied while an axis was already
-split (an interleaved pad) is undone exactly. To pad less, a split passes over the
-next axis to a later unsplit one that divides it (never past a split axis, so the
-inverse walks back to the same place). JAX refuses uneven ``NamedSharding``s, so an
-output axis still padded at the end is never returned: the plan then appends the
-reverse moves (as ``"natural"``) and returns the input's layout, or, when that one
-does not divide either (a split R2C axis, now halved), stops at the first layout
-on the way back that divides.
+split (an interleaved pad) is undone exactly. Each level pads only where its own
+mesh axis does not divide the piece it cuts (as late as possible), so an axis is
+padded exactly when its mesh axes do not divide its length, also after inner
+levels left with a move (``4`` over ``(x=2, y=4)`` keeps ``x`` even when ``y``
+moves off). To pad less, a split passes over the next axis to a later unsplit one
+that divides it (never past a split axis, so the inverse walks back to the same
+place). JAX refuses uneven ``NamedSharding``s, so an output axis still padded at
+the end is never returned: the plan then appends the reverse moves (as
+``"natural"``) and returns the input's layout, or, when that one does not divide
+either (a split R2C axis, now halved), stops at the first layout on the way back
+that divides; where none on the way back divides (a length changed by ``s`` under
+a stacked split), a breadth-first search from where the transforms ended finds the
+nearest layout that does (fewest moves). Only when no layout of the input's mesh
+axes divides the output does planning raise (``tests/fft/test_fft_plan_search.py``
+checks this against a brute-force search).
 """
 
 from __future__ import annotations
@@ -234,14 +242,22 @@ class _Builder:
         return math.prod(self.sizes[a] for a in group)
 
     def fresh(self, n: int, group: Sequence[str]) -> list[_Level]:
-        """Levels splitting a block of length ``n`` over ``group``: one pad, at the top."""
-        if not group:
-            return []
-        padded = -(-n // self.group_size(group)) * self.group_size(group)
-        out, cut = [(group[0], n, padded)], padded // self.sizes[group[0]]
-        for a in group[1:]:
-            out.append((a, cut, cut))
-            cut //= self.sizes[a]
+        """Levels splitting a block of length ``n`` over ``group``, padded as late as possible.
+
+        Each level cuts the current piece over its mesh axis, padding it only when
+        that axis does not divide it. The block is as long as one pad at the top
+        would make it (``ceil(ceil(n / a) / b) = ceil(n / (a b))``), but the outer
+        levels stay unpadded wherever they divide ``n``, so that when a later move
+        takes the inner mesh axes away the axis is left evenly split (``4`` over
+        ``(x=2, y=4)`` pads each ``x`` half ``2 -> 4``, not ``4 -> 8`` at the top,
+        which would leave all of ``x=1``'s half padding once ``y`` moves off).
+        """
+        out, cut = [], n
+        for a in group:
+            k = self.sizes[a]
+            padded = -(-cut // k) * k
+            out.append((a, cut, padded))
+            cut = padded // k
         return out
 
     def stored(self, d: int) -> int:
@@ -324,10 +340,69 @@ class _Builder:
 
         With ``until_divisible``, stop at the first layout with no padded split.
         """
+        start = [tuple(a for a, _, _ in lv) for lv in self.start]
         for step, popped in reversed(list(self.moves)):
-            if self.levels == self.start or (until_divisible and not self.padded()):
+            home = self.levels == self.start or (self.spec == start and not self.padded())
+            if home or (until_divisible and not self.padded()):
                 return
             self.move(step.dst, step.src, step.mesh_axes, restore=popped)
+
+
+_SEARCH_LIMIT = 20000
+"""Layouts :func:`_nearest_even` visits at most (a 6-D array over 3 mesh axes has ~1300)."""
+
+
+_Path = list[tuple[int, int, tuple[str, ...]]]
+
+
+def _moved(b: _Builder, path: _Path) -> _Builder:
+    """``b`` after the moves of ``path`` (``b`` itself is changed)."""
+    for src, dst, group in path:
+        b.move(src, dst, group)
+    return b
+
+
+def _nearest_even(b: _Builder, want: tuple[tuple[str, ...], ...] | None) -> _Path | None:
+    """The fewest moves from ``b``'s layout to one that divides every length (breadth first).
+
+    A move takes the minor part of one axis's mesh axes to the minor end of
+    another's, as :meth:`_Builder.move` does; moves are reversible, so every layout
+    of the same mesh axes is reachable. With ``want`` only that layout is a goal.
+    ``None`` where no goal divides (or ``want`` uses other mesh axes). Padding during the moves is allowed
+    (each is an ``all_to_all`` of a padded block); the bookkeeping keeps the
+    padding as late in each split as possible (:meth:`_Builder.fresh`), so a layout
+    that divides holds none.
+    """
+    start = tuple(b.spec)
+    if want is not None and sorted(a for g in want for a in g) != sorted(
+        a for g in start for a in g
+    ):
+        return None
+
+    def even(groups: tuple[tuple[str, ...], ...]) -> bool:
+        divides = all(n % b.group_size(g) == 0 for n, g in zip(b.shape, groups, strict=True))
+        return divides and (want is None or groups == want)
+
+    paths: dict[tuple[tuple[str, ...], ...], list[tuple[int, int, tuple[str, ...]]]] = {start: []}
+    queue = [start]
+    for groups in queue:
+        if even(groups):
+            return paths[groups]
+        if len(paths) > _SEARCH_LIMIT:
+            return None
+        for src, g in enumerate(groups):
+            for j in range(len(g)):
+                part = g[j:]
+                for dst in range(len(groups)):
+                    if dst == src or (b.shape[dst] == 1 and b.group_size(part) > 1):
+                        continue
+                    nxt = list(groups)
+                    nxt[src], nxt[dst] = g[:j], groups[dst] + part
+                    key = tuple(nxt)
+                    if key not in paths:
+                        paths[key] = [*paths[groups], (src, dst, part)]
+                        queue.append(key)
+    return None
 
 
 def _padded_output_error(b: _Builder, asked: str) -> ValueError:
@@ -349,10 +424,16 @@ def _padded_output_error(b: _Builder, asked: str) -> ValueError:
     )
 
 
-def make_plan(problem: Problem, /, *, ctx: str = "") -> FFTPlan:
+def make_plan(
+    problem: Problem, /, *, ctx: str = "", out_target: Sequence[tuple[str, ...]] | None = None
+) -> FFTPlan:
     """Plan ``problem``: its input split as ``problem.spec``, transformed along its ``axes``.
 
-    ``ctx`` describes the input in error messages (default: its shape).
+    ``ctx`` describes the input in error messages (default: its shape). ``out_target``
+    (normalized, logical axis order) asks for that output layout instead: the plan
+    moves there from where the transforms end, with the fewest ``all_to_all``,
+    where it divides the output and uses the input's mesh axes; otherwise it is
+    ignored. The Auto-axes partitioner passes the layout the partitioner chose.
 
     Intermediate moves pad what the mesh does not divide (see the module
     docstring); the output is never padded: when the default layout would be, the
@@ -516,6 +597,7 @@ def make_plan(problem: Problem, /, *, ctx: str = "") -> FFTPlan:
                 )
             b.move(real_axis, dest)
         b.transform("irfft", [real_axis], [want[real_axis]])
+    end = copy.deepcopy(b)
     if back_to_natural:
         natural = copy.deepcopy(b)
         natural.unwind()
@@ -532,8 +614,18 @@ def make_plan(problem: Problem, /, *, ctx: str = "") -> FFTPlan:
             b.unwind(until_divisible=True)
         else:
             b = natural
+    natural_groups = tuple(tuple(a for a, _, _ in lv) for lv in end.start)
     if b.padded():
-        raise _padded_output_error(b, out_layout)
+        # Neither the way back nor the layout reached divides (a length changed by
+        # ``s`` under a stacked or whole-mesh split): move from where the
+        # transforms ended to the nearest layout that does, if any.
+        path = _nearest_even(end, natural_groups if out_layout == "natural" else None)
+        if path is None:
+            raise _padded_output_error(b, out_layout)
+        b = _moved(copy.deepcopy(end), path)
+    if out_target is not None and tuple(b.spec) != tuple(out_target):
+        path = _nearest_even(end, tuple(tuple(e) for e in out_target))
+        b = b if path is None else _moved(copy.deepcopy(end), path)
     out_entries = tuple(b.spec)
     ins, outs = problem.in_order, problem.out_order
     return FFTPlan(

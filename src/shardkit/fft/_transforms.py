@@ -4,67 +4,10 @@ Each takes what its ``jnp.fft`` namesake takes (``s``/``n``, ``axes``/``axis``,
 ``norm``) plus a keyword-only ``out_layout``, and returns what it returns, computed
 shard by shard: local FFTs along unsplit axes and ``all_to_all`` moves of the split
 axes, never an all-gather. Each device holds one block at a time (peak memory a
-small multiple of the shard).
-
-Output layout (``out_layout="default"``): a split transformed axis hands its mesh
-axes to the *next* transformed axis (cyclically; the *previous* one for inverse
-transforms), which costs one ``all_to_all`` per split axis: a slab ``P('x', None,
-None)`` comes out ``P(None, 'x', None)``, a pencil ``P('x', 'y', None)`` comes out
-``P(None, 'x', 'y')``. The inverse shifts back, so ``ifftn(fftn(x))`` has ``x``'s
-layout. When every transformed axis is split (``fft2`` of a 2-D array on a 2-D
-mesh, ``fft`` along a split axis) the output is in the natural layout.
-``out_layout="natural"`` always returns the input's layout (one more
-``all_to_all`` per move).
-
-Transposed layout (``out_layout="transposed"``): the default layout's splits, with
-the transformed axes rolled by one so that the output is stored in the order the
-last local FFT leaves it, saving the final local transpose (one pass over the
-block). With ``t = sorted(axes)``, output axis ``t[i]`` holds the transform's axis
-``t[i + 1]`` (cyclically), other axes stay: a 3-D ``fftn`` returns
-``np.fft.fftn(x).transpose(1, 2, 0)``, jaxDecomp's ``pfft3d`` order. An X pencil
-``P('x', 'y', None)`` comes back ``P('x', 'y', None)`` (jaxDecomp's output spec),
-a slab ``P('x', None, None)`` comes back ``P('x', None, None)`` (``x``'s axis 1 split
-where jaxDecomp splits axis 2), ``fft2`` of ``(b, n, m)`` returns ``(b, m, n)``.
-One transformed axis has nothing to roll (the default layout). The inverse
-transforms accept that order with ``in_layout="transposed"`` (``axes`` and ``s``
-name the logical axes, as given to the forward transform), so
-``ifftn(fftn(x, out_layout="transposed"), in_layout="transposed")`` is ``x`` in
-``x``'s layout; ``plan(..., out_layout=, in_layout=)`` records the orders as
-``plan.out_order``/``plan.in_order``. The R2C axis (the last of ``axes``) is transformed first
-and its halved length ``n//2+1`` is split only if the mesh divides it.
-
-Sizes the mesh does not divide: only the input's own split has to divide. A move
-whose receiving axis the moving group (``g`` devices) does not divide zero-pads
-that axis of each device's block up to a multiple of ``g`` before its
-``all_to_all``, and the padding is trimmed when the axis is local again (before it
-is transformed). JAX has no uneven ``NamedSharding`` (``jax.device_put``,
-``jit``'s outputs and Explicit types all reject a split that does not divide), so
-an output that would stay padded is returned in the natural layout instead: the
-plan appends the reverse moves (a slab then costs two ``all_to_all``, a pencil
-four). For example ``fftn`` of a 64x60x36 slab on 8 devices pads 60 to 64 and
-returns ``P('x', None, None)``. Padding is avoided where it can be: a split skips
-an axis the mesh does not divide for the next unsplit one that it does (``fftn``
-of a 64x60x32 slab returns ``P(None, None, 'x')`` after one ``all_to_all``).
-``ifftn(fftn(x))`` has ``x``'s layout whenever ``fftn`` needed no padding; after
-a padded ``fftn`` (which returns ``x``'s layout) ``ifftn`` may pick another
-layout that divides: pass ``out_layout="natural"`` to both to pin the layout
-(e.g. for a loop carry on an Explicit mesh). The padding costs bytes: a move over ``g`` devices
-sends ``(g - 1) / g`` of its padded block, so each move adds ``(g - 1) / g`` times
-(padded block - even share) times the item size; :meth:`FFTPlan.sent_bytes` and
-:meth:`FFTPlan.padding_bytes` give the totals (``shardkit.comms`` reports the
-former as ``bytes_sent``). A length changed by ``s`` on an input-split axis that
-the mesh does not divide cannot return to the natural layout: ``out_layout=
-"natural"`` then raises, and so does the default layout when it would need it.
-
-Inside ``jit`` on Explicit mesh axes the same plans run; on Auto axes a
-``custom_partitioning`` rule partitions the op with the same plan, output layout
-and ``all_to_all`` count whenever the mesh is known while tracing
-(``jax.set_mesh``, or the operand's type) and its device count divides the
-transformed lengths; otherwise
-in the natural layout (a length changed by ``s``/``n`` keeps its split). All work
-under every JAX transformation (``grad``/``jvp``/``vjp`` of any order, ``vmap``,
-``jacfwd``/``jacrev``, ``linear_transpose``), eagerly and inside ``jit``, on
-Auto and Explicit axes; every derivative runs shardkit's plans (all-to-alls only).
+small multiple of the shard). Where the output lives (``out_layout``,
+``in_layout``, padding, eager and ``jit`` on Explicit and Auto axes, and the known
+limits) is stated once, in the :mod:`shardkit.fft` package docstring (the layout
+contract); the functions here point to it.
 """
 
 from __future__ import annotations
@@ -117,20 +60,17 @@ def fftn(
     """N-D discrete Fourier transform of a sharded array, as ``jnp.fft.fftn``.
 
     A slab (one split transformed axis) costs one ``all_to_all``, a pencil (two) two;
-    each moves ``(g-1)/g`` of the block. See the module docstring for the layout.
-    Lengths the mesh does not divide are padded during the moves (only ``x``'s own
-    split must divide); the result then comes back in ``x``'s layout, at twice the
-    ``all_to_all`` count (see the module docstring for the padding's bytes).
+    each moves ``(g-1)/g`` of the block. Where the output lives, and what padding
+    costs where the mesh does not divide a length, is the layout contract in
+    :mod:`shardkit.fft`.
 
     Args:
       x: the input (any sharding; unsharded inputs use ``jnp.fft.fftn``).
       s: lengths of the transformed axes (crop or zero-pad), as in numpy.
       axes: axes to transform (default: all, or the last ``len(s)``).
       norm: ``None``/``"backward"``, ``"ortho"`` or ``"forward"``, as in numpy.
-      out_layout: ``"default"`` (the sharding moves to the next transformed axis),
-        ``"natural"`` (the input's sharding) or ``"transposed"`` (the default
-        layout with the transformed axes rolled, ``transpose(1, 2, 0)`` in 3-D:
-        jaxDecomp's order, one local transpose fewer; see the module docstring).
+      out_layout: ``"default"``, ``"natural"`` or ``"transposed"`` (see the
+        layout contract in :mod:`shardkit.fft`).
       in_layout: ``"natural"``, or ``"transposed"`` for an input stored rolled.
 
     Returns:
@@ -138,10 +78,10 @@ def fftn(
 
     Raises:
       ValueError: bad ``s``, ``axes``, ``norm`` or ``out_layout`` (legal values listed),
-        an input split the mesh does not divide, or an ``s`` that changes the length
-        of a split input axis to one the mesh does not divide when the output must
-        return to the natural layout (the message names the axis, the spec, the
-        mesh and the remedy).
+        an input split the mesh does not divide, or an output no layout of the
+        asked kind divides (``out_layout="natural"`` after an ``s`` that changes a
+        split axis to a length the mesh does not divide; the message names the
+        axis, the spec, the mesh and the remedy).
       NotImplementedError: a split axis no other axis can relieve (a split 1-D
         array) whose length the square of its device count does not divide (the
         four-step FFT handles the others; see :func:`fft` and :func:`irfft`).
@@ -186,6 +126,8 @@ def ifftn(
     in_layout: InLayout = "natural",
 ) -> jax.Array:
     """N-D inverse FFT, as ``jnp.fft.ifftn``; the default layout undoes :func:`fftn`'s.
+
+    The layout contract is in :mod:`shardkit.fft`.
 
     Args:
       x: the input.
@@ -236,18 +178,12 @@ def rfftn(
 ) -> jax.Array:
     """N-D FFT of a real sharded array, as ``jnp.fft.rfftn`` (R2C).
 
-    The last of ``axes`` is transformed first (real to complex, length ``n//2+1``).
-    If it is split, its split first moves to the next transformed axis (one more
-    ``all_to_all``; :func:`irfftn` then returns that layout), or, when that one is
-    split too or it is the only transformed axis, to an unsplit untransformed axis
-    the devices divide (the output keeps the first layout on the way back that
-    divides: ``rfft2`` of ``(8, 16, 16)`` on ``P(None, None, 'x')`` returns
-    ``P('x', None, None)``). The halved axis is split
-    only when the mesh divides ``n//2+1``; otherwise a pencil input (every other
-    transformed axis split) comes back in the natural layout. When no other axis
-    can take a split (``rfft2`` of a row-split 2-D array) the halved axis takes it,
-    padded, and the result comes back in the natural layout. Other lengths the
-    mesh does not divide are padded as in :func:`fftn`.
+    The last of ``axes`` is transformed first (real to complex, length ``n//2+1``);
+    a split there first moves to another axis (one more ``all_to_all``). The halved
+    axis is split only where the mesh divides ``n//2+1``. Where the output lives is
+    the layout contract in :mod:`shardkit.fft` (``rfft2`` of ``(8, 16, 16)`` on
+    ``P(None, None, 'x')`` returns ``P('x', None, None)``, the first layout on the
+    way back that divides).
 
     Args:
       x: a real input.
@@ -288,7 +224,10 @@ def irfftn(
     out_layout: Layout = "default",
     in_layout: InLayout = "natural",
 ) -> jax.Array:
-    """Inverse of :func:`rfftn` (C2R), as ``jnp.fft.irfftn``; it mirrors its layout.
+    """Inverse of :func:`rfftn` (C2R), as ``jnp.fft.irfftn``.
+
+    The C2R axis (the last of ``axes``) is transformed last. The layout contract is
+    in :mod:`shardkit.fft`.
 
     Args:
       x: the complex half-spectrum.
@@ -411,12 +350,14 @@ def fft(
 ) -> jax.Array:
     """1-D FFT along ``axis``, as ``jnp.fft.fft``.
 
-    Local when ``axis`` is not split; otherwise the split moves to another axis and
-    back (two ``all_to_all``, that axis padded if the mesh does not divide it; the
-    output is in the natural layout). A split axis with no other axis to take its
-    split (a long 1-D signal over all devices) runs the four-step FFT: three
-    ``all_to_all`` and local FFTs of lengths ``N1 * N2 = n`` with twiddles between
-    them; it needs ``devices**2`` to divide ``n``. The output keeps ``x``'s layout.
+    Local when ``axis`` is not split; otherwise the split moves to another axis (one
+    ``all_to_all``), and back where that layout divides the output (two): the
+    layout contract in :mod:`shardkit.fft` (``fft(x, n=20, axis=0)`` of a 16x16
+    ``P('x', None)`` on 8 devices returns ``P(None, 'x')``). A split axis with no
+    other axis to take its split (a long 1-D signal over all devices) runs the
+    four-step FFT: three ``all_to_all`` and local FFTs of lengths ``N1 * N2 = n``
+    with twiddles between them; it needs ``devices**2`` to divide ``n``. Its output
+    keeps ``x``'s layout.
 
     Example:
       >>> m = shardkit.mesh("8", "x")

@@ -19,6 +19,7 @@ jaxDecomp, which keeps every 1-D FFT on the contiguous axis the same way).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import jax
@@ -84,7 +85,22 @@ def trim_levels(block: jax.Array, axis: int, levels: Sequence[Pad]) -> jax.Array
 
 
 def _local_fft(block: jax.Array, step: Step, k: int, norm: str | None) -> jax.Array:
-    """``step``'s transform of the ``k`` trailing (physical) axes of ``block``."""
+    """``step``'s transform of the ``k`` trailing (physical) axes of ``block``.
+
+    The leading axes are merged into one first. XLA's CPU FFT takes only a
+    row-major operand, and its layout assignment can hand it another (a trimmed
+    block after a transpose, under ``vmap`` or on Auto axes: a ``RET_CHECK`` in
+    ``fft_thunk.cc``); a reshape that merges axes cannot be a relabelling of such a
+    layout with the merged axes out of order, so XLA writes the operand out
+    row-major (a copy it fuses with the trim).
+    """
+    lead = block.shape[: block.ndim - k]
+    block = block.reshape((math.prod(lead), *block.shape[block.ndim - k :]))
+    out = _local_fft_2(block, step, k, norm)
+    return out.reshape((*lead, *out.shape[1:]))
+
+
+def _local_fft_2(block: jax.Array, step: Step, k: int, norm: str | None) -> jax.Array:
     trailing = tuple(range(block.ndim - k, block.ndim))
     if step.op == "fft":
         return jnp.fft.fftn(block, s=step.sizes, axes=trailing, norm=norm)

@@ -53,7 +53,9 @@ def _cdiv(x: jax.Array, d: int) -> jax.Array:
     return (x + (d - 1)) // d
 
 
-def project(w: jax.Array, a: jax.Array, row_lo: jax.Array, col_lo: jax.Array) -> jax.Array:
+def project(
+    w: jax.Array, a: jax.Array, row_lo: jax.Array | int, col_lo: jax.Array | int
+) -> jax.Array:
     """``w^H a`` over ``a``'s rows from ``row_lo`` and columns from ``col_lo``; zero elsewhere.
 
     ``w`` is ``(m, nb)`` and zero before ``row_lo``; ``a`` is ``(m, k)``. Tiles from the
@@ -210,8 +212,11 @@ def householder_local(
         top, rts = both[:, :nb], both[:, nb:]
         s = signs(top)
         t = jnp.eye(nb, dtype=dt) - jnp.conj(top).T * s[None, :]  # T^-1
-        e = (grow[:, None] == j + lanes[None, :]).astype(dt) * s[None, :]
-        return q - e, t, s[:, None] * rts, lo
+        return q, s, t, s[:, None] * rts, lo
+
+    def reflector(q: jax.Array, s: jax.Array, j: jax.Array) -> jax.Array:
+        """``W = Q - [S; 0]``, ``S`` on the rows ``j ..`` of the panel's diagonal block."""
+        return q - (grow[:, None] == j + lanes[None, :]).astype(dt) * s[None, :]
 
     def apply(w: jax.Array, t: jax.Array, y: jax.Array, lo: jax.Array, clo: Any) -> jax.Array:
         """``y - w (t (w^H y))`` on the active corner: rows from ``lo``, columns ``clo``."""
@@ -220,19 +225,19 @@ def householder_local(
         return active_update(y, w, v, (0, 0), lo, clo, nb=nb)
 
     def factor(p: jax.Array, carry: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
-        x, ts, rd = carry
-        w, t, sr, lo = panel_q(p, x)
+        x, ts, ss, rd = carry
+        q, s, t, sr, lo = panel_q(p, x)
         j = p * nb
         # H^H on the trailing columns (a's and the right-hand sides').
-        x = apply(w, jnp.conj(t).T, x, lo, j + nb)
-        if form_q:  # keep W where the panel was, for forming q
+        x = apply(reflector(q, s, j), jnp.conj(t).T, x, lo, j + nb)
+        if form_q:  # keep the panel's Q where the panel was, for forming q
             old = dslice(x, (0, j), (m, nb))
-            x = dupdate(x, jnp.where((grow >= j)[:, None], w, old), (0, j))
-        return x, ts.at[p].set(t), dupdate(rd, sr, (j, 0))
+            x = dupdate(x, jnp.where((grow >= j)[:, None], q, old), (0, j))
+        return x, ts.at[p].set(t), dupdate(ss, s, (j,)), dupdate(rd, sr, (j, 0))
 
     panels = npd // nb
-    init = (x, jnp.zeros((panels, nb, nb), dt), jnp.zeros((npd, nb), dt))
-    x, ts, rd = lax.fori_loop(jnp.int32(0), jnp.int32(panels), factor, init)
+    init = (x, jnp.zeros((panels, nb, nb), dt), jnp.zeros((npd,), dt), jnp.zeros((npd, nb), dt))
+    x, ts, ss, rd = lax.fori_loop(jnp.int32(0), jnp.int32(panels), factor, init)
     out: dict[str, jax.Array] = {}
     # r: above each diagonal block what the updates left in a, the blocks S R, zeros.
     gcol = jnp.arange(npd, dtype=jnp.int32)
@@ -258,9 +263,13 @@ def householder_local(
         def backward(i: jax.Array, q: jax.Array) -> jax.Array:
             p = panels - 1 - i
             j = p * nb
-            w = jnp.where((grow >= j)[:, None], dslice(x, (0, j), (m, nb)), 0)
+            qp = jnp.where((grow >= j)[:, None], dslice(x, (0, j), (m, nb)), 0)
+            s = dslice(ss, (j,), (nb,))
             lo = jnp.clip(j - ri * m, 0, m)
-            return apply(w, ts[p], q, lo, j)
+            q = apply(reflector(qp, s, j), ts[p], q, lo, j + nb)
+            # H_p [I; 0] on the panel's own columns is the panel's Q S^H, as the TSQR
+            # gave it: set, not computed (no rounding from W and T there).
+            return dupdate(q, qp * jnp.conj(s)[None, :], (0, j))
 
         q = lax.fori_loop(jnp.int32(0), jnp.int32(panels), backward, q)[:, :n]
         out["q"] = lax.all_gather(q, spare, axis=0, tiled=True) if spare else q

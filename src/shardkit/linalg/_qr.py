@@ -201,7 +201,8 @@ def _layout(where: str, a: Any, mesh: AnyMesh | None, spec: Any, nb: Any) -> _La
         if unused and mr % size == 0 and mr // size >= n:
             spare, nsp = unused, size
     ms = mr // nsp
-    hb = max(d for d in range(1, min(nb, ms) + 1) if ms % d == 0)
+    # No wider than a: a narrow a's panel (and its stack of triangles) stays small.
+    hb = max(d for d in range(1, min(nb, ms, n) + 1) if ms % d == 0)
     return _Layout(m, p, rows, cols, big, n, nr, nc, tsqr, nb_eff, cb, user, spare, nsp, hb)
 
 

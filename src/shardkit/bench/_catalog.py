@@ -7,11 +7,12 @@ from shardkit.bench._suite_collectives import SUITE as _COLLECTIVES
 from shardkit.bench._suite_fft import SUITE as _FFT
 from shardkit.bench._suite_linalg import SUITE as _LINALG
 from shardkit.bench._suite_matmul import SUITE as _MATMUL
+from shardkit.bench._suite_qr import SUITE as _QR
 from shardkit.bench._suite_train import SUITE as _TRAIN
 
 __all__ = ["SUITES", "suites"]
 
-SUITES: tuple[Suite, ...] = (_COLLECTIVES, _FFT, _LINALG, _MATMUL, _TRAIN)
+SUITES: tuple[Suite, ...] = (_COLLECTIVES, _FFT, _LINALG, _MATMUL, _QR, _TRAIN)
 """The built-in suites, in the order ``shardkit bench all`` runs them."""
 
 

@@ -51,12 +51,13 @@ from jax.sharding import NamedSharding, SingleDeviceSharding
 from jax.sharding import PartitionSpec as P
 
 from shardkit.bench._lu_ablation import NOT_SOLUTIONS, ablation_candidates
+from shardkit.bench._qr_ablation import PARTS_NOT_SOLUTIONS, qr_ablation_candidates
 from shardkit.bench._suite import Column, PlotSpec, Suite, SuiteConfig
 from shardkit.bench._timing import Case
 from shardkit.inspect import comms
-from shardkit.linalg import cholesky, qr, solve
+from shardkit.linalg import cholesky, lstsq, qr, solve, solve_triangular
 
-__all__ = ["DEFAULT_SIZES", "OPS", "QUICK_SIZES"]
+__all__ = ["DEFAULT_SIZES", "OPS", "QUICK_SIZES", "cases_for"]
 
 DEFAULT_SIZES = (2048, 4096)
 """Matrix orders ``n`` of a full run."""
@@ -70,6 +71,9 @@ OPS = ("solve", "cholesky", "qr", "tsqr", "solve-parts")
 
 BASELINE = "jnp"
 
+HOST_CANDIDATES = frozenset({"scipy", "dask", "BLAS gemm", "scipy r only"})
+"""Candidates that run on the host (through a callback): no comms report."""
+
 CPU_CALLS = 3
 """Calls whose process CPU time is measured per candidate (the median is reported)."""
 
@@ -82,14 +86,32 @@ def _have_dask() -> bool:
     return True
 
 
+TRSM_RHS = {"trsm-1": 1, "trsm-64": 64, "trsm-1024": 1024}
+"""The ``qr`` suite's triangular solves and their numbers of right-hand sides."""
+
+
 def _kind(op: str) -> str:
-    """The operation whose data, reference and check ``op`` uses (the ablation: solve's)."""
-    return "solve" if op == "solve-parts" else op
+    """The operation whose data, reference and check ``op`` uses (the ablations: their op's)."""
+    if op in TRSM_RHS:
+        return "trsm"
+    return {"solve-parts": "solve", "qr-parts": "qr-tall"}.get(op, op)
+
+
+def _tall(n: int) -> tuple[int, int]:
+    """The ``qr`` suite's tall shape for size ``n``: ``4n x n/4`` (16384 x 1024 at 4096)."""
+    return 4 * n, max(8, n // 4)
 
 
 def _data(op: str, n: int) -> tuple[np.ndarray, np.ndarray]:
+    rhs = TRSM_RHS.get(op, 1)
     op = _kind(op)
     rng = np.random.default_rng(0)
+    if op in ("qr-tall", "lstsq"):
+        a = rng.standard_normal(_tall(n)).astype(np.float32)
+        return a, rng.standard_normal(a.shape[0]).astype(np.float32)
+    if op == "trsm":
+        a = np.triu(rng.standard_normal((n, n)) / np.sqrt(n) + 2 * np.eye(n)).astype(np.float32)
+        return a, rng.standard_normal((n, rhs)).astype(np.float32)
     if op == "tsqr":
         return rng.standard_normal((n, max(8, n // 16))).astype(np.float32), np.zeros(1, np.float32)
     if op == "qr":
@@ -101,7 +123,7 @@ def _data(op: str, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _spec(op: str, names: tuple[str, ...]) -> P:
-    if op == "tsqr" or len(names) == 1:
+    if op in ("tsqr", "qr-tall", "qr-parts", "lstsq") or len(names) == 1:
         return P(names[0], None)
     return P(names[0], names[1])
 
@@ -112,6 +134,11 @@ def _scipy(op: str, a: np.ndarray, b: np.ndarray) -> Any:
         return sl.solve(a, b, check_finite=False)
     if op == "cholesky":
         return sl.cholesky(a, lower=True, check_finite=False)
+    if op == "lstsq":
+        solution: Any = sl.lstsq(a, b, check_finite=False)
+        return solution[0]
+    if op == "trsm":
+        return sl.solve_triangular(a, b, check_finite=False)
     return sl.qr(a, mode="economic", check_finite=False)
 
 
@@ -122,23 +149,34 @@ def _dask(op: str, a: np.ndarray, b: np.ndarray) -> Any:
     op = _kind(op)
 
     with dask.config.set(scheduler="threads"):
-        if op == "tsqr":
+        if op == "lstsq":
+            da_a = da.from_array(a, chunks=(a.shape[0] // 8, a.shape[1]))
+            da_b = da.from_array(b[:, None], chunks=(a.shape[0] // 8, 1))
+            return np.asarray(da.linalg.lstsq(da_a, da_b)[0].compute())[:, 0]
+        if op in ("tsqr", "qr-tall"):
             q, r = da.linalg.qr(da.from_array(a, chunks=(a.shape[0] // 8, a.shape[1])))
             return tuple(np.asarray(v) for v in dask.compute(q, r))
         ch = a.shape[0] // 4
         da_a = da.from_array(a, chunks=(ch, ch))
         if op == "solve":
             return np.asarray(da.linalg.solve(da_a, da.from_array(b, chunks=ch)).compute())
+        if op == "trsm":
+            da_b = da.from_array(b, chunks=(ch, b.shape[1]))
+            return np.asarray(da.linalg.solve_triangular(da_a, da_b).compute())
         return np.asarray(da.linalg.cholesky(da_a, lower=True).compute())
 
 
 def _host(fn: Callable[..., Any], op: str, a: jax.Array, b: jax.Array) -> Any:
     op = _kind(op)
     n, k = a.shape
-    if op in ("qr", "tsqr"):
+    if op in ("qr", "tsqr", "qr-tall"):
         out = (jax.ShapeDtypeStruct((n, k), a.dtype), jax.ShapeDtypeStruct((k, k), a.dtype))
     elif op == "solve":
         out = jax.ShapeDtypeStruct((n,), a.dtype)
+    elif op == "lstsq":
+        out = jax.ShapeDtypeStruct((k,), a.dtype)
+    elif op == "trsm":
+        out = jax.ShapeDtypeStruct(b.shape, a.dtype)
     else:
         out = jax.ShapeDtypeStruct((n, n), a.dtype)
 
@@ -146,7 +184,7 @@ def _host(fn: Callable[..., Any], op: str, a: jax.Array, b: jax.Array) -> Any:
         res = fn(op, np.asarray(a_), np.asarray(b_))
         return (
             tuple(np.asarray(r, a.dtype) for r in res)
-            if op in ("qr", "tsqr")
+            if op in ("qr", "tsqr", "qr-tall")
             else np.asarray(res, a.dtype)
         )
 
@@ -165,6 +203,18 @@ def _residual(op: str, a: np.ndarray, b: np.ndarray, out: Any) -> float:
     if op == "cholesky":
         low = np.asarray(out, np.float64)
         return float(np.linalg.norm(a64 - low @ low.T) / np.linalg.norm(a64))
+    if op == "lstsq":  # the normal equations' residual, relative: 0 at the minimizer
+        x = np.asarray(out[0] if isinstance(out, tuple) else out, np.float64)
+        res = a64 @ x - b
+        return float(
+            np.linalg.norm(a64.T @ res) / (np.linalg.norm(a64) * max(np.linalg.norm(res), 1e-300))
+        )
+    if op == "trsm":
+        x = np.asarray(out, np.float64)
+        return float(
+            np.linalg.norm(a64 @ x - b)
+            / (np.linalg.norm(a64) * np.linalg.norm(x) + np.linalg.norm(b))
+        )
     q, r = (np.asarray(v, np.float64) for v in out)
     return float(np.linalg.norm(a64 - q @ r) / np.linalg.norm(a64))
 
@@ -175,6 +225,10 @@ _JNP: dict[str, Callable[..., Any]] = {
     "qr": lambda a, b: tuple(jnp.linalg.qr(a)),
     "tsqr": lambda a, b: tuple(jnp.linalg.qr(a)),
     "solve-parts": lambda a, b: jnp.linalg.solve(a, b),
+    "qr-tall": lambda a, b: tuple(jnp.linalg.qr(a)),
+    "qr-parts": lambda a, b: tuple(jnp.linalg.qr(a)),
+    "lstsq": lambda a, b: jnp.linalg.lstsq(a, b)[0],
+    **{op: (lambda a, b: jax.scipy.linalg.solve_triangular(a, b, lower=False)) for op in TRSM_RHS},
 }
 """``jnp.linalg`` for each op: the baseline (sharded input) and ``1 device``."""
 
@@ -186,16 +240,27 @@ def _candidates(op: str, m: Any, spec: P, n: int) -> dict[str, Callable[..., Any
         if _have_dask():
             out["dask"] = lambda a, b, a1, b1: _host(_dask, op, a1, b1)
         return out
+    if op == "qr-parts":
+        out = qr_ablation_candidates(m, spec, _tall(n)[1])
+        out["scipy"] = lambda a, b, a1, b1: _host(_scipy, op, a1, b1)
+        return out
     jnp_op = _JNP[op]
+    trsm = partial(solve_triangular, lower=False, mesh=m, spec=spec)
     ours: Callable[..., Any] = {
         "solve": lambda a, b: solve(a, b, mesh=m, spec=spec),
         "cholesky": lambda a, b: cholesky(a, mesh=m, spec=spec),
         "qr": lambda a, b: qr(a, mesh=m, spec=spec),
         "tsqr": lambda a, b: qr(a, mesh=m, spec=spec),
+        "qr-tall": lambda a, b: qr(a, mesh=m, spec=spec),
+        "lstsq": lambda a, b: lstsq(a, b, mesh=m, spec=spec)[0],
+        # Like SciPy's call (check_finite=False): the check is timed apart.
+        **{t: (lambda a, b: trsm(a, b, check_finite=False)) for t in TRSM_RHS},
     }[op]
     out: dict[str, Callable[..., Any]] = {
         "shardkit": lambda a, b, a1, b1: ours(a, b),
     }
+    if op in TRSM_RHS:
+        out["shardkit checked"] = lambda a, b, a1, b1: trsm(a, b)
     if op == "solve":
         out["shardkit partial"] = lambda a, b, a1, b1: solve(
             a, b, mesh=m, spec=spec, pivoting="partial"
@@ -247,10 +312,14 @@ class _Measure:
             spent.append(time.process_time() - c0)
         cpu = statistics.median(spent)
         a, b = _data(self.op, self.n)
-        res = None if name in NOT_SOLUTIONS else _residual(self.op, a, b, jax.device_get(out))
+        res = (
+            None
+            if name in NOT_SOLUTIONS | PARTS_NOT_SOLUTIONS
+            else _residual(self.op, a, b, jax.device_get(out))
+        )
         metrics: dict[str, float | None] = {"cpu_s": cpu, "resid": res}
         share = a.nbytes / self.m.size
-        if name in ("scipy", "dask", "BLAS gemm"):
+        if name in HOST_CANDIDATES:
             metrics.update(bytes_sent=None, peak_bytes=None, mem_ratio=None)
             return metrics
         structs = tuple(jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding) for x in args)
@@ -271,12 +340,16 @@ class _Measure:
 
 
 def _cases(config: SuiteConfig) -> list[Case]:
-    sizes = config.pick_sizes(QUICK_SIZES, DEFAULT_SIZES)
+    return cases_for(config, OPS, config.pick_sizes(QUICK_SIZES, DEFAULT_SIZES))
+
+
+def cases_for(config: SuiteConfig, ops: tuple[str, ...], sizes: tuple[int, ...]) -> list[Case]:
+    """The cases of ``ops`` at ``sizes`` on the configured meshes (this suite's and ``qr``'s)."""
     cases = []
     for label, m in config.mesh_grid():
         names = m.axis_names
         for n in sizes:
-            for op in OPS:
+            for op in ops:
                 spec = _spec(op, names)
                 cands = _candidates(op, m, spec, n)
                 jnp_fn = partial(lambda op, a, b, a1, b1: _JNP[op](a, b), op)

@@ -8,12 +8,16 @@ model (:class:`Comm`, ``Spec``, :func:`spec_text`) and the ``shard_map`` builder
 (:func:`build`). ``shardkit.bench``'s LU ablation times the factorization's own
 pieces: its defaults and plan (:data:`DEFAULT_BLOCK`, :data:`DEFAULT_STAGES`,
 :func:`make_plan`), the tiled trailing update (:func:`active_update`) and the grid
-``solve`` moves a one-dimensional split to (:func:`grid_for`, :func:`to_grid`). Like
+``solve`` moves a one-dimensional split to (:func:`grid_for`, :func:`to_grid`); its QR
+ablation the tall QR kernel (:func:`householder_local`), its trailing-update products
+(:func:`project`, :func:`active_update`) and the flat TSQR it replaced
+(:func:`tsqr_local`). Like
 ``equinox.internal``, it may change without notice.
 """
 
 from shardkit.linalg._blockcyclic import DEFAULT_BLOCK, DEFAULT_STAGES, make_plan
 from shardkit.linalg._grid import grid_for, to_grid
+from shardkit.linalg._householder import householder_local, project
 from shardkit.linalg._matmul import (
     ALGORITHMS,
     Comm,
@@ -24,6 +28,7 @@ from shardkit.linalg._matmul import (
     price,
     spec_text,
 )
+from shardkit.linalg._qr import _tsqr_local as tsqr_local
 from shardkit.linalg._tiles import active_update
 
 __all__ = [
@@ -37,8 +42,11 @@ __all__ = [
     "build",
     "enumerate_variants",
     "grid_for",
+    "householder_local",
     "make_plan",
     "price",
+    "project",
     "spec_text",
     "to_grid",
+    "tsqr_local",
 ]

@@ -43,8 +43,8 @@ from shardkit.layout.internal import is_traced, mesh_summary, placement, spec_su
 from shardkit.linalg._blockcyclic import AnyMesh, after, place, psum
 from shardkit.linalg._dc import DC, base_size, eigh_local
 from shardkit.linalg._dtype import as_inexact
-from shardkit.linalg._pad import cut
 from shardkit.linalg._inputs import ArrayInput, nan_unless, require_finite
+from shardkit.linalg._pad import cut
 from shardkit.linalg._qdwh import frobenius, polar_local
 from shardkit.linalg._rowqr import panel_width, row_qr
 from shardkit.linalg._rows import adjoint, ring_gram, ring_matmul, row_index

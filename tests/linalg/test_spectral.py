@@ -252,3 +252,20 @@ def test_nan_input_under_jit_gives_nan() -> None:
     bad[0, 1] = bad[1, 0] = np.inf
     w = jax.jit(lambda x: linalg.eigvalsh(x))(shardkit.shard(bad, m, "x"))
     assert np.isnan(np.asarray(w)).all()
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype", "rank"), [((60, 44), "float32", 5), ((48, 48), "float64", 0)]
+)
+def test_polar_of_rank_deficient_matrices(shape: tuple[int, int], dtype: str, rank: int) -> None:
+    # QDWH maps the null space to zero; polar completes u through the SVD.
+    rng = np.random.default_rng(11)
+    a = (rng.standard_normal((shape[0], rank)) @ rng.standard_normal((rank, shape[1]))).astype(
+        dtype
+    )
+    u, p = (np.asarray(x) for x in linalg.polar(a, mesh=make_mesh("2x4")))
+    eps = np.finfo(dtype).eps
+    bound = 50 * np.sqrt(shape[1]) * eps
+    assert np.linalg.norm(a - u @ p, 2) <= bound * max(np.linalg.norm(a, 2), 1)
+    assert np.linalg.norm(u.conj().T @ u - np.eye(shape[1]), 2) <= bound
+    assert np.linalg.eigvalsh((p + p.conj().T) / 2).min() >= -bound * max(np.linalg.norm(a, 2), 1)

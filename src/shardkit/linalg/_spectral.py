@@ -335,12 +335,26 @@ def _sym(h: jax.Array, ax: tuple[str, ...], p: int) -> jax.Array:
 def _polar_program(rows: int, cols: int, dtype: Any, m: AnyMesh, side: str, check: bool) -> Any:
     ax, p, rows_spec = _rows(m)
     big_m, big_n = _tall_sizes(rows, cols, p)
+    prob = DC(big_n, big_n, p, ax, base_size(p), True)
+
+    def via_svd(u: jax.Array, x: jax.Array) -> jax.Array:
+        """``W V^H`` from ``x = W diag(s) V^H``, ``W`` completed (rank-deficient ``x``)."""
+        h = _sym(ring_gram(u, after(x, u), ax, p), ax, p)
+        _, v, _ = eigh_local(h, prob)
+        left = _complete(ring_matmul(after(u, v), v, ax, p), big_n, ax)
+        return ring_matmul(left, adjoint(after(v, left), ax, p), ax, p)
 
     def body(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
         x, ok = _checked(x, ax, check)
-        d = frobenius(x, ax) / math.sqrt(cols)
-        x = _border(x, (rows, cols), jnp.where(d > 0, d, 1), ax)
-        u, _k = polar_local(x, ax, p)
+        # The border's singular value lies above a's: its vectors never mix with a's.
+        x = _border(x, (rows, cols), 2 * frobenius(x, ax) + 1, ax)
+        u, _ = polar_local(x, ax, p)
+        # QDWH maps a null space to zero: a numerically rank-deficient x leaves u short
+        # of orthonormal columns (||u||_F^2 < n); u then comes from the SVD instead.
+        # (A false alarm only costs time: the SVD route is right for any x.)
+        eps = float(jnp.finfo(x.dtype).eps)
+        short = frobenius(u, ax) ** 2 < big_n * (1 - 100 * eps)
+        u = jax.lax.cond(short, via_svd, lambda u, x: u, u, x)
         if side == "right":
             h = ring_gram(u, after(x, u), ax, p)
         else:
@@ -381,9 +395,9 @@ def polar(
     :mod:`shardkit.linalg._qdwh`): 6 to 10 QR-based Halley iterations on the matrix
     split by rows over the mesh, then one product for ``p``; never gathered.
 
-    For a numerically rank-deficient ``a`` (singular values below about ``eps``
-    times the largest) ``u`` is orthonormal on ``a``'s range only, as QDWH maps the
-    null space to zero; :func:`svd` completes such bases.
+    For a numerically rank-deficient ``a`` QDWH maps the null space to zero; ``u``
+    then comes from the singular value decomposition (with the basis completed, as
+    :func:`svd` does), at about the cost of one :func:`eigh` more.
 
     Args:
       a: ``(m, n)`` matrix with ``m >= n`` (square for ``side="left"``).
@@ -469,7 +483,7 @@ def _svd_program(rows: int, cols: int, dtype: Any, m: AnyMesh, vectors: bool, ch
 
 
 def _complete(u: jax.Array, cols: int, ax: tuple[str, ...]) -> jax.Array:
-    """``u`` with its columns of norm below 1/2 (zero singular values) made orthonormal.
+    """``u`` with its columns of norm below 0.9 (zero singular values) made orthonormal.
 
     QDWH maps a null space to zero, so ``U_p V`` lacks those columns: they are
     replaced by random ones and the whole ``u`` goes through one QR (its good columns
@@ -478,13 +492,18 @@ def _complete(u: jax.Array, cols: int, ax: tuple[str, ...]) -> jax.Array:
     """
     norms = psum(jnp.sum(jnp.abs(u) ** 2, axis=0), ax)
     lanes = jnp.arange(u.shape[1])
-    bad = (norms < 0.25) & (lanes < cols)
+    # Columns QDWH left short (squared norm below 0.81) belong to singular values it
+    # could not lift, at most about eps ||a||: any orthonormal completion will do.
+    bad = (norms < 0.81) & (lanes < cols)
 
     def fix(u: jax.Array) -> jax.Array:
         key = jax.random.fold_in(jax.random.PRNGKey(1), jax.lax.axis_index(ax))
         noise = jax.random.normal(key, u.shape).astype(u.dtype)
         x = jnp.where(bad[None, :], noise, u)
-        q = row_qr(x, (x.shape[0],), ax, panel_width(x.shape[0], x.shape[1]))
+        # Whole columns first: Gram-Schmidt keeps them, the new ones fill the rest.
+        order = jnp.argsort(bad, stable=True)
+        q = row_qr(x[:, order], (x.shape[0],), ax, panel_width(x.shape[0], x.shape[1]))
+        q = q[:, jnp.argsort(order)]
         dots = psum(jnp.sum(jnp.conj(q) * u, axis=0), ax)
         phase = jnp.where(jnp.abs(dots) > 0.5, dots / jnp.maximum(jnp.abs(dots), 1e-30), 1)
         return q * phase.astype(q.dtype)[None, :]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from shardkit.bench._suite import Suite
 from shardkit.bench._suite_collectives import SUITE as _COLLECTIVES
+from shardkit.bench._suite_eigh import SUITE as _EIGH
 from shardkit.bench._suite_fft import SUITE as _FFT
 from shardkit.bench._suite_linalg import SUITE as _LINALG
 from shardkit.bench._suite_matmul import SUITE as _MATMUL
@@ -12,7 +13,7 @@ from shardkit.bench._suite_train import SUITE as _TRAIN
 
 __all__ = ["SUITES", "suites"]
 
-SUITES: tuple[Suite, ...] = (_COLLECTIVES, _FFT, _LINALG, _MATMUL, _QR, _TRAIN)
+SUITES: tuple[Suite, ...] = (_COLLECTIVES, _FFT, _LINALG, _QR, _EIGH, _MATMUL, _TRAIN)
 """The built-in suites, in the order ``shardkit bench all`` runs them."""
 
 

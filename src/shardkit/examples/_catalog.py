@@ -24,6 +24,7 @@ def catalog() -> tuple[Scenario, ...]:
         _linalg,
         _manual,
         _matmul,
+        _spectral,
         _training,
     )
 
@@ -35,6 +36,7 @@ def catalog() -> tuple[Scenario, ...]:
         *_matmul.SCENARIOS,
         *_fft.SCENARIOS,
         *_linalg.SCENARIOS,
+        *_spectral.SCENARIOS,
         *_in_jit.SCENARIOS,
         *_training.SCENARIOS,
     )

@@ -234,7 +234,7 @@ def eigh(
       >>> a = shardkit.shard(np.diag(np.arange(16.0, dtype=np.float32)), m, "x,y")
       >>> w, v = eigh(a)
       >>> np.allclose(w, np.arange(16.0), atol=1e-4), v.sharding.spec
-      (True, PartitionSpec('x', 'y'))
+      (True, P('x', 'y'))
     """
     where = "eigvalsh" if eigvals_only else "eigh"
     arr, m, held = _operand(where, a, mesh, spec, square=True)

@@ -3,9 +3,8 @@
 The right-hand sides are replicated (``n x nrhs`` per device; vector-sized for a few
 of them). Each of the ``n / nb`` steps multiplies one block row (or column) of the
 local matrix by the already-solved part of the solution and sums the pieces with one
-all-reduce of ``nb x nrhs`` elements over the whole mesh; the diagonal blocks are
-all-reduced once, up front (``n x nb``). (The block-cyclic orders LU and Cholesky
-solve in: the diagonal block rides along each step's all-reduce, ``nb x (nb + nrhs)``.) Nothing of matrix size ever moves. Complex matrices are solved the same
+all-reduce of ``nb x (nb + nrhs)`` elements over the whole mesh (the diagonal block
+rides along). Nothing of matrix size ever moves. Complex matrices are solved the same
 way (``trans=2``: the conjugate transpose, through ``conj``); orders the mesh or the
 block size does not divide are padded with an identity block (see
 :mod:`shardkit.linalg._pad`; the padded matrix stays triangular).
@@ -29,7 +28,6 @@ from shardkit.linalg._blockcyclic import (
     Plan,
     SpecLike,
     Spmd,
-    after,
     dslice,
     dupdate,
     local_tables,
@@ -73,8 +71,6 @@ def substitute(
     r, c = tab.r, tab.c
     axes = plan.row_axes + plan.col_axes
     forward = lower != trans
-    if plan.order == tuple(range(blocks)):
-        return _substitute_natural(a, rhs, plan, tab, lower=lower, unit=unit, trans=trans)
 
     def step(i: jax.Array, x: jax.Array) -> jax.Array:
         e = i if forward else blocks - 1 - i
@@ -127,145 +123,6 @@ def substitute(
     return lax.fori_loop(jnp.int32(0), jnp.int32(blocks), step, jnp.zeros_like(rhs))
 
 
-SOLVED_TILE = 512
-"""Width of one tile of the solved part a block row (column) is multiplied with."""
-
-
-def _tiles_of(lo: jax.Array, hi: jax.Array, size: int, term: Any, init: jax.Array) -> jax.Array:
-    """``init + sum of term(start, keep)`` over tiles covering ``[lo, hi)`` of ``size``.
-
-    Tiles are :data:`SOLVED_TILE` wide; where one would run past ``size`` it starts
-    earlier and ``keep`` masks the indices its neighbour already covered (and those
-    outside the range). A traced trip count: only the solved part is read.
-    """
-    w = min(size, SOLVED_TILE)
-    idx = jnp.arange(w, dtype=jnp.int32)
-
-    def body(t: jax.Array, acc: jax.Array) -> jax.Array:
-        s0 = lo + t * w
-        start = jnp.minimum(s0, size - w)
-        keep = (start + idx >= s0) & (start + idx < hi)
-        return acc + term(start, keep)
-
-    if size <= w:
-        return body(jnp.int32(0), init)
-    count = jnp.maximum(hi - lo + (w - 1), 0) // w
-    return lax.fori_loop(jnp.int32(0), count, body, init)
-
-
-def _natural_product(
-    a: jax.Array,
-    x: jax.Array,
-    e: jax.Array,
-    rs: jax.Array,
-    cs: jax.Array,
-    r: jax.Array,
-    c: jax.Array,
-    nb: int,
-    forward: bool,
-    trans: bool,
-) -> jax.Array:
-    """Block ``e``'s row (column) of ``a`` times the solved part of ``x``.
-
-    Natural order: the solved columns (rows) of the block row (column) are a prefix
-    (forward) or a suffix of the local ones, contiguous in ``x``: they are read tile by
-    tile, nothing else is (no masked copy of the whole block row, no gather of ``x``).
-    """
-    m, k = a.shape
-    nrhs = x.shape[1]
-    dt = jnp.result_type(a, x)
-    size, base = (m, r * m) if trans else (k, c * k)
-    if forward:
-        lo, hi = jnp.int32(0), jnp.clip(e * nb - base, 0, size)
-    else:
-        lo, hi = jnp.clip((e + 1) * nb - base, 0, size), jnp.int32(size)
-    w = min(size, SOLVED_TILE)
-    if not trans:
-
-        def term(start: jax.Array, keep: jax.Array) -> jax.Array:
-            blk = dslice(a, (rs * nb, start), (nb, w))
-            return jnp.where(keep[None, :], blk, 0) @ dslice(x, (base + start, 0), (w, nrhs))
-
-        return _tiles_of(lo, hi, size, term, jnp.zeros((nb, nrhs), dt))
-
-    def term_t(start: jax.Array, keep: jax.Array) -> jax.Array:
-        # x^T blk: the big operand stays row-major (see the cyclic path's note).
-        blk = dslice(a, (start, cs * nb), (w, nb))
-        return dslice(x, (base + start, 0), (w, nrhs)).T @ jnp.where(keep[:, None], blk, 0)
-
-    return _tiles_of(lo, hi, size, term_t, jnp.zeros((nrhs, nb), dt)).T
-
-
-def _diagonal_blocks(
-    a: jax.Array, plan: Plan, tab: LocalTables, *, forward: bool, unit: bool, trans: bool
-) -> jax.Array:
-    """Every diagonal block of ``op(T)``, ``(n / nb, nb, nb)`` on every device: one all-reduce.
-
-    Natural order. Each device cuts the blocks it holds (the others' are zero), the
-    triangle ``op(T)`` reads is kept (ones on a unit diagonal).
-    """
-    nb, m, k = plan.nb, plan.m, plan.k
-
-    def cut(e: jax.Array) -> jax.Array:
-        i, j = e * nb - tab.r * m, e * nb - tab.c * k
-        held = (i >= 0) & (i < m) & (j >= 0) & (j < k)
-        blk = dslice(a, (jnp.clip(i, 0, m - nb), jnp.clip(j, 0, k - nb)), (nb, nb))
-        return jnp.where(held, blk, 0)
-
-    d = jax.vmap(cut)(jnp.arange(plan.blocks, dtype=jnp.int32))
-    d = jnp.swapaxes(d, 1, 2) if trans else d
-    # op(T) is lower exactly when the substitution runs forward.
-    d = jnp.tril(d, -1 if unit else 0) if forward else jnp.triu(d, 1 if unit else 0)
-    d = psum(d, plan.row_axes + plan.col_axes)
-    return d + jnp.eye(nb, dtype=d.dtype) if unit else d
-
-
-def _substitute_natural(
-    a: jax.Array,
-    rhs: jax.Array,
-    plan: Plan,
-    tab: LocalTables,
-    *,
-    lower: bool,
-    unit: bool,
-    trans: bool,
-) -> jax.Array:
-    """:func:`substitute` in natural order: the diagonal blocks gathered once, up front.
-
-    Per step only the ``nb x nrhs`` partial products are summed (one all-reduce), not
-    the ``nb x nb`` diagonal block beside them; the products read only the solved part
-    of the block row (column), tile by tile (:func:`_natural_product`), where the
-    general path multiplied a masked copy of the whole block row by a gathered copy of
-    ``x``. Measured at n=4096 on 8 devices (float32, check_finite=False): 1024
-    right-hand sides 0.50 -> 0.22 CPU-s (SciPy 0.17), 64: 49 -> 30 ms (12), one:
-    16 ms either way (1.4; the 32 steps' all-reduces and loop cost ~9 ms of it).
-    """
-    nb, blocks = plan.nb, plan.blocks
-    r, c = tab.r, tab.c
-    forward = lower != trans
-    diags = _diagonal_blocks(a, plan, tab, forward=forward, unit=unit, trans=trans)
-    nrhs = rhs.shape[1]
-    dt = jnp.result_type(a, rhs)
-
-    def step(i: jax.Array, x: jax.Array) -> jax.Array:
-        e = i if forward else blocks - 1 - i
-        rs, cs = tab.slot_r[e], tab.slot_c[e]
-        mine = (c == tab.own_c[e]) if trans else (r == tab.own_r[e])
-
-        def product() -> jax.Array:
-            return _natural_product(a, x, e, rs, cs, r, c, nb, forward, trans)
-
-        part = lax.cond(mine, product, lambda: jnp.zeros((nb, nrhs), dt))
-        part = psum(part, plan.row_axes + plan.col_axes)
-        b = dslice(rhs, (e * nb, 0), (nb, nrhs)) - part
-        xe = trsm(diags[e], b, lower=forward, unit_diagonal=unit)
-        return dupdate(x, xe, (e * nb, 0))
-
-    # The steps' all-reduces after the diagonal blocks' (one chain; see after()).
-    x0 = after(jnp.zeros_like(rhs), diags)
-    return lax.fori_loop(jnp.int32(0), jnp.int32(blocks), step, x0)
-
-
 @functools.lru_cache(maxsize=128)
 def triangular_program(
     plan: Plan, mesh: AnyMesh, spec: PartitionSpec, lower: bool, unit: bool, trans: bool
@@ -297,9 +154,9 @@ def solve_triangular(
     """Solve ``op(a) x = b`` for triangular sharded ``a``, like ``jax.scipy.linalg.solve_triangular``.
 
     ``a`` stays where it is (``NamedSharding`` ``P(rows, cols)``); ``b`` is replicated
-    (a vector-sized all-gather when it is sharded). Communication: one all-reduce of
-    the diagonal blocks (``n x nb``), then ``n / nb`` all-reduces of ``nb x nrhs``.
-    Memory per device: its share of ``a`` plus ``O(n * (nrhs + nb))``. A zero on the diagonal gives inf, as in SciPy.
+    (a vector-sized all-gather when it is sharded). Communication: ``n / nb``
+    all-reduces of ``nb x (nb + nrhs)`` elements. Memory per device: its share of
+    ``a`` plus ``O(n * nrhs + nb^2)``. A zero on the diagonal gives inf, as in SciPy.
     An order the mesh or ``nb`` does not divide is padded: one more array of
     ``size^2 / P`` elements per device, ``size`` the next multiple of
     ``lcm(R, C)`` times the block size (``n = 999`` on 2x4, ``nb=128``: 1000); ``x`` is

@@ -119,15 +119,19 @@ def test_eigh_layouts_dtypes_and_jit(mesh: str, axes: str, dtype: str, n: int, j
     )
 
 
-def test_eigh_subset_by_index() -> None:
-    a = _spectrum("random", 32, np.random.default_rng(3))
+@pytest.mark.parametrize("subset", [(4, 9), (60, 63)])
+def test_eigh_subset_by_index(subset: tuple[int, int]) -> None:
+    # n=64 on 8 devices: segments above 24 rows are split; a subset splits only its own.
+    a = _spectrum("random", 64, np.random.default_rng(3))
     m = make_mesh("2x4")
     x = shardkit.shard(a, m, "x,y")
-    w, v = linalg.eigh(x, subset_by_index=(4, 9))
-    ref = sl.eigh(a, subset_by_index=(4, 9), eigvals_only=True)
+    w, v = linalg.eigh(x, subset_by_index=subset)
+    ref = sl.eigh(a, subset_by_index=subset, eigvals_only=True)
     np.testing.assert_allclose(np.asarray(w), ref, atol=1e-12)
-    assert v.shape == (32, 6)
-    np.testing.assert_allclose(a @ np.asarray(v), np.asarray(v) * np.asarray(w), atol=1e-12)
+    assert v.shape == (64, subset[1] - subset[0] + 1)
+    v = np.asarray(v)
+    np.testing.assert_allclose(a @ v, v * np.asarray(w), atol=1e-12)
+    np.testing.assert_allclose(v.T @ v, np.eye(v.shape[1]), atol=1e-12)
 
 
 def _check_svd(a: np.ndarray, u: np.ndarray, s: np.ndarray, vh: np.ndarray, dtype: str) -> None:

@@ -69,6 +69,15 @@ class DC(NamedTuple):
     ax: tuple[str, ...]
     t: int  # the base case's window spans t + 1 row blocks
     vectors: bool
+    want: tuple[int, int] | None = None  # eigenvalue indices asked for (inclusive)
+
+
+def _needed(sg: Segments, prob: DC) -> jax.Array:
+    """Per index: whether its segment holds an asked-for eigenvalue (all, by default)."""
+    if prob.want is None:
+        return jnp.ones(sg.start.shape, bool)
+    lo, hi = prob.want
+    return (sg.start <= hi) & (sg.start + sg.size > lo)
 
 
 def base_size(p: int) -> int:
@@ -195,7 +204,8 @@ def _level(state: Level, norm: jax.Array, prob: DC) -> Level:
     sg = segments(starts)
     d, off = _diag_and_rows(h, ax)
     off_seg = jax.ops.segment_sum(off, sg.seg, num_segments=n)[sg.seg]
-    big = sg.size > (prob.t * (n // prob.p) if prob.p > 1 else n)
+    # Segments holding none of the asked-for eigenvalues are left as they are.
+    big = (sg.size > (prob.t * (n // prob.p) if prob.p > 1 else n)) & _needed(sg, prob)
     done = off_seg <= (eps * norm) ** 2
     active = big & ~done
     shift, order = _shifts(d, sg, 8 * eps * norm)
@@ -263,6 +273,9 @@ def _base(
     sg = segments(jnp.concatenate([starts, jnp.ones((pad,), bool)]))
     gw = me * rows + jnp.arange(w, dtype=jnp.int32)
     real = (sg.start[gw] >= me * rows) & (sg.start[gw] < (me + 1) * rows) & (gw < n)
+    # A segment left unsplit (none of its eigenvalues asked for) may outgrow the window:
+    # its indices get zeros, never another segment's place.
+    real = real & (sg.size[gw] <= t * rows)
     win = _windows(h, pad, prob)
     same = (sg.seg[gw][:, None] == sg.seg[gw][None, :]) & real[:, None] & real[None, :]
     big = (4 * norm + 1).astype(win.dtype)
@@ -326,7 +339,8 @@ def eigh_local(h: jax.Array, prob: DC) -> tuple[jax.Array, jax.Array, jax.Array]
     cap = 2 * n // max(limit, 1) + 8
 
     def more(s: Level) -> jax.Array:
-        return (s.level < cap) & jnp.any(segments(s.starts).size > limit)
+        sg = segments(s.starts)
+        return (s.level < cap) & jnp.any((sg.size > limit) & _needed(sg, prob))
 
     state = lax.while_loop(more, lambda s: _level(s, norm, prob), Level(h, v, starts, jnp.int32(0)))
     lam, vec = _base(state.h, state.v, state.starts, norm, prob)

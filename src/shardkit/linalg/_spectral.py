@@ -151,10 +151,18 @@ def _checked(x: jax.Array, ax: tuple[str, ...], check: bool) -> tuple[jax.Array,
 
 
 @functools.lru_cache(maxsize=32)
-def _eigh_program(n: int, dtype: Any, m: AnyMesh, lower: bool, vectors: bool, check: bool) -> Any:
+def _eigh_program(
+    n: int,
+    dtype: Any,
+    m: AnyMesh,
+    lower: bool,
+    vectors: bool,
+    check: bool,
+    want: tuple[int, int] | None,
+) -> Any:
     ax, p, rows_spec = _rows(m)
     big = _round_up(n, p)
-    prob = DC(big, n, p, ax, base_size(p), vectors)
+    prob = DC(big, n, p, ax, base_size(p), vectors, want)
 
     def body(x: jax.Array) -> tuple[jax.Array, ...]:
         x, ok = _checked(x, ax, check)
@@ -213,7 +221,8 @@ def eigh(
       lower: read the lower triangle (scipy's default) or the upper one.
       eigvals_only: return only the eigenvalues.
       subset_by_index: ``(lo, hi)``, inclusive indices of the ascending eigenvalues
-        to return (scipy's convention).
+        to return (scipy's convention). Only the subproblems holding them are split
+        further (fewer levels for a narrow subset at either end of the spectrum).
       check_finite: eagerly raise on inf or NaN; under ``jax.jit`` such input gives
         NaN results instead.
       mesh, spec: where ``a`` lives when it does not say so itself (host data).
@@ -247,7 +256,9 @@ def eigh(
         return w if eigvals_only else (w, jnp.zeros((0, 0), arr.dtype))
     x = arr if isinstance(arr, jax.Array) or traced else jnp.asarray(arr)
     check = bool(check_finite) and traced
-    w, v, good = _eigh_program(n, np.dtype(arr.dtype), m, bool(lower), not eigvals_only, check)(x)
+    want = None if (lo, hi) == (0, n - 1) else (lo, hi)
+    program = _eigh_program(n, np.dtype(arr.dtype), m, bool(lower), not eigvals_only, check, want)
+    w, v, good = program(x)
     w = w[lo : hi + 1] if (lo, hi) != (0, n - 1) or w.shape[0] != n else w
     if eigvals_only:
         return _finish(where, w, good, traced, ok)

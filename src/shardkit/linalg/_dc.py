@@ -52,7 +52,7 @@ from jax import lax
 from shardkit.linalg._blockcyclic import after, axis_index, dslice, dupdate, psum
 from shardkit.linalg._qdwh import frobenius, polar_local
 from shardkit.linalg._rowqr import panel_width, row_qr
-from shardkit.linalg._rows import adjoint, ring_matmul, row_index
+from shardkit.linalg._rows import adjoint, identity_rows, ring_matmul, row_index
 
 __all__ = ["DC", "base_size", "eigh_local"]
 
@@ -241,7 +241,6 @@ def _level(state: Level, norm: jax.Array, prob: DC) -> Level:
     halve = big & done & (idx == sg.start + sg.size // 2)
     starts = starts | split | halve
     new = segments(starts)
-    g = row_index(rows, ax)
     h = jnp.where(new.seg[g][:, None] == new.seg[None, :], h, 0)
     return Level(h, v, starts, lev + 1)
 
@@ -330,7 +329,7 @@ def eigh_local(h: jax.Array, prob: DC) -> tuple[jax.Array, jax.Array, jax.Array]
         g = row_index(rows, ax)
         pad = (g[:, None] == jnp.arange(n)[None, :]) & (g[:, None] >= prob.real)
         h = jnp.where(pad, (4 * norm + 1).astype(h.dtype), h)
-    v = _identity(rows, n, h.dtype, ax) if prob.vectors else jnp.zeros((1, 1), h.dtype)
+    v = identity_rows(rows, n, h.dtype, ax) if prob.vectors else jnp.zeros((1, 1), h.dtype)
     starts = jnp.arange(n) == 0
     if p == 1:
         lam, vec = jnp.linalg.eigh(h) if prob.vectors else (jnp.linalg.eigvalsh(h), v)
@@ -345,8 +344,3 @@ def eigh_local(h: jax.Array, prob: DC) -> tuple[jax.Array, jax.Array, jax.Array]
     state = lax.while_loop(more, lambda s: _level(s, norm, prob), Level(h, v, starts, jnp.int32(0)))
     lam, vec = _base(state.h, state.v, state.starts, norm, prob)
     return lam, vec, ~more(state)
-
-
-def _identity(rows: int, n: int, dtype: jnp.dtype, ax: tuple[str, ...]) -> jax.Array:
-    g = row_index(rows, ax)
-    return (g[:, None] == jnp.arange(n, dtype=jnp.int32)[None, :]).astype(dtype)

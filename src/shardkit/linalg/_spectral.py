@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec
 
-from shardkit.layout.internal import is_traced, mesh_summary, placement, spec_summary, to_pspec
+from shardkit.layout.internal import check_spec_axes, entry_axes, is_traced, placement, to_pspec
 from shardkit.linalg._blockcyclic import AnyMesh, after, place, psum
 from shardkit.linalg._dc import DC, base_size, eigh_local
 from shardkit.linalg._dtype import as_inexact
@@ -85,13 +85,7 @@ def _operand(
             "mesh=... (and spec=...)."
         )
     m = found.mesh
-    norm = found.spec or ()
-    for axis in (e for entry in norm for e in entry):
-        if axis not in m.axis_names:
-            raise ValueError(
-                f"{where}: spec={spec_summary(to_pspec(norm))} names axis {axis!r}, "
-                f"not an axis of {mesh_summary(m)}"
-            )
+    check_spec_axes(where, shape, to_pspec(found.spec or ()), m)
     held = None
     if found.spec is not None and any(found.spec):
         held = to_pspec(found.spec)
@@ -101,10 +95,11 @@ def _operand(
 def _back(x: jax.Array, m: AnyMesh, held: PartitionSpec | None, shape: tuple[int, int]) -> Any:
     """``x[:shape]`` on the caller's layout (see the module docstring)."""
     if x.shape[0] != shape[0]:  # padded rows: the result comes back replicated
-        return cut(x, m, PartitionSpec(tuple(m.axis_names), None), shape)
+        return cut(x, m, _rows(m)[2], shape)
     x = x[:, : shape[1]]  # columns are not split
     if held is not None and all(
-        shape[d] % math.prod(m.shape[a] for a in _names(held, d)) == 0 for d in (0, 1)
+        shape[d] % math.prod(m.shape[a] for a in entry_axes((*held, None, None)[d])) == 0
+        for d in (0, 1)
     ):
         return place(x, m, held)
     return x
@@ -114,11 +109,6 @@ def _then(x: jax.Array, dep: jax.Array) -> jax.Array:
     """``x``, made to wait for ``dep`` outside ``shard_map`` (a sum: a scalar all-reduce)."""
     never = jnp.abs(jnp.sum(dep)) > jnp.inf
     return jnp.where(never, jnp.zeros_like(x), x)
-
-
-def _names(spec: PartitionSpec, d: int) -> tuple[str, ...]:
-    entry = (*tuple(spec), None, None)[d]
-    return () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
 
 
 def _rows(m: AnyMesh) -> tuple[tuple[str, ...], int, PartitionSpec]:

@@ -25,7 +25,7 @@ from jax import lax
 
 from shardkit.linalg._blockcyclic import axis_index, dslice
 
-__all__ = ["adjoint", "identity_rows", "ring_gram", "ring_matmul", "row_index"]
+__all__ = ["adjoint", "broadcast_rows", "identity_rows", "ring_gram", "ring_matmul", "row_index"]
 
 
 def row_index(rows: int, ax: tuple[str, ...]) -> jax.Array:
@@ -99,3 +99,10 @@ def ring_gram(u: jax.Array, a: jax.Array, ax: tuple[str, ...], p: int) -> jax.Ar
         return lax.ppermute(acc, ax, perm) + part(t)
 
     return lax.fori_loop(jnp.int32(1), jnp.int32(p), step, part(jnp.int32(0)))
+
+
+def broadcast_rows(x: jax.Array, owner: jax.Array, ax: tuple[str, ...]) -> jax.Array:
+    """Device ``owner``'s block ``x`` on every device: one all-reduce of one block."""
+    if not ax:
+        return x
+    return lax.psum(jnp.where(axis_index(ax) == owner, x, jnp.zeros_like(x)), ax)

@@ -30,8 +30,8 @@ precision even when ``G``'s columns are badly conditioned).
 
 **Finished segments.** A segment whose off-diagonal part is below ``eps ||A||_F`` is
 diagonal to working precision: its diagonal is sorted by a permutation instead of
-split by a shift. Segments of at most :func:`base_size` rows are finished locally by
-the base case.
+split by a shift. Segments that fit the base case's window of the device where they
+start (:func:`base_size`) are finished locally by the base case.
 
 **Base case.** Device ``d`` takes the segments *starting* in its rows: it receives the
 next ``t`` devices' rows of its ``(t + 1) b``-wide diagonal window (``t``

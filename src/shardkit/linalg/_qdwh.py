@@ -18,12 +18,15 @@ QR is blind to the order of the rows, so the stack needs no communication. The Q
 two row groups apart), which keeps ``q`` orthonormal while the stacked matrix's
 condition ``~ 1 / l_0`` stays well below ``1 / eps``. ``l_0`` is therefore floored at
 :data:`L0_FLOOR` (``1e-5`` in single, ``1e-10`` in double precision): singular values
-below it still converge, a step or two later. Every
-iteration is QR-based (JAX's single-device QDWH switches to Cholesky once
-``c_k <= 100``; a Cholesky solve with a whole-matrix right-hand side has no
-never-gathering kernel here yet).
+below it still converge, a step or two later.
 
-Cost per iteration: the QR of the ``(M + N) x N`` stack (about ``4 (M + N) N^2`` flops)
+**Cholesky-based iterations.** Once ``c_k <= 100`` (``I + c X^H X`` then has condition
+at most 101) an iteration needs no QR: ``X_{k+1} = b/c X + (a - b/c) X Z^{-1}`` with
+``Z = R^H R`` factored by :func:`gram_solve` (Nakatsukasa and Higham's switch, as
+JAX's single-device QDWH does). In single precision that is every iteration but the
+first, in double all but two.
+
+Cost per QR-based iteration: the QR of the ``(M + N) x N`` stack (about ``4 (M + N) N^2`` flops)
 and one ring product ``Q1 Q2^H`` (``2 M N^2``), spread over the devices; collectives:
 BCGS2's panel-sized all-reduces and all-gathers, one all-to-all of a block (``Q2^H``)
 and ``p - 1`` collective-permutes of a block.

@@ -21,10 +21,14 @@ bordered by a diagonal block whose eigenvalues lie above the spectrum (eigh) or 
 identity (polar, svd), which changes nothing of the result, and the results come back
 replicated.
 
-**Cost.** About ``10 (M + N) N^2 / p`` flops per device per QDWH iteration (6 to 10
-iterations); eigh runs one polar decomposition of the whole matrix per level (about
-``log2(p / t)`` levels for balanced splits, see :func:`~shardkit.linalg._dc.base_size`),
-which is several times LAPACK's flops: the price of never gathering the matrix.
+**Cost.** Per QDWH iteration about ``10 (M + N) N^2 / p`` flops per device while it is
+QR-based (the first one in single precision, two in double), about ``5 M N^2 / p``
+after (Cholesky-based); 4 to 5 iterations in all. eigh runs one polar decomposition
+of the whole matrix per level of divide and conquer; the base case's windows are wide
+enough that a first split's halves usually need no second level (see
+:func:`~shardkit.linalg._dc.base_size`). Measured at ``n = 1024`` float32 on 8
+simulated CPU devices: polar about 2.3x, eigh about 12x ``scipy.linalg``'s CPU
+seconds: the price of never gathering the matrix.
 Memory: at most a few shares per device (a share is ``N^2 / p`` elements).
 """
 

@@ -447,7 +447,9 @@ def polar(
 
 
 @functools.lru_cache(maxsize=32)
-def _svd_program(rows: int, cols: int, dtype: Any, m: AnyMesh, vectors: bool, check: bool) -> Any:
+def _svd_program(
+    rows: int, cols: int, dtype: Any, m: AnyMesh, vectors: bool, check: bool, full: bool = False
+) -> Any:
     ax, p, rows_spec = _rows(m)
     big_m, big_n = _tall_sizes(rows, cols, p)
     prob = DC(big_n, big_n, p, ax, base_size(p), vectors)
@@ -466,7 +468,10 @@ def _svd_program(rows: int, cols: int, dtype: Any, m: AnyMesh, vectors: bool, ch
             return s, good
         v = after(v[:, order], s)
         left = ring_matmul(after(u, v), v, ax, p)
-        left = _complete(left, cols, ax)
+        if full:  # u square: its columns past cols complete the basis
+            left = _complete(_square(left, rows, cols, big_m, ax), big_m, ax)
+        else:
+            left = _complete(left, cols, ax)
         vh = adjoint(after(v, left), ax, p)
         return s, after(left, vh), vh, good
 
@@ -485,6 +490,16 @@ def _svd_program(rows: int, cols: int, dtype: Any, m: AnyMesh, vectors: bool, ch
             return run(x)
 
     return jax.jit(program)
+
+
+def _square(u: jax.Array, rows: int, cols: int, big_m: int, ax: tuple[str, ...]) -> jax.Array:
+    """Rows of the ``M x M`` matrix ``[u[:, :cols], 0, I]``: zero columns up to ``rows``
+    (for :func:`_complete` to fill), then the padding rows' unit vectors."""
+    loc = u.shape[0]
+    lanes = jnp.arange(big_m, dtype=jnp.int32)
+    unit = (row_index(loc, ax)[:, None] == lanes[None, :]) & (lanes[None, :] >= rows)
+    body = jnp.pad(u[:, :cols], ((0, 0), (0, big_m - cols)))
+    return jnp.where(unit, jnp.ones((), u.dtype), body)
 
 
 def _complete(u: jax.Array, cols: int, ax: tuple[str, ...]) -> jax.Array:
@@ -528,8 +543,8 @@ def svd(
 ) -> Any:
     """Singular value decomposition ``a = u @ diag(s) @ vh`` of a sharded matrix, never gathered.
 
-    SciPy's result: singular values descending, ``u`` ``(m, k)`` and ``vh``
-    ``(k, n)`` with ``k = min(m, n)``. Computed as the polar decomposition
+    SciPy's result: singular values descending, ``u`` ``(m, m)`` and ``vh`` ``(n, n)``
+    (``(m, k)`` and ``(k, n)``, ``k = min(m, n)``, with ``full_matrices=False``). Computed as the polar decomposition
     ``a = u_p h`` (QDWH), the eigendecomposition ``h = v diag(s) v^H``
     (:func:`eigh`'s divide and conquer) and one ring product ``u = u_p v``; a wide
     matrix through its adjoint. Columns of ``u`` for zero singular values are
@@ -537,8 +552,10 @@ def svd(
 
     Args:
       a: ``(m, n)`` matrix.
-      full_matrices: scipy's default True asks for a square ``u`` (``m x m``) or ``vh``;
-        for a square ``a`` both agree. False: the economic factors.
+      full_matrices: scipy's default True: a square ``u`` (``m x m``) and ``vh``
+        (``n x n``), the columns past ``min(m, n)`` an orthonormal completion (one QR
+        of the square factor's rows, ``m^2 / p`` elements per device). False: the
+        economic factors; for a square ``a`` both agree.
       compute_uv: False returns ``s`` alone (as :func:`svdvals`).
       check_finite: eagerly raise on inf or NaN (NaN results under ``jax.jit``).
       mesh, spec: where ``a`` lives when it does not say so itself (host data).
@@ -548,7 +565,6 @@ def svd(
 
     Raises:
       ValueError: infs or NaNs, unknown layout, not a matrix.
-      NotImplementedError: ``full_matrices=True`` for a non-square ``a``.
 
     Example:
       >>> import shardkit
@@ -561,12 +577,7 @@ def svd(
     where = "svd" if compute_uv else "svdvals"
     arr, m, held = _operand(where, a, mesh, spec, square=False)
     rows, cols = (int(s) for s in arr.shape)
-    if compute_uv and full_matrices and rows != cols:
-        raise NotImplementedError(
-            f"{where}: a.shape={(rows, cols)} with full_matrices=True is not implemented "
-            "(the completion of u or vh to a square unitary); pass full_matrices=False for "
-            "the economic factors."
-        )
+    full = bool(compute_uv and full_matrices and rows != cols)
     traced = is_traced(arr)
     ok = None if traced else require_finite(where, check_finite, a=arr)
     x = arr if isinstance(arr, jax.Array) or traced else jnp.asarray(arr)
@@ -574,19 +585,21 @@ def svd(
         s = jnp.zeros((0,), jnp.finfo(arr.dtype).dtype)
         if not compute_uv:
             return s
+        if full:
+            return jnp.eye(rows, dtype=arr.dtype), s, jnp.eye(cols, dtype=arr.dtype)
         return jnp.zeros((rows, 0), arr.dtype), s, jnp.zeros((0, cols), arr.dtype)
     wide = rows < cols
     if wide:
         x = jnp.conj(x.T)
         rows, cols = cols, rows
     check = bool(check_finite) and traced
-    out = _svd_program(rows, cols, np.dtype(arr.dtype), m, compute_uv, check)(x)
+    out = _svd_program(rows, cols, np.dtype(arr.dtype), m, compute_uv, check, full)(x)
     if not compute_uv:
         s, good = out
         return _finish(where, s[:cols], good, traced, ok)
     s, u, vh, good = out
     s = s[:cols]
-    u = _back(u, m, held if not wide else None, (rows, cols))
+    u = _back(u, m, held if not wide else None, (rows, rows if full else cols))
     vh = _back(_then(vh, u), m, None, (cols, cols))
     if wide:
         u, vh = jnp.conj(vh.T), jnp.conj(u.T)

@@ -184,6 +184,16 @@ def test_svd_matches_lapack(shape: tuple[int, int], mesh: str, dtype: str, kind:
     )
 
 
+def test_full_svd_of_a_sharded_tall_matrix_under_jit() -> None:
+    m = make_mesh("8", "explicit")
+    a = np.random.default_rng(3).standard_normal((64, 24)).astype(np.float32)
+    x = shardkit.shard(a, m, "x,None")
+    u, s, vh = jax.jit(linalg.svd)(x)
+    assert (u.shape, vh.shape) == ((64, 64), (24, 24))
+    assert u.sharding.spec == x.sharding.spec  # the caller's layout
+    _check_svd(a, np.asarray(u), np.asarray(s), np.asarray(vh), "float32")
+
+
 @pytest.mark.parametrize(
     ("shape", "mesh", "dtype", "cond"),
     [

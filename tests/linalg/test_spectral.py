@@ -7,6 +7,8 @@ of LAPACK's; singular value decompositions and polar factors to the same standar
 
 from __future__ import annotations
 
+from typing import Literal
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -221,6 +223,30 @@ def test_polar_matches_scipy(shape: tuple[int, int], mesh: str, dtype: str, cond
     u_ref, _ = sl.polar(a.astype(np.complex128))
     # The polar factor's sensitivity is 1 / sigma_min: compare within cond * eps.
     assert np.abs(u - u_ref).max() <= 50 * cond * eps
+
+
+@pytest.mark.parametrize(
+    ("shape", "mesh", "dtype", "side"),
+    [
+        ((20, 44), "2x4", "float32", "right"),  # wide: u has orthonormal rows
+        ((44, 20), "8", "complex64", "left"),  # tall, p = a u^H (m x m)
+        ((20, 44), "4x2", "float64", "left"),
+    ],
+)
+def test_polar_of_any_shape_and_side(
+    shape: tuple[int, int], mesh: str, dtype: str, side: Literal["right", "left"]
+) -> None:
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        a = a + 1j * rng.standard_normal(shape)
+    a = a.astype(dtype)
+    u, p = (np.asarray(x) for x in linalg.polar(a, side, mesh=make_mesh(mesh)))
+    u_ref, p_ref = sl.polar(a.astype(np.complex128), side)
+    assert (u.shape, p.shape) == (u_ref.shape, p_ref.shape)
+    tol = 200 * np.sqrt(max(shape)) * np.finfo(dtype).eps
+    assert np.abs(u - u_ref).max() <= tol
+    assert np.abs(p - p_ref).max() <= tol * np.abs(p_ref).max()
 
 
 def test_compiled_eigh_never_gathers_and_keeps_its_memory_bound() -> None:

@@ -51,7 +51,7 @@ from shardkit.linalg._inputs import ArrayInput, nan_unless, require_finite
 from shardkit.linalg._pad import cut
 from shardkit.linalg._qdwh import frobenius, polar_local
 from shardkit.linalg._rowqr import panel_width, row_qr
-from shardkit.linalg._rows import adjoint, ring_gram, ring_matmul, row_index
+from shardkit.linalg._rows import adjoint, ring_gram, ring_matmul, ring_outer, row_index
 
 __all__ = ["SpectralError", "eigh", "eigvalsh", "polar", "svd", "svdvals"]
 
@@ -337,7 +337,9 @@ def _sym(h: jax.Array, ax: tuple[str, ...], p: int) -> jax.Array:
 
 
 @functools.lru_cache(maxsize=32)
-def _polar_program(rows: int, cols: int, dtype: Any, m: AnyMesh, side: str, check: bool) -> Any:
+def _polar_program(rows: int, cols: int, dtype: Any, m: AnyMesh, big: bool, check: bool) -> Any:
+    """``(u, p)`` of a tall or square ``rows x cols`` matrix; ``p`` is ``u^H a`` (``cols``
+    square) or, with ``big``, ``a u^H`` (``rows`` square)."""
     ax, p, rows_spec = _rows(m)
     big_m, big_n = _tall_sizes(rows, cols, p)
     prob = DC(big_n, big_n, p, ax, base_size(p), True)
@@ -360,10 +362,7 @@ def _polar_program(rows: int, cols: int, dtype: Any, m: AnyMesh, side: str, chec
         eps = float(jnp.finfo(x.dtype).eps)
         short = frobenius(u, ax) ** 2 < big_n * (1 - 100 * eps)
         u = jax.lax.cond(short, via_svd, lambda u, x: u, u, x)
-        if side == "right":
-            h = ring_gram(u, after(x, u), ax, p)
-        else:
-            h = ring_matmul(x, adjoint(after(u, u), ax, p), ax, p)
+        h = ring_outer(after(x, u), u, ax, p) if big else ring_gram(u, after(x, u), ax, p)
         h = _sym(h, ax, p)
         return after(u, h), h, ok
 
@@ -397,15 +396,17 @@ def polar(
     SciPy's signature and result: ``u`` has orthonormal columns (the nearest such
     matrix to ``a``), ``p`` is Hermitian positive semi-definite (``n x n`` for
     ``"right"``, ``m x m`` for ``"left"``). Computed by QDWH (see
-    :mod:`shardkit.linalg._qdwh`): 6 to 10 QR-based Halley iterations on the matrix
-    split by rows over the mesh, then one product for ``p``; never gathered.
+    :mod:`shardkit.linalg._qdwh`): 4 to 5 Halley iterations (QR-based, then
+    Cholesky-based) on the matrix split by rows over the mesh, then one product for
+    ``p``; never gathered. A wide ``a`` goes through its adjoint.
 
     For a numerically rank-deficient ``a`` QDWH maps the null space to zero; ``u``
     then comes from the singular value decomposition (with the basis completed, as
     :func:`svd` does), at about the cost of one :func:`eigh` more.
 
     Args:
-      a: ``(m, n)`` matrix with ``m >= n`` (square for ``side="left"``).
+      a: ``(m, n)`` matrix (any shape: ``u`` is ``m x n``, with orthonormal columns
+        when ``m >= n`` and orthonormal rows when ``m < n``).
       side: ``"right"`` (scipy's default) or ``"left"``.
       check_finite: eagerly raise on inf or NaN (NaN results under ``jax.jit``).
       mesh, spec: where ``a`` lives when it does not say so itself (host data).
@@ -415,7 +416,6 @@ def polar(
 
     Raises:
       ValueError: bad ``side``, infs or NaNs, unknown layout.
-      NotImplementedError: wide ``a`` (``m < n``), or a tall one with ``side="left"``.
 
     Example:
       >>> import shardkit
@@ -429,20 +429,27 @@ def polar(
         raise ValueError(f"polar: side={side!r} is not one of ['right', 'left']")
     arr, m, held = _operand("polar", a, mesh, spec, square=False)
     rows, cols = (int(s) for s in arr.shape)
-    if rows < cols or (side == "left" and rows != cols):
-        raise NotImplementedError(
-            f"polar: a.shape={(rows, cols)} with side={side!r} is not implemented (QDWH here "
-            "takes m >= n, and side='left' square matrices). For a wide matrix use "
-            "polar(a.conj().T) and transpose its factors: a = p' u' with u' = u.conj().T."
-        )
     traced = is_traced(arr)
     ok = None if traced else require_finite("polar", check_finite, a=arr)
     x = arr if isinstance(arr, jax.Array) or traced else jnp.asarray(arr)
+    if min(rows, cols) == 0:
+        k = cols if side == "right" else rows
+        return jnp.zeros((rows, cols), arr.dtype), jnp.zeros((k, k), arr.dtype)
+    # A wide matrix through its adjoint a^H = u' p': u = u'^H, and the Hermitian factor
+    # asked for is u' a (n x n) or a u'^H... both a product of the tall problem's own.
+    wide = rows < cols
+    if wide:
+        x = jnp.conj(x.T)
+        rows, cols = cols, rows
+    big = (side == "left") != wide
     check = bool(check_finite) and traced
-    u, h, good = _polar_program(rows, cols, np.dtype(arr.dtype), m, side, check)(x)
+    u, h, good = _polar_program(rows, cols, np.dtype(arr.dtype), m, big, check)(x)
     # The two moves back run one after the other (see _checked on unordered collectives).
-    u = _back(u, m, held, (rows, cols))
-    h = _back(_then(h, u), m, held if rows == cols else None, (cols, cols))
+    u = _back(u, m, None if wide else held, (rows, cols))
+    k = rows if big else cols
+    h = _back(_then(h, u), m, held if rows == cols and not wide else None, (k, k))
+    if wide:
+        u = jnp.conj(u.T)
     return nan_unless((u, h), good if traced else ok)
 
 

@@ -246,7 +246,9 @@ def check_site(root: Path, chromium: str, pages: list[str] | None = None) -> Rep
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Open every page of the built documentation site in Chromium.")
+    parser = argparse.ArgumentParser(
+        description="Open every page of the built documentation site in Chromium."
+    )
     parser.add_argument("root", type=Path, help="the built site, e.g. docs/_build/html")
     args = parser.parse_args(argv)
     root: Path = args.root

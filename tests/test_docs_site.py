@@ -19,7 +19,8 @@ _SCRIPT = Path(__file__).resolve().parent.parent / "docs" / "check_site.py"
 
 def _load() -> ModuleType:
     spec = importlib.util.spec_from_file_location("check_site", _SCRIPT)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses resolve annotations through it
     spec.loader.exec_module(module)
@@ -59,9 +60,7 @@ def chromium() -> str:
     return found
 
 
-def test_every_kind_of_breakage_is_reported_and_nothing_else(
-    tmp_path: Path, chromium: str
-) -> None:
+def test_every_kind_of_breakage_is_reported_and_nothing_else(tmp_path: Path, chromium: str) -> None:
     for name, text in _SITE.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
@@ -94,7 +93,6 @@ def test_every_kind_of_breakage_is_reported_and_nothing_else(
         "a guide whose outputs hold no picture (img, svg or canvas)"
     )
     assert problems("good.html") == problems("guides/drawn.html") == ""
-    assert report.images == 3 and report.links == 4 and report.anchors == 2
     assert "5 pages, 4 internal links (2 with an anchor), 3 images" in report.summary()
 
 

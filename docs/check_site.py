@@ -29,6 +29,7 @@ import argparse
 import contextlib
 import functools
 import http.server
+import importlib.util
 import os
 import shutil
 import sys
@@ -263,6 +264,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(f"check_site: SKIPPED, the pages were not opened: no Chromium ({hint})")
         return 0
+    if importlib.util.find_spec("playwright") is None:
+        print("check_site: Playwright is missing: pip install -e '.[docs]' (make docs does)")
+        return 2
     report = check_site(root, chromium)
     for problem in report.problems:
         print(f"  {problem}")

@@ -96,7 +96,7 @@ def test_every_kind_of_breakage_is_reported_and_nothing_else(tmp_path: Path, chr
     assert "5 pages, 4 internal links (2 with an anchor), 3 images" in report.summary()
 
 
-def test_without_a_browser_it_skips_outside_ci_and_fails_in_it(
+def test_without_a_browser_it_skips_outside_ci_and_fails_in_it_or_without_playwright(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "index.html").write_text("<html></html>")
@@ -107,5 +107,9 @@ def test_without_a_browser_it_skips_outside_ci_and_fails_in_it(
     monkeypatch.setenv("CI", "1")
     assert check_site.main([str(tmp_path)]) == 2
     assert "CI is set" in capsys.readouterr().out
+    monkeypatch.setattr(check_site, "find_chromium", lambda: "chromium")
+    monkeypatch.setattr(check_site.importlib.util, "find_spec", lambda name: None)
+    assert check_site.main([str(tmp_path)]) == 2
+    assert "Playwright is missing" in capsys.readouterr().out
     assert check_site.main([str(tmp_path / "nothing")]) == 2
     assert "build the site first" in capsys.readouterr().out

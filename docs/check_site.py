@@ -183,7 +183,7 @@ def _visit(browser: Browser, base: str, path: str) -> Page:
         page.on("pageerror", lambda error: problems.append(f"uncaught exception: {error}"))
         page.on("requestfailed", failed)
         page.on("response", response)
-        page.goto(base + path, wait_until="networkidle")
+        page.goto(base + path, wait_until="load")
         # A headless browser skips the icon a windowed one asks for: ask for it here.
         icon = context.request.get(page.evaluate(_ICON_JS))
         if icon.status >= 400:
@@ -196,7 +196,7 @@ def _visit(browser: Browser, base: str, path: str) -> Page:
         if _is_guide(path) and result.pictures == 0:
             problems.append("a guide whose outputs hold no picture (img, svg or canvas)")
         if path == "search.html":
-            page.goto(f"{base}search.html?q={_SEARCH_WORD}", wait_until="networkidle")
+            page.goto(f"{base}search.html?q={_SEARCH_WORD}", wait_until="load")
             try:
                 page.wait_for_selector(_SEARCH_RESULTS, timeout=15_000)
             except PlaywrightTimeoutError:

@@ -115,9 +115,9 @@ html_static_path: list[str] = []
 def _drop_modules_without_source(app: Any, *args: Any) -> list[tuple[str, dict[str, Any], str]]:
     """Keep viewcode's module index to the pages it writes.
 
-    viewcode lists every module an object claims (``builtins`` for a re-exported
-    constant) in ``_modules/index.html`` but writes pages only for those whose source
-    it found, so the index links to pages that do not exist. It runs at the default
+    viewcode lists every module a documented object names as its home in
+    ``_modules/index.html`` (``builtins`` among them here) but writes pages only for
+    those whose source it found, so the index linked to a page that does not exist. It runs at the default
     priority (500); this handler, at 400, removes those entries before it.
     """
     modules = getattr(app.env, "_viewcode_modules", {})

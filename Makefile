@@ -28,8 +28,8 @@ run: $(VENV)/.installed-run
 	$(BIN)/shardkit tour
 
 lint: $(VENV)/.installed-test
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests docs
+	$(BIN)/ruff format --check src tests docs
 
 typecheck: $(VENV)/.installed-test
 	$(BIN)/pyright

@@ -20,8 +20,9 @@ import shardkit
 import shardkit.fft as skfft
 from _matrix import FULL
 from _meshes import make_mesh
-from shardkit.fft._api import _auto_op, _describe
+from shardkit.fft._api import _auto_route, _describe
 from shardkit.fft._partition import _shares, _spec
+from shardkit.inspect import comms
 from shardkit.layout.internal import normalize
 from shardkit.testing import assert_close
 
@@ -127,10 +128,10 @@ def test_rule_shares_a_factor_every_split_fits() -> None:
     assert not _shares(16, 20, ())
 
 
-# The issue's Auto-jit cases that gathered. Each now gives numpy's values and the
-# layout the Shardy rule promises (Op.carried); where that is the Explicit layout
-# the program is the Explicit one, otherwise it is the documented limit (see the
-# layout contract in shardkit.fft). Four by default, all with SHARDKIT_FULL_TESTS=1.
+# The issue's Auto-jit cases that gathered. Each now gives numpy's values, the
+# layout its route promises (Route.out_spec) and no all-gather, except where no
+# split over every mesh axis has a plan (Route.limited: the documented limit in
+# the layout contract of shardkit.fft). Four by default, all with SHARDKIT_FULL_TESTS=1.
 ISSUE = [
     ("8", "x,None", (16, 16), "int32", "fftn", {"s": (1,), "axes": (0,)}),
     ("8", "x,None", (16, 16), "complex", "ifftn", {"s": (13,), "axes": (0,)}),
@@ -156,8 +157,11 @@ def test_issue_auto_cases_give_the_promised_layout(case: tuple[Any, ...]) -> Non
     x = shardkit.shard(a, m, spec)
     with jax.set_mesh(m):
         y = jax.jit(fn)(x)
-        op = _auto_op(
+        r, _ = _auto_route(
             _describe(name, shape, kw.get("s"), kw.get("axes"), None, "default", "natural"), x
         )
+        report = comms(jax.jit(fn), x)
     assert_close(y, getattr(np.fft, name)(a, **kw), dtype=np.complex128)
-    assert normalize(y.sharding.spec, y.ndim) == op.carried(normalize(x.sharding.spec, a.ndim))
+    assert normalize(y.sharding.spec, y.ndim) == r.out_spec(normalize(x.sharding.spec, a.ndim))
+    if not r.limited:
+        report.assert_none("all-gather")

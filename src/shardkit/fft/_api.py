@@ -26,7 +26,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from shardkit.fft._fourstep import planned
-from shardkit.fft._partition import Op, apply, auto_layout
+from shardkit.fft._partition import apply
 from shardkit.fft._plan import FFTPlan
 from shardkit.fft._problem import (
     KINDS,
@@ -39,6 +39,7 @@ from shardkit.fft._problem import (
     transposed_order,
     unpermute,
 )
+from shardkit.fft._route import Route, route
 from shardkit.layout.internal import (
     check_mesh_arg,
     check_placement,
@@ -105,8 +106,11 @@ def _normalize_sizes(
     return tuple(sizes)
 
 
-def _auto_op(problem: Problem, arr: jax.Array) -> Op:
-    """The primitive's parameter; non-float inputs are cast as ``jnp.fft`` casts them."""
+def _auto_route(problem: Problem, arr: jax.Array) -> tuple[Route, Any]:
+    """The Auto-axes route (see :mod:`~shardkit.fft._route`) and the mesh it was chosen for.
+
+    Non-float inputs are cast as ``jnp.fft`` casts them.
+    """
     dtype = np.dtype(arr.dtype)
     if not jnp.issubdtype(dtype, jnp.inexact):
         # jnp.fft promotes ints and bools to the default float dtype's complex twin
@@ -123,9 +127,7 @@ def _auto_op(problem: Problem, arr: jax.Array) -> Op:
     mesh = jax.sharding.get_abstract_mesh()
     if mesh is None or mesh.empty:  # no jax.set_mesh: the operand's type may carry it
         mesh = getattr(getattr(jax.typeof(arr), "sharding", None), "mesh", None)
-    layout, cycle = auto_layout(problem, mesh)
-    sizes = () if mesh is None or mesh.empty else tuple(int(k) for k in mesh.axis_sizes)
-    return Op(dataclasses.replace(problem, out_layout=layout), str(dtype), cycle, sizes=sizes)
+    return route(problem, str(dtype), mesh), mesh
 
 
 def _check_options(where: str, norm: str | None, out_layout: str, in_layout: str) -> None:
@@ -222,7 +224,10 @@ def transform(
     if route == "local":
         return _reference(problem, arr)
     if route == "auto":
-        return apply(_auto_op(problem, arr), arr)
+        r, mesh = _auto_route(problem, arr)
+        if r.plan is not None:
+            return _shard_mapped(r.plan, mesh)(arr)
+        return apply(r.op, arr)
     assert spec is not None
     p = _checked_plan(name, problem, spec, mesh)
     if route == "eager":

@@ -61,7 +61,7 @@ import dataclasses
 import functools
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
@@ -76,9 +76,9 @@ from shardkit.fft._compat import require_devices_during_lowering
 from shardkit.fft._fourstep import planned
 from shardkit.fft._plan import FFTPlan
 from shardkit.fft._problem import PlanLayout, Problem, unpermute
-from shardkit.layout.internal import normalize
+from shardkit.layout.internal import every_split, normalize, to_pspec
 
-__all__ = ["Op", "apply", "auto_layout"]
+__all__ = ["Op", "apply", "auto_layout", "default_cycle"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,8 +147,12 @@ class Op:
             cycle=tuple(a + 1 for a in self.cycle),
         )
 
-    def plan(self, spec: Any, mesh: Any, *, strict: bool = False, target: Any = None) -> FFTPlan:
+    def plan(
+        self, spec: Any, sizes: Mapping[str, int], *, strict: bool = False, target: Any = None
+    ) -> FFTPlan:
         """The forward plan for an input split as ``spec``, in the promised layout if possible.
+
+        ``sizes`` are the mesh's axis sizes by name.
 
         The other layout is taken where the promised one is impossible for this split
         (e.g. a split R2C axis; the partitioner then reshards the output). Where no
@@ -170,7 +174,7 @@ class Op:
 
         def make(layout: PlanLayout, where: Any) -> FFTPlan:
             problem = dataclasses.replace(t, out_layout=layout)
-            return planned(problem.placed(where, dict(mesh.shape)), out_target=goal)
+            return planned(problem.placed(where, sizes), out_target=goal)
 
         promised = self.problem.out_layout
         other: PlanLayout = "default" if promised == "natural" else "natural"
@@ -182,7 +186,30 @@ class Op:
         except (ValueError, NotImplementedError):
             if strict:
                 raise
-            return make("natural", PartitionSpec())
+            moved = None if target is None else self.moved_plan(spec, sizes, target)
+            return moved if moved is not None else make("natural", PartitionSpec())
+
+    def moved_plan(self, spec: Any, sizes: Mapping[str, int], target: Any) -> FFTPlan | None:
+        """A plan from another split over the same mesh axes that ends at ``target``, if any.
+
+        For a split no plan takes (Explicit axes refuse it): the partitioner moves
+        the input to the plan's split first, which keeps every mesh axis, where the
+        replicated plan would gather. ``None`` where no split over those axes ends
+        at ``target`` (the output spec the partitioner chose).
+        """
+        entries = normalize(spec, len(self.problem.in_shape))
+        axes = sorted(a for e in entries for a in e)
+        goal = normalize(target, len(self.out.shape))
+        for other in every_split(self.problem.in_shape, sizes):
+            if other == entries or sorted(a for e in other for a in e) != axes:
+                continue
+            try:
+                p = self.plan(to_pspec(other), sizes, strict=True, target=to_pspec(goal))
+            except (ValueError, NotImplementedError):
+                continue
+            if normalize(p.out_spec, len(goal)) == goal:
+                return p
+        return None
 
     def carried(self, spec: Any) -> tuple[tuple[str, ...], ...]:
         """The output spec the Shardy rule gives an input split as ``spec`` (stored order).
@@ -242,20 +269,33 @@ def auto_layout(problem: Problem, mesh: Any) -> tuple[PlanLayout, tuple[int, ...
     Returns:
       The layout and, for the default one, the cycle of axes.
     """
-    kind, axes, sizes = problem.kind, problem.axes, problem.sizes
     if problem.out_layout == "natural" or mesh is None or mesh.empty:
         return "natural", ()
-    devices = math.prod(mesh.axis_sizes)
     big = sum(n > 1 for n in mesh.axis_sizes)
-    lengths = dict(zip(axes, sizes, strict=True))
-    if kind == "r2c":
-        lengths[axes[-1]] = sizes[-1] // 2 + 1
-    elif kind == "c2r":
-        lengths[axes[-1]] = problem.shape[axes[-1]]
-    cycle = _cycle(problem, lengths[axes[-1]], devices) if devices > 1 else []
-    if len(cycle) <= big or any(lengths[a] % devices for a in cycle):
+    cycle = default_cycle(problem, mesh)
+    devices = math.prod(mesh.axis_sizes)
+    if len(cycle) <= big or any(_lengths(problem)[a] % devices for a in cycle):
         return "natural", ()
-    return "default", tuple(cycle)
+    return "default", cycle
+
+
+def default_cycle(problem: Problem, mesh: Any) -> tuple[int, ...]:
+    """The axes whose splits the default layout moves round on ``mesh`` (``()``: none)."""
+    devices = math.prod(mesh.axis_sizes)
+    if devices == 1:
+        return ()
+    return tuple(_cycle(problem, _lengths(problem)[problem.axes[-1]], devices))
+
+
+def _lengths(problem: Problem) -> dict[int, int]:
+    """The transformed axes' lengths in the cycle (an R2C axis halved, a C2R one as stored)."""
+    axes, sizes = problem.axes, problem.sizes
+    lengths = dict(zip(axes, sizes, strict=True))
+    if problem.kind == "r2c":
+        lengths[axes[-1]] = sizes[-1] // 2 + 1
+    elif problem.kind == "c2r":
+        lengths[axes[-1]] = problem.shape[axes[-1]]
+    return lengths
 
 
 def _shares(n: int, m: int, sizes: tuple[int, ...]) -> bool:
@@ -397,9 +437,9 @@ def _safe(op: Op, spec: PartitionSpec, mesh: Any, target: PartitionSpec) -> FFTP
     (the partitioner then gathers: slower, never wrong).
     """
     try:
-        return op.plan(spec, mesh, target=target)
+        return op.plan(spec, dict(mesh.shape), target=target)
     except Exception:  # see the docstring: never raise into XLA
-        return op.plan(PartitionSpec(), mesh)
+        return op.plan(PartitionSpec(), dict(mesh.shape))
 
 
 @functools.cache
@@ -419,7 +459,7 @@ def _forward(op: Op) -> Callable[[jax.Array], jax.Array]:
 
     def infer(mesh: Any, arg_shapes: Any, result_shape: Any) -> NamedSharding:
         spec = _spec(arg_shapes[0].sharding, mesh, tuple(op.problem.in_shape))
-        return NamedSharding(mesh, op.plan(spec, mesh).out_spec)
+        return NamedSharding(mesh, op.plan(spec, dict(mesh.shape)).out_spec)
 
     rule, factors = _rule(op, transposed=False)
     fn.def_partition(
@@ -491,7 +531,7 @@ def _impl(x: jax.Array, *, op: Op) -> jax.Array:
     # error instead of the partitioner quietly gathering (see Op.plan).
     sharding = getattr(x, "sharding", None)
     if not op.transposed and isinstance(sharding, NamedSharding):
-        op.plan(sharding.spec, sharding.mesh, strict=True)
+        op.plan(sharding.spec, dict(sharding.mesh.shape), strict=True)
     return _jitted(op)(x)
 
 

@@ -97,8 +97,8 @@ def test_auto_matches_explicit(case: tuple[Any, ...]) -> None:
     split = normalize(shardkit.spec(spec), len(shape))
     promised = route.out_spec(split)
     assert normalize(auto.sharding.spec, auto.ndim) == promised
-    if route.limited:
-        return  # the documented limit: no split over every mesh axis has a plan
+    if route.limited or not route.reaches(split):
+        return  # the documented limits (the layout contract in shardkit.fft)
     report.assert_none("all-gather")
 
     expl_mesh = make_mesh(mesh_shape, "explicit")

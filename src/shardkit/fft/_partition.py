@@ -38,20 +38,18 @@ split to exactly the output sharding the partitioner chose, with ``all_to_all``
 only, wherever that keeps the operand's mesh axes and divides; so the partitioner
 reshards nothing after the op, and gathers only the mesh axes the rule dropped.
 
-Known limit: the rule maps each input dimension's factor to one output dimension,
-chosen before the split is known. Explicit axes move a split that a changed length
-(``fft(x, n=20, axis=0)`` of ``P('x', None)`` on 8 devices) or a halved R2C axis
-(``rfft2`` of ``(8, 16, 16)`` on ``P(None, None, 'x')``) no longer divides to
-another dimension, the one that dimension's own split would keep: no fixed rule
-does both, and the partitioner gathers the dropped mesh axes.
+The rule maps each input dimension's factor to one output dimension, chosen before
+the split is known; :mod:`shardkit.fft._route` picks, from the mesh, the rule that
+keeps every split the input can have, or routes around the op where none does.
 
 Errors: everything known while tracing (shape, dtype, ``s=``, axes, the mesh) is
 checked before the primitive is bound, so it reaches the user as shardkit's own
 error. The partitioner itself never raises (XLA would wrap the error as an
 ``INTERNAL`` runtime error): the callbacks decode XLA's shardings themselves
-(:func:`_spec`), a split that no plan takes gets the replicated plan (a gather and
-the whole transform on every device), and so does any other failure while
-planning (:func:`_safe`). Eager calls, whose split is known, check it first and
+(:func:`_spec`), a split that no plan takes is moved to one over the same mesh
+axes that has a plan (:meth:`Op.moved_plan`), else gets the replicated plan (a
+gather and the whole transform on every device), and so does any other failure
+while planning (:func:`_safe`). Eager calls, whose split is known, check it first and
 raise shardkit's error instead.
 """
 

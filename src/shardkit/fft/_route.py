@@ -1,27 +1,28 @@
-"""The Auto-axes route's choice, made from the mesh alone: never a gather.
+"""The Auto-axes route's choice, made from the mesh alone, so that no split gathers.
 
 Inside ``jit`` on ``Auto`` mesh axes the input's split is unknown while tracing, and
 the Shardy rule of the op (:mod:`shardkit.fft._partition`) is fixed then: it maps
 each input dimension's mesh axes to one output dimension, whatever the split. The
 mesh *is* known, and with it every split the input can have (:func:`every_split`),
-so the choice is checked against all of them here, before the op is bound:
+so the choice is checked against all of them here, before anything is bound:
 
 1. the rule that keeps every split's mesh axes (no split's output replicated along
-   an axis, every split planned with ``all_to_all`` alone) and gives the most splits
-   the Explicit-axes output layout: the one that promises the default layout
-   (:func:`~shardkit.fft._partition.auto_layout`) or, for ``out_layout="default"``,
-   the natural one;
+   an axis; every split planned with ``all_to_all`` alone, a split Explicit axes
+   refuse moved to one over the same mesh axes, :meth:`Op.moved_plan`), of the
+   one promising the default layout (:func:`~shardkit.fft._partition.auto_layout`)
+   and, for ``out_layout="default"``, the natural one, the one that gives more
+   splits over the whole mesh (then more splits) the Explicit-axes layout;
 2. where no rule keeps every split (a length change to one the mesh does not
-   divide, a halved R2C axis, a split 1-D signal: Explicit axes move such a split
-   to another dimension, or refuse it, and a fixed map can do neither), one input
-   layout for all splits: the operand is constrained to it
-   (``with_sharding_constraint``), which the partitioner reaches with all-to-alls,
-   from a split over the same mesh axes, or by slicing, from one over fewer. It is
-   the split, over every mesh axis of size > 1, whose output matches Explicit
-   axes' for the most splits;
-3. where neither exists (no split over every mesh axis has a plan), the rule of 1
-   without a constraint; a split input then has no plan and is gathered (the known
-   limit in the layout contract of :mod:`shardkit.fft`).
+   divide, a halved R2C axis: Explicit axes move such a split to a dimension chosen
+   by the split itself, which no fixed map does), the Explicit plan of one split
+   over every mesh axis of size > 1, run in a ``shard_map`` whose ``in_specs`` the
+   partitioner reaches from the actual split: by ``all_to_all`` from a split that
+   groups the mesh axes on dimensions alike, by slicing from a replicated one
+   (:meth:`Route.reaches`). Of those splits, the one most others reach, then the
+   one whose output layout Explicit axes give the most splits;
+3. where neither exists (no split over every mesh axis has a plan), the rule of 1;
+   a split that no plan takes is then gathered (the known limit in the layout
+   contract of :mod:`shardkit.fft`).
 
 :meth:`Route.out_spec` is the output spec the route gives a split;
 ``tests/fft/test_fft_auto_property.py`` checks it and the collectives.
@@ -61,6 +62,20 @@ class Route:
     plan: FFTPlan | None = None
     limited: bool = False
 
+    def reaches(self, split: NormSpec) -> bool:
+        """Whether the partitioner moves ``split`` to :attr:`plan`'s input without a gather.
+
+        XLA moves one mesh axis at a time (an all-to-all per dimension pair): it
+        reaches a split whose mesh axes are grouped on dimensions as the input's
+        are, or slices a replicated input; it gathers to split a group of mesh
+        axes over dimensions, or to stack axes from several. Always true without
+        a plan.
+        """
+        if self.plan is None or not any(split):
+            return True
+        target = normalize(self.plan.in_spec, len(split))
+        return _groups(split) == _groups(target)
+
     def out_spec(self, split: Any) -> NormSpec:
         """The output spec (stored order) for an input split as ``split``."""
         if self.plan is None:
@@ -71,14 +86,16 @@ class Route:
 def route(problem: Problem, in_dtype: str, mesh: Any) -> Route:
     """The route of ``problem`` (``out_layout`` the user's) on ``mesh`` (``None``: unknown).
 
-    Only a mesh whose axes of size > 1 are all ``Auto`` gets a constraint: on
-    ``Explicit`` axes the op sees a replicated operand (a split one takes the
-    ``shard_map`` route), which every rule keeps.
+    Only a mesh whose axes of size > 1 are all ``Auto`` is checked against every
+    split: on ``Explicit`` axes the op sees a replicated operand (a split one takes
+    the ``shard_map`` route of :mod:`shardkit.fft._api`), which every rule keeps.
     """
     layout, cycle = auto_layout(problem, mesh)
-    sizes = () if mesh is None or mesh.empty else tuple(int(k) for k in mesh.axis_sizes)
+    if mesh is None or mesh.empty:
+        return Route(Op(dataclasses.replace(problem, out_layout=layout), in_dtype, cycle))
+    sizes = tuple(int(k) for k in mesh.axis_sizes)
     base = Op(dataclasses.replace(problem, out_layout=layout), in_dtype, cycle, sizes=sizes)
-    big = [] if not sizes else [t for t, k in zip(mesh.axis_types, sizes, strict=True) if k > 1]
+    big = [t for t, k in zip(mesh.axis_types, sizes, strict=True) if k > 1]
     if not big or any(t != AxisType.Auto for t in big):
         return Route(base)
     ops = [base]
@@ -103,25 +120,36 @@ def _choose(problem: Problem, ops: tuple[Op, ...], mesh: tuple[tuple[str, int], 
     splits = every_split(problem.in_shape, sizes)
     want = {s: _explicit_out(problem, s, sizes) for s in splits}
     whole = {a for a, k in sizes.items() if k > 1}
+    full = [s for s in splits if {a for e in s for a in e} == whole]
+
+    def parity(out: Any) -> tuple[int, int]:
+        # Splits over the whole mesh (the usual input) first, then all of them.
+        same = [s for s in splits if (out(s) if callable(out) else out) == want[s]]
+        return sum(s in full for s in same), len(same)
+
     best: tuple[tuple[int, ...], Route] | None = None
     for rank, op in enumerate(ops):
         if all(_keeps(op, s, sizes) for s in splits):
-            score = (1, sum(op.carried(s) == want[s] for s in splits), -rank, 0)
+            score = (1, *parity(op.carried), -rank)
             if best is None or score > best[0]:
                 best = (score, Route(op))
     if best is not None:
         return best[1]
-    for i, s in enumerate(splits):
-        if {a for e in s for a in e} != whole or want[s] is None:
+    for i, s in enumerate(full):
+        if want[s] is None:
             continue
         p = planned(problem.placed(s, sizes))
-        # A split stacking mesh axes on one dimension is one XLA reaches from
-        # others by gathering (it moves one mesh axis at a time): last.
-        stacked = sum(len(e) > 1 for e in s)
-        score = (0, sum(want[s] == w for w in want.values()), -stacked, -p.all_to_alls, -i)
+        # First the split the most others reach without a gather (Route.reaches).
+        reached = sum(_groups(u) == _groups(s) for u in full)
+        score = (0, reached, *parity(want[s]), -p.all_to_alls, -i)
         if best is None or score > best[0]:
             best = (score, Route(ops[0], p))
     return best[1] if best is not None else Route(ops[0], limited=True)
+
+
+def _groups(split: NormSpec) -> list[tuple[str, ...]]:
+    """The groups of mesh axes that share a dimension of ``split``, in a fixed order."""
+    return sorted(e for e in split if e)
 
 
 def _explicit_out(problem: Problem, split: NormSpec, sizes: dict[str, int]) -> NormSpec | None:

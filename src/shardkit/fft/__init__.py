@@ -89,7 +89,8 @@ them and takes the first of:
    otherwise (``P(('x', 'y'), None, None)`` where the plan's split is ``P(None,
    'x', 'y')``) it gathers first. The split chosen is the one the most splits
    reach without a gather, then the one whose output layout the Explicit plans
-   of most splits share.
+   of most splits share. With ``out_layout="natural"`` the output then has that
+   split's layout, not the input's.
 3. *The known limit.* Where no split over every mesh axis has a plan (a split 1-D
    signal that the four-step FFT cannot take, such as 16 points over 8 devices; a
    halved R2C axis that no mesh axis divides and no other axis relieves), the rule

@@ -3,8 +3,10 @@
 For random meshes, shapes, specs, transforms, ``axes=`` and ``s=``: the Auto route
 (:mod:`shardkit.fft._route`) always gives numpy's values, never an ``INTERNAL``
 error, the output layout its route promises (:meth:`Route.out_spec`) and no
-all-gather, except where the route reports the documented limit (``limited``: no
-split over every mesh axis has a plan). Where the promised layout is the Explicit
+all-gather, except where the route reports the documented limits (``limited``: no
+split over every mesh axis has a plan; or XLA cannot move the split to the
+route's by ``all_to_all``, :meth:`Route.reaches`); and where the op gathers, it
+warns. Where the promised layout is the Explicit
 plan's and the rule carries the split, the number of ``all_to_all`` is the same
 too. 20 cases run by default (4 of them limited), all 160 with
 ``SHARDKIT_FULL_TESTS=1`` (29 limited).
@@ -16,6 +18,7 @@ import functools
 import itertools
 import math
 import random
+import warnings
 from typing import Any
 
 import jax
@@ -89,7 +92,9 @@ def test_auto_matches_explicit(case: tuple[Any, ...]) -> None:
     want = getattr(np.fft, name)(a, s=s, axes=axes)
 
     auto_mesh = make_mesh(mesh_shape, "auto")
-    auto, report = _run(auto_mesh, fn, a, spec)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        auto, report = _run(auto_mesh, fn, a, spec)
     assert_close(auto, want)  # every case: right values, no INTERNAL error
     with jax.set_mesh(auto_mesh):
         problem = _describe(name, shape, s, axes, None, "default", "natural")
@@ -97,6 +102,10 @@ def test_auto_matches_explicit(case: tuple[Any, ...]) -> None:
     split = normalize(shardkit.spec(spec), len(shape))
     promised = route.out_spec(split)
     assert normalize(auto.sharding.spec, auto.ndim) == promised
+    if route.reaches(split):
+        # A gather by the op is never silent, and nothing else warns.
+        warned = any("the partitioner gathers" in str(w.message) for w in caught)
+        assert warned == (report.count("all-gather") > 0), [str(w.message) for w in caught]
     if route.limited or not route.reaches(split):
         return  # the documented limits (the layout contract in shardkit.fft)
     report.assert_none("all-gather")

@@ -7,6 +7,7 @@ refused an operand that was not row-major.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -156,12 +157,14 @@ def test_issue_auto_cases_give_the_promised_layout(case: tuple[Any, ...]) -> Non
     m = make_mesh(mesh_shape, "auto")
     x = shardkit.shard(a, m, spec)
     with jax.set_mesh(m):
-        y = jax.jit(fn)(x)
         r, _ = _auto_route(
             _describe(name, shape, kw.get("s"), kw.get("axes"), None, "default", "natural"), x
         )
-        report = comms(jax.jit(fn), x)
+        # The documented limit gathers, and says so; nothing else does either.
+        gathers = pytest.warns(UserWarning, match="the partitioner gathers")
+        with gathers if r.limited else contextlib.nullcontext():
+            y = jax.jit(fn)(x)
+            report = comms(jax.jit(fn), x)
     assert_close(y, getattr(np.fft, name)(a, **kw), dtype=np.complex128)
     assert normalize(y.sharding.spec, y.ndim) == r.out_spec(normalize(x.sharding.spec, a.ndim))
-    if not r.limited:
-        report.assert_none("all-gather")
+    assert (report.count("all-gather") > 0) == r.limited

@@ -59,6 +59,7 @@ import dataclasses
 import functools
 import itertools
 import math
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -74,7 +75,7 @@ from shardkit.fft._compat import require_devices_during_lowering
 from shardkit.fft._fourstep import planned
 from shardkit.fft._plan import FFTPlan
 from shardkit.fft._problem import PlanLayout, Problem, unpermute
-from shardkit.layout.internal import every_split, normalize, to_pspec
+from shardkit.layout.internal import every_split, normalize, spec_summary, to_pspec
 
 __all__ = ["Op", "apply", "auto_layout", "default_cycle"]
 
@@ -440,6 +441,36 @@ def _safe(op: Op, spec: PartitionSpec, mesh: Any, target: PartitionSpec) -> FFTP
         return op.plan(PartitionSpec(), dict(mesh.shape))
 
 
+def _warn_gather(op: Op, spec: Any, mesh: Any, lost: set[str]) -> None:
+    """Warn that the partitioner gathers mesh axes ``lost`` of an input split as ``spec``.
+
+    The partitioner cannot raise (see :func:`_safe`), and a gather must never be
+    silent: the warning carries the error eager calls and Explicit axes raise for
+    this split, or says that the sharding rule dropped the axes.
+    """
+    t = op.problem
+    try:
+        op.plan(spec, dict(mesh.shape), strict=True)
+        why = "the sharding rule, fixed while tracing, keeps no place for them in the output"
+    except Exception as e:  # any planning error: quoted, never raised into XLA
+        why = f"no plan takes this split (eager calls and Explicit axes raise: {e})"
+    warnings.warn(
+        f"{t.name}: on Auto mesh axes under jit, x (shape={t.in_shape}) split "
+        f"{spec_summary(spec)} over {_mesh_summary(mesh)}: the partitioner gathers "
+        f"mesh axes {sorted(lost)}, because {why}. The values are right but not "
+        "distributed; see the layout contract in shardkit.fft (shardkit.fft.plan "
+        "tells beforehand; Explicit mesh axes raise instead).",
+        UserWarning,
+        stacklevel=2,
+    )
+
+
+def _lost(have: Any, keep: Any, rank: int, out_rank: int) -> set[str]:
+    """Mesh axes of spec ``have`` (rank ``rank``) that spec ``keep`` (``out_rank``) lacks."""
+    kept = {a for e in normalize(keep, out_rank) for a in e}
+    return {a for e in normalize(have, rank) for a in e} - kept
+
+
 @functools.cache
 def _forward(op: Op) -> Callable[[jax.Array], jax.Array]:
     fn = custom_partitioning(op.reference)
@@ -447,7 +478,12 @@ def _forward(op: Op) -> Callable[[jax.Array], jax.Array]:
     def partition(mesh: Any, arg_shapes: Any, result_shape: Any) -> Any:
         shape, out = tuple(op.problem.in_shape), tuple(op.out.shape)
         target = _spec(result_shape.sharding, mesh, out)
-        plan = _safe(op, _spec(arg_shapes[0].sharding, mesh, shape), mesh, target)
+        spec = _spec(arg_shapes[0].sharding, mesh, shape)
+        plan = _safe(op, spec, mesh, target)
+        lost = _lost(spec, plan.in_spec, len(shape), len(shape))
+        lost |= _lost(plan.out_spec, target, len(out), len(out))
+        if lost:
+            _warn_gather(op, spec, mesh, lost)
         return (
             mesh,
             plan.local,

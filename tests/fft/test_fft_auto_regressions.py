@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec
@@ -168,3 +169,34 @@ def test_issue_auto_cases_give_the_promised_layout(case: tuple[Any, ...]) -> Non
     assert_close(y, getattr(np.fft, name)(a, **kw), dtype=np.complex128)
     assert normalize(y.sharding.spec, y.ndim) == r.out_spec(normalize(x.sharding.spec, a.ndim))
     assert (report.count("all-gather") > 0) == r.limited
+
+
+def test_split_no_rule_keeps_moves_by_all_to_all_as_explicit() -> None:
+    # fft(n=20) of axis 0: Explicit axes move P('x', None) to P(None, 'x') (one
+    # all-to-all) and keep P(None, 'x'); no fixed rule does both, so the Auto route
+    # moves every split to P(None, 'x') first. Values, layout, collectives, grad, vmap.
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((16, 16)) + 1j * rng.standard_normal((16, 16))
+    fn = P(skfft.fft, n=20, axis=0)
+    want = np.fft.fft(a, n=20, axis=0)
+    e = make_mesh("8", "explicit")
+    m = make_mesh("8", "auto")
+    for spec, moves in (("x,None", 1), ("None,x", 0), ("None,None", 0)):
+        x = shardkit.shard(a, m, spec)
+        with jax.set_mesh(m):
+            y = jax.jit(fn)(x)
+            report = comms(jax.jit(fn), x)
+        assert_close(y, want)
+        assert normalize(y.sharding.spec, 2) == ((), ("x",))
+        report.assert_only({"all-to-all"} if moves else set())
+        assert report.count("all-to-all") == moves
+        if spec != "None,None":  # Explicit axes: the same program
+            with jax.set_mesh(e):
+                expl = comms(jax.jit(fn), shardkit.shard(a, e, spec))
+            assert expl.count("all-to-all") == moves
+    x = shardkit.shard(a, m, "x,None")
+    with jax.set_mesh(m):
+        g = jax.jit(jax.grad(lambda v: jnp.sum(jnp.abs(fn(v)) ** 2)))(x)
+        b = jax.jit(jax.vmap(fn))(shardkit.shard(np.stack([a, 2 * a]), m, "None,x,None"))
+    assert_close(g, jax.grad(lambda v: jnp.sum(jnp.abs(jnp.fft.fft(v, n=20, axis=0)) ** 2))(a))
+    assert_close(b, np.fft.fft(np.stack([a, 2 * a]), n=20, axis=1))

@@ -26,7 +26,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from shardkit.fft._fourstep import planned
-from shardkit.fft._partition import apply
+from shardkit.fft._partition import apply, check_traced
 from shardkit.fft._plan import FFTPlan
 from shardkit.fft._problem import (
     KINDS,
@@ -226,6 +226,7 @@ def transform(
     if route == "auto":
         r, mesh = _auto_route(problem, arr)
         if r.plan is not None:
+            check_traced(r.op, jnp.asarray(arr, r.op.in_dtype))
             return _shard_mapped(r.plan, mesh)(arr)
         return apply(r.op, arr)
     assert spec is not None

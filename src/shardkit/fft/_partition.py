@@ -77,7 +77,7 @@ from shardkit.fft._plan import FFTPlan
 from shardkit.fft._problem import PlanLayout, Problem, unpermute
 from shardkit.layout.internal import every_split, normalize, spec_summary, to_pspec
 
-__all__ = ["Op", "apply", "auto_layout", "default_cycle"]
+__all__ = ["Op", "apply", "auto_layout", "check_traced", "default_cycle"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -605,7 +605,7 @@ def _mesh_summary(mesh: Any) -> str:
     return "{" + ", ".join(f"{n}: {k}" for n, k in pairs) + "}"
 
 
-def _check_traced(op: Op, x: Any) -> None:
+def check_traced(op: Op, x: Any) -> None:
     """Validate, while tracing, what the partitioner would otherwise trip over.
 
     Everything known before lowering is checked here, so the user's ``jit`` gets
@@ -643,5 +643,5 @@ def _check_traced(op: Op, x: Any) -> None:
 def apply(op: Op, x: jax.Array) -> jax.Array:
     """Run ``op`` (forward) on ``x``: partitioned under ``jit``, differentiable, batchable."""
     arr = jnp.asarray(x, op.in_dtype)
-    _check_traced(op, arr)
+    check_traced(op, arr)
     return fft_p.bind(arr, op=op)

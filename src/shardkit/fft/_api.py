@@ -6,9 +6,12 @@ Routing, by what is known about the input's sharding:
   in a jitted ``shard_map``;
 * a traced array whose type carries the spec (``Explicit`` mesh axes, inside
   ``jit``, ``grad``, ``vmap``...): the same ``shard_map``, traced in place;
-* a traced array on ``Auto`` axes (or with no sharding in its type): a
-  ``custom_partitioning`` op whose rule the partitioner calls with the operand's
-  sharding (:mod:`shardkit.fft._partition`), natural layout;
+* a traced array on ``Auto`` axes (or with no sharding in its type): the route
+  chosen from the mesh against every split the input can have
+  (:mod:`shardkit.fft._route`): a ``custom_partitioning`` op whose partition the
+  partitioner calls with the operand's sharding (:mod:`shardkit.fft._partition`),
+  or, where no sharding rule keeps every split, one split's plan in a
+  ``shard_map`` that every input is moved to;
 * anything on one device: ``jnp.fft`` itself.
 """
 

@@ -118,11 +118,14 @@ def test_jit_auto_errors_are_shardkit_errors() -> None:
     with jax.set_mesh(other), pytest.raises(ValueError, match="mesh in context"):
         jax.jit(skfft.fft)(x)
     # A split no plan takes (64 does not divide 24) is known only to the partitioner,
-    # which never raises: it gathers and transforms whole.
+    # which never raises: it gathers and transforms whole, and warns with the error.
     w = jnp.cos(jnp.arange(24.0))
     with jax.set_mesh(m):
-        assert_close(jax.jit(skfft.fft)(x), np.fft.fft(a))
-        g = jax.jit(jax.grad(lambda v: jnp.sum(w * jnp.abs(skfft.fft(v)) ** 2)))(x)
+        with pytest.warns(UserWarning, match="square of the device"):
+            y = jax.jit(skfft.fft)(x)
+        with pytest.warns(UserWarning, match="square of the device"):
+            g = jax.jit(jax.grad(lambda v: jnp.sum(w * jnp.abs(skfft.fft(v)) ** 2)))(x)
+    assert_close(y, np.fft.fft(a))
     want = jax.grad(lambda v: jnp.sum(w * jnp.abs(jnp.fft.fft(v)) ** 2))(jnp.asarray(a))
     assert_close(g, want, what="grad")
 

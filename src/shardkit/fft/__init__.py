@@ -61,34 +61,46 @@ given shape, spec and mesh without running anything (``plan(...).out_spec``).
 
 **Where the contract holds.** Eagerly (a concrete sharded array) and inside ``jit``
 on Explicit mesh axes, every call runs exactly the plan for its input's spec. Inside
-``jit`` on Auto axes the split is decided after tracing, by XLA's partitioner, and
-shardkit's ``custom_partitioning`` op tells it where the output goes through a
-Shardy sharding rule fixed while tracing (from the mesh of ``jax.set_mesh``, or of
-the operand's type): each input dimension's mesh axes land on one output dimension,
-the default layout's cycle where the device count divides every length in it (and
-some axis is always free to receive), else the input's dimension, a dimension
-whose length changes keeping its split only where every split the mesh can make
-of it divides the common factor of both lengths. The partition then runs the plan to exactly that layout with
-``all_to_all`` only. So Auto axes give the Explicit layout and ``all_to_all``
-count whenever the rule places the actual split where Explicit axes do (the slabs
-and pencils above, ``s=`` that the devices divide). The known limits, both
-checked by ``tests/fft/test_fft_auto_property.py``:
+``jit`` on Auto axes the split is decided after tracing, by XLA's partitioner; the
+mesh (of ``jax.set_mesh``, or of the operand's type) is known while tracing, and
+with it every split the input can have. shardkit checks its route against all of
+them and takes the first of:
 
-* a split the rule cannot carry: a transformed axis whose length changes to one
-  the devices do not divide (``fft(x, n=20, axis=0)`` of ``P('x', None)`` over 8),
-  or a split R2C axis whose ``n//2+1`` they do not divide (``rfft2`` of
-  ``(8, 16, 16)`` on ``P(None, None, 'x')``). Explicit axes move such a split to
-  another dimension, chosen by the split itself; one fixed rule cannot move the
-  transformed axis's split there and keep that dimension's own, so the output is
-  replicated along the dropped mesh axes (one all-gather). Where the rule keeps
-  every mesh axis but places one elsewhere, the output comes in the rule's layout,
-  still by ``all_to_all`` only;
-* a split for which Explicit axes raise (the four-step FFT's length rule, a split
-  R2C axis with no free axis, ``out_layout="natural"`` where the input's layout
-  does not divide the output): the partitioner cannot raise (an exception there
-  reaches the user as XLA's ``INTERNAL`` error), so it gathers and transforms
-  whole: correct, not distributed. Eager calls and Explicit axes raise
-  shardkit's error; ask :func:`plan` beforehand.
+1. *A sharding rule that keeps every split.* shardkit's ``custom_partitioning`` op
+   tells the partitioner where the output goes through a Shardy rule: each input
+   dimension's mesh axes land on one output dimension (the default layout's cycle,
+   or the input's own dimension, whichever gives more splits over the whole mesh
+   the Explicit layout), and the partition runs the plan to exactly that layout
+   with ``all_to_all`` only. Slabs and pencils, and ``s=`` that the devices
+   divide, get the Explicit layout and ``all_to_all`` count. A split that Explicit
+   axes refuse is first moved (``all_to_all``) to one over the same mesh axes
+   that reaches the rule's layout.
+2. *One input layout for every split.* No fixed rule keeps a split that a length
+   change to one the devices do not divide (``s=``/``n=``) or a halved R2C axis
+   leaves nowhere: Explicit axes move it to a dimension chosen by the split
+   itself. There the Explicit plan of one split over every mesh axis of size > 1
+   runs in a ``shard_map``; the partitioner moves any input to that split first
+   (``all_to_all``, or slicing from a replicated input), and the output has that
+   plan's layout whatever the input's split: ``fft(x, n=20,
+   axis=0)`` of a 16x16 array over 8 devices returns ``P(None, 'x')`` for
+   ``P('x', None)`` (as on Explicit axes) and for ``P(None, 'x')``, and also for
+   a replicated input (which Explicit axes return replicated). XLA moves one
+   mesh axis at a time: from a split that groups the mesh axes on dimensions
+   otherwise (``P(('x', 'y'), None, None)`` where the plan's split is ``P(None,
+   'x', 'y')``) it gathers first. The split chosen is the one the most splits
+   reach without a gather, then the one whose output layout the Explicit plans
+   of most splits share. With ``out_layout="natural"`` the output then has that
+   split's layout, not the input's.
+3. *The known limit.* Where no split over every mesh axis has a plan (a split 1-D
+   signal that the four-step FFT cannot take, such as 16 points over 8 devices; a
+   halved R2C axis that no mesh axis divides and no other axis relieves), the rule
+   of 1 runs and a split input is gathered and transformed whole: correct, not
+   distributed. The partitioner cannot raise (an exception there reaches the user
+   as XLA's ``INTERNAL`` error); eager calls and Explicit axes raise shardkit's
+   error, and :func:`plan` tells beforehand.
+
+``tests/fft/test_fft_auto_property.py`` checks all three on random problems (values,
+output layout, no all-gather outside the two limits).
 
 To keep an exact layout under ``jit``, use Explicit mesh axes
 (``shardkit.mesh(..., axis_types="explicit")``, JAX's default for

@@ -6,9 +6,12 @@ Routing, by what is known about the input's sharding:
   in a jitted ``shard_map``;
 * a traced array whose type carries the spec (``Explicit`` mesh axes, inside
   ``jit``, ``grad``, ``vmap``...): the same ``shard_map``, traced in place;
-* a traced array on ``Auto`` axes (or with no sharding in its type): a
-  ``custom_partitioning`` op whose rule the partitioner calls with the operand's
-  sharding (:mod:`shardkit.fft._partition`), natural layout;
+* a traced array on ``Auto`` axes (or with no sharding in its type): the route
+  chosen from the mesh against every split the input can have
+  (:mod:`shardkit.fft._route`): a ``custom_partitioning`` op whose partition the
+  partitioner calls with the operand's sharding (:mod:`shardkit.fft._partition`),
+  or, where no sharding rule keeps every split, one split's plan in a
+  ``shard_map`` that every input is moved to;
 * anything on one device: ``jnp.fft`` itself.
 """
 
@@ -26,7 +29,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from shardkit.fft._fourstep import planned
-from shardkit.fft._partition import Op, apply, auto_layout
+from shardkit.fft._partition import apply, check_traced
 from shardkit.fft._plan import FFTPlan
 from shardkit.fft._problem import (
     KINDS,
@@ -39,6 +42,7 @@ from shardkit.fft._problem import (
     transposed_order,
     unpermute,
 )
+from shardkit.fft._route import Route, route
 from shardkit.layout.internal import (
     check_mesh_arg,
     check_placement,
@@ -105,8 +109,11 @@ def _normalize_sizes(
     return tuple(sizes)
 
 
-def _auto_op(problem: Problem, arr: jax.Array) -> Op:
-    """The primitive's parameter; non-float inputs are cast as ``jnp.fft`` casts them."""
+def _auto_route(problem: Problem, arr: jax.Array) -> tuple[Route, Any]:
+    """The Auto-axes route (see :mod:`~shardkit.fft._route`) and the mesh it was chosen for.
+
+    Non-float inputs are cast as ``jnp.fft`` casts them.
+    """
     dtype = np.dtype(arr.dtype)
     if not jnp.issubdtype(dtype, jnp.inexact):
         # jnp.fft promotes ints and bools to the default float dtype's complex twin
@@ -123,9 +130,7 @@ def _auto_op(problem: Problem, arr: jax.Array) -> Op:
     mesh = jax.sharding.get_abstract_mesh()
     if mesh is None or mesh.empty:  # no jax.set_mesh: the operand's type may carry it
         mesh = getattr(getattr(jax.typeof(arr), "sharding", None), "mesh", None)
-    layout, cycle = auto_layout(problem, mesh)
-    sizes = () if mesh is None or mesh.empty else tuple(int(k) for k in mesh.axis_sizes)
-    return Op(dataclasses.replace(problem, out_layout=layout), str(dtype), cycle, sizes=sizes)
+    return route(problem, str(dtype), mesh), mesh
 
 
 def _check_options(where: str, norm: str | None, out_layout: str, in_layout: str) -> None:
@@ -222,7 +227,11 @@ def transform(
     if route == "local":
         return _reference(problem, arr)
     if route == "auto":
-        return apply(_auto_op(problem, arr), arr)
+        r, mesh = _auto_route(problem, arr)
+        if r.plan is not None:
+            check_traced(r.op, jnp.asarray(arr, r.op.in_dtype))
+            return _shard_mapped(r.plan, mesh)(arr)
+        return apply(r.op, arr)
     assert spec is not None
     p = _checked_plan(name, problem, spec, mesh)
     if route == "eager":

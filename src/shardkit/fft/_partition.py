@@ -38,20 +38,18 @@ split to exactly the output sharding the partitioner chose, with ``all_to_all``
 only, wherever that keeps the operand's mesh axes and divides; so the partitioner
 reshards nothing after the op, and gathers only the mesh axes the rule dropped.
 
-Known limit: the rule maps each input dimension's factor to one output dimension,
-chosen before the split is known. Explicit axes move a split that a changed length
-(``fft(x, n=20, axis=0)`` of ``P('x', None)`` on 8 devices) or a halved R2C axis
-(``rfft2`` of ``(8, 16, 16)`` on ``P(None, None, 'x')``) no longer divides to
-another dimension, the one that dimension's own split would keep: no fixed rule
-does both, and the partitioner gathers the dropped mesh axes.
+The rule maps each input dimension's factor to one output dimension, chosen before
+the split is known; :mod:`shardkit.fft._route` picks, from the mesh, the rule that
+keeps every split the input can have, or routes around the op where none does.
 
 Errors: everything known while tracing (shape, dtype, ``s=``, axes, the mesh) is
 checked before the primitive is bound, so it reaches the user as shardkit's own
 error. The partitioner itself never raises (XLA would wrap the error as an
 ``INTERNAL`` runtime error): the callbacks decode XLA's shardings themselves
-(:func:`_spec`), a split that no plan takes gets the replicated plan (a gather and
-the whole transform on every device), and so does any other failure while
-planning (:func:`_safe`). Eager calls, whose split is known, check it first and
+(:func:`_spec`), a split that no plan takes is moved to one over the same mesh
+axes that has a plan (:meth:`Op.moved_plan`), else gets the replicated plan (a
+gather and the whole transform on every device), and so does any other failure
+while planning (:func:`_safe`). Eager calls, whose split is known, check it first and
 raise shardkit's error instead.
 """
 
@@ -61,7 +59,8 @@ import dataclasses
 import functools
 import itertools
 import math
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
@@ -76,9 +75,9 @@ from shardkit.fft._compat import require_devices_during_lowering
 from shardkit.fft._fourstep import planned
 from shardkit.fft._plan import FFTPlan
 from shardkit.fft._problem import PlanLayout, Problem, unpermute
-from shardkit.layout.internal import normalize
+from shardkit.layout.internal import every_split, normalize, spec_summary, to_pspec
 
-__all__ = ["Op", "apply", "auto_layout"]
+__all__ = ["Op", "apply", "auto_layout", "check_traced", "default_cycle"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,8 +146,12 @@ class Op:
             cycle=tuple(a + 1 for a in self.cycle),
         )
 
-    def plan(self, spec: Any, mesh: Any, *, strict: bool = False, target: Any = None) -> FFTPlan:
+    def plan(
+        self, spec: Any, sizes: Mapping[str, int], *, strict: bool = False, target: Any = None
+    ) -> FFTPlan:
         """The forward plan for an input split as ``spec``, in the promised layout if possible.
+
+        ``sizes`` are the mesh's axis sizes by name.
 
         The other layout is taken where the promised one is impossible for this split
         (e.g. a split R2C axis; the partitioner then reshards the output). Where no
@@ -170,7 +173,7 @@ class Op:
 
         def make(layout: PlanLayout, where: Any) -> FFTPlan:
             problem = dataclasses.replace(t, out_layout=layout)
-            return planned(problem.placed(where, dict(mesh.shape)), out_target=goal)
+            return planned(problem.placed(where, sizes), out_target=goal)
 
         promised = self.problem.out_layout
         other: PlanLayout = "default" if promised == "natural" else "natural"
@@ -182,7 +185,30 @@ class Op:
         except (ValueError, NotImplementedError):
             if strict:
                 raise
-            return make("natural", PartitionSpec())
+            moved = None if target is None else self.moved_plan(spec, sizes, target)
+            return moved if moved is not None else make("natural", PartitionSpec())
+
+    def moved_plan(self, spec: Any, sizes: Mapping[str, int], target: Any) -> FFTPlan | None:
+        """A plan from another split over the same mesh axes that ends at ``target``, if any.
+
+        For a split no plan takes (Explicit axes refuse it): the partitioner moves
+        the input to the plan's split first, which keeps every mesh axis, where the
+        replicated plan would gather. ``None`` where no split over those axes ends
+        at ``target`` (the output spec the partitioner chose).
+        """
+        entries = normalize(spec, len(self.problem.in_shape))
+        axes = sorted(a for e in entries for a in e)
+        goal = normalize(target, len(self.out.shape))
+        for other in every_split(self.problem.in_shape, sizes):
+            if other == entries or sorted(a for e in other for a in e) != axes:
+                continue
+            try:
+                p = self.plan(to_pspec(other), sizes, strict=True, target=to_pspec(goal))
+            except (ValueError, NotImplementedError):
+                continue
+            if normalize(p.out_spec, len(goal)) == goal:
+                return p
+        return None
 
     def carried(self, spec: Any) -> tuple[tuple[str, ...], ...]:
         """The output spec the Shardy rule gives an input split as ``spec`` (stored order).
@@ -242,20 +268,33 @@ def auto_layout(problem: Problem, mesh: Any) -> tuple[PlanLayout, tuple[int, ...
     Returns:
       The layout and, for the default one, the cycle of axes.
     """
-    kind, axes, sizes = problem.kind, problem.axes, problem.sizes
     if problem.out_layout == "natural" or mesh is None or mesh.empty:
         return "natural", ()
-    devices = math.prod(mesh.axis_sizes)
     big = sum(n > 1 for n in mesh.axis_sizes)
-    lengths = dict(zip(axes, sizes, strict=True))
-    if kind == "r2c":
-        lengths[axes[-1]] = sizes[-1] // 2 + 1
-    elif kind == "c2r":
-        lengths[axes[-1]] = problem.shape[axes[-1]]
-    cycle = _cycle(problem, lengths[axes[-1]], devices) if devices > 1 else []
-    if len(cycle) <= big or any(lengths[a] % devices for a in cycle):
+    cycle = default_cycle(problem, mesh)
+    devices = math.prod(mesh.axis_sizes)
+    if len(cycle) <= big or any(_lengths(problem)[a] % devices for a in cycle):
         return "natural", ()
-    return "default", tuple(cycle)
+    return "default", cycle
+
+
+def default_cycle(problem: Problem, mesh: Any) -> tuple[int, ...]:
+    """The axes whose splits the default layout moves round on ``mesh`` (``()``: none)."""
+    devices = math.prod(mesh.axis_sizes)
+    if devices == 1:
+        return ()
+    return tuple(_cycle(problem, _lengths(problem)[problem.axes[-1]], devices))
+
+
+def _lengths(problem: Problem) -> dict[int, int]:
+    """The transformed axes' lengths in the cycle (an R2C axis halved, a C2R one as stored)."""
+    axes, sizes = problem.axes, problem.sizes
+    lengths = dict(zip(axes, sizes, strict=True))
+    if problem.kind == "r2c":
+        lengths[axes[-1]] = sizes[-1] // 2 + 1
+    elif problem.kind == "c2r":
+        lengths[axes[-1]] = problem.shape[axes[-1]]
+    return lengths
 
 
 def _shares(n: int, m: int, sizes: tuple[int, ...]) -> bool:
@@ -397,9 +436,39 @@ def _safe(op: Op, spec: PartitionSpec, mesh: Any, target: PartitionSpec) -> FFTP
     (the partitioner then gathers: slower, never wrong).
     """
     try:
-        return op.plan(spec, mesh, target=target)
+        return op.plan(spec, dict(mesh.shape), target=target)
     except Exception:  # see the docstring: never raise into XLA
-        return op.plan(PartitionSpec(), mesh)
+        return op.plan(PartitionSpec(), dict(mesh.shape))
+
+
+def _warn_gather(op: Op, spec: Any, mesh: Any, lost: set[str]) -> None:
+    """Warn that the partitioner gathers mesh axes ``lost`` of an input split as ``spec``.
+
+    The partitioner cannot raise (see :func:`_safe`), and a gather must never be
+    silent: the warning carries the error eager calls and Explicit axes raise for
+    this split, or says that the sharding rule dropped the axes.
+    """
+    t = op.problem
+    try:
+        op.plan(spec, dict(mesh.shape), strict=True)
+        why = "the sharding rule, fixed while tracing, keeps no place for them in the output"
+    except Exception as e:  # any planning error: quoted, never raised into XLA
+        why = f"no plan takes this split (eager calls and Explicit axes raise: {e})"
+    warnings.warn(
+        f"{t.name}: on Auto mesh axes under jit, x (shape={t.in_shape}) split "
+        f"{spec_summary(spec)} over {_mesh_summary(mesh)}: the partitioner gathers "
+        f"mesh axes {sorted(lost)}, because {why}. The values are right but not "
+        "distributed; see the layout contract in shardkit.fft (shardkit.fft.plan "
+        "tells beforehand; Explicit mesh axes raise instead).",
+        UserWarning,
+        stacklevel=2,
+    )
+
+
+def _lost(have: Any, keep: Any, rank: int, out_rank: int) -> set[str]:
+    """Mesh axes of spec ``have`` (rank ``rank``) that spec ``keep`` (``out_rank``) lacks."""
+    kept = {a for e in normalize(keep, out_rank) for a in e}
+    return {a for e in normalize(have, rank) for a in e} - kept
 
 
 @functools.cache
@@ -409,7 +478,12 @@ def _forward(op: Op) -> Callable[[jax.Array], jax.Array]:
     def partition(mesh: Any, arg_shapes: Any, result_shape: Any) -> Any:
         shape, out = tuple(op.problem.in_shape), tuple(op.out.shape)
         target = _spec(result_shape.sharding, mesh, out)
-        plan = _safe(op, _spec(arg_shapes[0].sharding, mesh, shape), mesh, target)
+        spec = _spec(arg_shapes[0].sharding, mesh, shape)
+        plan = _safe(op, spec, mesh, target)
+        lost = _lost(spec, plan.in_spec, len(shape), len(shape))
+        lost |= _lost(plan.out_spec, target, len(out), len(out))
+        if lost:
+            _warn_gather(op, spec, mesh, lost)
         return (
             mesh,
             plan.local,
@@ -419,7 +493,7 @@ def _forward(op: Op) -> Callable[[jax.Array], jax.Array]:
 
     def infer(mesh: Any, arg_shapes: Any, result_shape: Any) -> NamedSharding:
         spec = _spec(arg_shapes[0].sharding, mesh, tuple(op.problem.in_shape))
-        return NamedSharding(mesh, op.plan(spec, mesh).out_spec)
+        return NamedSharding(mesh, op.plan(spec, dict(mesh.shape)).out_spec)
 
     rule, factors = _rule(op, transposed=False)
     fn.def_partition(
@@ -491,7 +565,7 @@ def _impl(x: jax.Array, *, op: Op) -> jax.Array:
     # error instead of the partitioner quietly gathering (see Op.plan).
     sharding = getattr(x, "sharding", None)
     if not op.transposed and isinstance(sharding, NamedSharding):
-        op.plan(sharding.spec, sharding.mesh, strict=True)
+        op.plan(sharding.spec, dict(sharding.mesh.shape), strict=True)
     return _jitted(op)(x)
 
 
@@ -531,7 +605,7 @@ def _mesh_summary(mesh: Any) -> str:
     return "{" + ", ".join(f"{n}: {k}" for n, k in pairs) + "}"
 
 
-def _check_traced(op: Op, x: Any) -> None:
+def check_traced(op: Op, x: Any) -> None:
     """Validate, while tracing, what the partitioner would otherwise trip over.
 
     Everything known before lowering is checked here, so the user's ``jit`` gets
@@ -569,5 +643,5 @@ def _check_traced(op: Op, x: Any) -> None:
 def apply(op: Op, x: jax.Array) -> jax.Array:
     """Run ``op`` (forward) on ``x``: partitioned under ``jit``, differentiable, batchable."""
     arr = jnp.asarray(x, op.in_dtype)
-    _check_traced(op, arr)
+    check_traced(op, arr)
     return fft_p.bind(arr, op=op)

@@ -22,6 +22,8 @@ A spec is normalized to one tuple of mesh axes per dimension (:data:`NormSpec`),
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeAlias
 
@@ -40,6 +42,7 @@ __all__ = [
     "Placement",
     "canonical",
     "drop_unit_axes",
+    "every_split",
     "is_traced",
     "normalize",
     "parse_spec",
@@ -62,6 +65,30 @@ def normalize(spec: PartitionSpec | Sequence[object] | None, rank: int) -> NormS
     entries: NormSpec = tuple(entry_axes(e) for e in (spec if spec is not None else ()))
     padded: NormSpec = entries + ((),) * rank
     return padded[:rank]
+
+
+def every_split(shape: Sequence[int], sizes: Mapping[str, int]) -> tuple[NormSpec, ...]:
+    """Every way to split an array of ``shape`` over mesh axes of ``sizes`` that divides it.
+
+    Each axis of size > 1 splits one dimension or none; axes sharing a dimension
+    are taken in every order. Fewest split axes first, then in a fixed order.
+
+    Example:
+      >>> every_split((16, 12), {"x": 8})
+      (((), ()), (('x',), ()))
+    """
+    axes = [a for a, n in sizes.items() if n > 1]
+    found: set[NormSpec] = set()
+    for where in itertools.product(range(-1, len(shape)), repeat=len(axes)):
+        groups = [
+            [a for a, w in zip(axes, where, strict=True) if w == d] for d in range(len(shape))
+        ]
+        for entries in itertools.product(*(itertools.permutations(g) for g in groups)):
+            if all(
+                n % math.prod(sizes[a] for a in e) == 0 for n, e in zip(shape, entries, strict=True)
+            ):
+                found.add(tuple(entries))
+    return tuple(sorted(found, key=lambda s: (sum(map(len, s)), str(s))))
 
 
 def to_pspec(norm: NormSpec) -> PartitionSpec:

@@ -16,7 +16,6 @@ plan is optimal under ``memory_limit`` and not only without it.
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ from shardkit.layout.internal import (
     check_placement,
     check_spec_axes,
     drop_unit_axes,
+    every_split,
     is_int,
     is_traced,
     mesh_summary,
@@ -81,20 +81,8 @@ def candidate_specs(shape: Sequence[int], mesh: Mesh) -> tuple[PartitionSpec, ..
             "(rows, columns), two positive sizes"
         )
     mesh = check_mesh_arg("candidate_specs", mesh)
-    axes = [str(a) for a, n in mesh.shape.items() if n > 1]
-    sizes = dict(mesh.shape)
-    found: list[PartitionSpec] = []
-    for where in itertools.product((None, 0, 1), repeat=len(axes)):
-        rows = [a for a, w in zip(axes, where, strict=True) if w == 0]
-        cols = [a for a, w in zip(axes, where, strict=True) if w == 1]
-        for r in itertools.permutations(rows):
-            for c in itertools.permutations(cols):
-                if shape[0] % math.prod(sizes[a] for a in r) or shape[1] % math.prod(
-                    sizes[a] for a in c
-                ):
-                    continue
-                found.append(canonical(to_pspec((tuple(r), tuple(c)))))
-    return tuple(sorted(set(found), key=lambda p: (sum(map(len, normalize(p, 2))), str(p))))
+    found = {canonical(to_pspec(s)) for s in every_split(shape, dict(mesh.shape))}
+    return tuple(sorted(found, key=lambda p: (sum(map(len, normalize(p, 2))), str(p))))
 
 
 @dataclass(frozen=True)

@@ -416,6 +416,9 @@ def _value_and_grad(plan: PipelinePlan, sched: Timetable, mesh: Mesh) -> Callabl
         (_, _, grads, loss), _ = jax.lax.scan(tick, init, jnp.arange(sched.ticks))
         if n_stages > 1:
             loss = jax.lax.psum(loss, stage)  # held by the last stage only
+            # The gradients leave after it, so that what the step does with them next
+            # (the finite test's all-reduce) cannot run beside it.
+            grads = after(grads, loss)
         if data is not None:
             grads, loss = jax.lax.pmean((grads, loss), data)
         return loss, jax.tree.map(lambda g: g[None], grads)

@@ -52,7 +52,14 @@ from shardkit.train._schedule import (
     build_schedule,
 )
 
-__all__ = ["PIPELINE_STRATEGIES", "Pipeline", "PipelinePlan", "bind_pipeline", "plan_pipeline"]
+__all__ = [
+    "PIPELINE_STRATEGIES",
+    "Pipeline",
+    "PipelinePlan",
+    "bind_pipeline",
+    "check_microbatches",
+    "plan_pipeline",
+]
 
 PIPELINE_STRATEGIES = ("pp", "dp_pp")
 
@@ -302,18 +309,7 @@ class Pipeline:
 
     def check_batch(self, where: str, batch_size: int) -> None:
         """Raise ``ValueError`` unless each data shard's batch splits into the microbatches."""
-        d, m = self.plan.data_parts, self.schedule.microbatches
-        if batch_size % (d * m):
-            shard = (
-                f"the {d} data shards' {batch_size // d} examples each"
-                if d > 1
-                else (f"the {batch_size} examples")
-            )
-            raise ValueError(
-                f"{where}: batch size {batch_size} on mesh={mesh_summary(self.plan.mesh)}: "
-                f"microbatches={m} does not divide {shard}; use a batch size that is a "
-                f"multiple of {d * m}, or microbatches= that divides it"
-            )
+        check_microbatches(where, self.plan, self.schedule.microbatches, batch_size)
 
     def stage_memory(self, batch_size: int, features: int | None = None) -> tuple[int, int]:
         """``(parameter bytes, activation bytes)`` one device of every stage holds.
@@ -341,6 +337,22 @@ class Pipeline:
             f" = {self.schedule.bubble:.1%}\n"
             f"per stage: parameters {format_bytes(mem[0])}, activations "
             f"{format_bytes(mem[1])} ({self.schedule.slots} microbatch(es) in flight)"
+        )
+
+
+def check_microbatches(where: str, plan: PipelinePlan, microbatches: int, batch_size: int) -> None:
+    """Raise ``ValueError`` unless ``microbatches`` divides each data shard's batch."""
+    d, m = plan.data_parts, microbatches
+    if batch_size % (d * m):
+        shard = (
+            f"the {d} data shards' {batch_size // d} examples each"
+            if d > 1
+            else f"the {batch_size} examples"
+        )
+        raise ValueError(
+            f"{where}: batch size {batch_size} on mesh={mesh_summary(plan.mesh)}: "
+            f"microbatches={m} does not divide {shard}; use a batch size that is a "
+            f"multiple of {d * m}, or microbatches= that divides it"
         )
 
 

@@ -21,6 +21,7 @@ from shardkit.layout import format_bytes, parse_mesh_shape
 from shardkit.layout import mesh as make_mesh
 from shardkit.layout.internal import is_int
 from shardkit.train._models import MLP
+from shardkit.train._pipeline import check_microbatches
 from shardkit.train._schedule import SCHEDULES, Schedule
 from shardkit.train._step import make_train_step
 from shardkit.train._strategies import STRATEGIES, Strategy, strategy_layout
@@ -241,6 +242,13 @@ def run_training(
     model = MLP(sizes)
     layout = strategy_layout(model, strategy=strategy, mesh=m)
     layout.check_batch((batch_size, sizes[0]), where=f"shardkit train --batch-size {batch_size}")
+    if layout.pipeline is not None:
+        check_microbatches(
+            f"shardkit train --batch-size {batch_size}",
+            layout.pipeline,
+            layout.pipeline.stages if microbatches is None else microbatches,
+            batch_size,
+        )
     opt = _optimizer(optimizer, learning_rate)
     key = jax.random.key(seed)
     with busy(console, f"building the {strategy} state and compiling the step"):
@@ -254,8 +262,6 @@ def run_training(
             schedule=schedule,
         )
         pipe = cast(Any, step).pipeline
-        if pipe is not None:
-            pipe.check_batch(f"shardkit train --batch-size {batch_size}", batch_size)
         batch = model.batch(jax.random.fold_in(key, 1), batch_size, layout.batch)
         # One compile serves the report and the steps (jit's call cache would compile again).
         compiled = cast(Any, step).lower(state, batch).compile()  # a jax.jit function

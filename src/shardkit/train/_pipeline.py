@@ -44,13 +44,7 @@ from shardkit.linalg.internal import after
 from shardkit.train._adapters import Trainable
 from shardkit.train._layers import Layers, layer_parts, same_structure
 from shardkit.train._models import MLP
-from shardkit.train._schedule import (
-    FORWARD,
-    LAST_FORWARD,
-    SCHEDULES,
-    Timetable,
-    build_schedule,
-)
+from shardkit.train._schedule import SCHEDULES, Timetable, build_schedule
 
 __all__ = [
     "PIPELINE_STRATEGIES",
@@ -104,7 +98,8 @@ class _Stack:
       embed: the inputs as the first stage's activations.
       pad: per-layer parameters padded to ``layer``'s shapes.
       unpad: the caller's parameters back from the padded layers.
-      width: the activation's features per example, or None where the inputs decide.
+      width: the features per example an activation carries between stages (a
+        prefix of the stage's own activation), or None where the inputs decide.
     """
 
     layer: Any
@@ -118,14 +113,20 @@ class _Stack:
 
 
 def _mlp_stack(model: Any) -> _Stack:
-    """The bundled MLP: every layer padded to ``(H, H)`` with ``H`` the widest layer."""
+    """The bundled MLP: every layer's ``w`` padded to ``(widest input, widest output)``.
+
+    Inside a stage activations are as wide as the widest layer, zero beyond each
+    layer's own width; between stages they travel at the widest output.
+    """
     sizes = model.layer_sizes
+    n_in, n_out = max(sizes[:-1]), max(sizes[1:])
     width = max(sizes)
     shapes = model.param_shapes()
 
     def apply(layer: Any, h: jax.Array, last: jax.Array) -> jax.Array:
-        z = h @ layer["w"] + layer["b"]
-        return jnp.where(last, z, jax.nn.relu(z))
+        z = h[:, :n_in] @ layer["w"] + layer["b"]
+        z = jnp.where(last, z, jax.nn.relu(z))
+        return jnp.pad(z, ((0, 0), (0, width - n_out)))
 
     def head(h: jax.Array, y: jax.Array) -> jax.Array:  # MLP.loss of the outputs
         return jnp.mean(jnp.sum((h[:, : sizes[-1]] - y) ** 2, axis=-1))
@@ -134,10 +135,10 @@ def _mlp_stack(model: Any) -> _Stack:
         return jnp.pad(x, ((0, 0), (0, width - x.shape[1])))
 
     def pad(params: Any) -> list[Any]:
-        return [
-            {k: jnp.pad(v, [(0, width - n) for n in v.shape]) for k, v in layer.items()}
-            for layer in params
-        ]
+        def padded(v: jax.Array, to: tuple[int, ...]) -> jax.Array:
+            return jnp.pad(v, [(0, t - n) for n, t in zip(v.shape, to, strict=True)])
+
+        return [{"w": padded(p["w"], (n_in, n_out)), "b": padded(p["b"], (n_out,))} for p in params]
 
     def unpad(layers: list[Any]) -> Any:
         return tuple(
@@ -145,10 +146,10 @@ def _mlp_stack(model: Any) -> _Stack:
             for layer, shape in zip(layers, shapes, strict=True)
         )
 
-    one = {"w": jax.ShapeDtypeStruct((width, width), model.dtype)}
-    one["b"] = jax.ShapeDtypeStruct((width,), model.dtype)
+    one = {"w": jax.ShapeDtypeStruct((n_in, n_out), model.dtype)}
+    one["b"] = jax.ShapeDtypeStruct((n_out,), model.dtype)
     costs = tuple(float(math.prod(s["w"]) + math.prod(s["b"])) for s in shapes)
-    return _Stack(one, costs, apply, head, embed, pad, unpad, width)
+    return _Stack(one, costs, apply, head, embed, pad, unpad, n_out)
 
 
 def _layers_stack(where: str, t: Trainable, loss: Callable[[Any, Any], jax.Array]) -> _Stack:
@@ -374,6 +375,14 @@ def _value_and_grad(plan: PipelinePlan, sched: Timetable, mesh: Mesh) -> Callabl
         xs = h0.reshape(n_micro, mb, *h0.shape[1:])
         ys = jax.tree.map(lambda a: a.reshape(n_micro, mb, *a.shape[1:]), y)
         is_real, is_last = jnp.asarray(real)[s], jnp.asarray(last)[s]
+        carry = stack.width
+
+        def narrow(h: jax.Array) -> jax.Array:  # what travels between stages
+            return h if carry is None else h[:, :carry]
+
+        def widen(h: jax.Array) -> jax.Array:
+            return h if carry is None else jnp.pad(h, ((0, 0), (0, h0.shape[1] - carry)))
+
         tab = jnp.asarray(tables)[:, :, s]
 
         def run(q: Any, h: jax.Array) -> jax.Array:
@@ -389,30 +398,29 @@ def _value_and_grad(plan: PipelinePlan, sched: Timetable, mesh: Mesh) -> Callabl
         def tick(carry: Any, t: jax.Array) -> tuple[Any, None]:
             stash, cot, grads, loss = carry
             kind, m, slot, rf, rb = (tab[i, t] for i in range(5))
-            x_in = jnp.where(s == 0, xs[m], stash[slot])
+            # Stage 0 reads its inputs from the batch (for the backward's recompute too).
+            x_in = jnp.where(s == 0, xs[m], widen(stash[slot]))
             g_out = cot[slot]
-            zero = jnp.zeros_like(x_in)
+            zero = jnp.zeros_like(g_out)
 
             def idle(g: Any, acc: jax.Array) -> Any:
                 return zero, zero, g, acc, g_out
 
             def forward(g: Any, acc: jax.Array) -> Any:
-                return run(p, x_in), zero, g, acc, g_out
+                return narrow(run(p, x_in)), zero, g, acc, g_out
 
             def last_forward(g: Any, acc: jax.Array) -> Any:
                 value, d = jax.value_and_grad(head)(run(p, x_in), m)
-                return zero, zero, g, acc + value, d
+                return zero, zero, g, acc + value, narrow(d)
 
             def backward(g: Any, acc: jax.Array) -> Any:
                 _, pull = jax.vjp(run, p, x_in)
-                dp, dx = pull(g_out)
-                return zero, dx, jax.tree.map(jnp.add, g, dp), acc, g_out
+                dp, dx = pull(widen(g_out))
+                return zero, narrow(dx), jax.tree.map(jnp.add, g, dp), acc, g_out
 
             send_f, send_b, grads, loss, g_new = jax.lax.switch(
                 kind, (idle, forward, last_forward, backward), grads, loss
             )
-            first = (s == 0) & ((kind == FORWARD) | (kind == LAST_FORWARD))
-            stash = stash.at[slot].set(jnp.where(first, x_in, stash[slot]))
             cot = cot.at[slot].set(g_new)
             if n_stages > 1:
                 got_f = jax.lax.ppermute(send_f, stage, forward_perm)
@@ -422,7 +430,8 @@ def _value_and_grad(plan: PipelinePlan, sched: Timetable, mesh: Mesh) -> Callabl
                 cot = cot.at[bs].set(jnp.where(rb >= 0, got_b, cot[bs]))
             return (stash, cot, grads, loss), None
 
-        buf = jnp.zeros((sched.slots, mb, *h0.shape[1:]), h0.dtype)
+        shape = h0.shape[1:] if carry is None else (carry,)
+        buf = jnp.zeros((sched.slots, mb, *shape), h0.dtype)
         grads0 = jax.tree.map(jnp.zeros_like, p)
         init = (buf, buf, grads0, jnp.zeros((), h0.dtype))
         (_, _, grads, loss), _ = jax.lax.scan(tick, init, jnp.arange(sched.ticks))

@@ -146,7 +146,10 @@ def make_train_step(
     by one. ``step.model(state.params)`` gives the layers back.
 
     Returns:
-      ``(step, state)``: ``state.step`` and ``state.skipped`` start at 0.
+      ``(step, state)``: ``state.step`` and ``state.skipped`` start at 0. Under ``pp``
+      and ``dp_pp``, ``step.pipeline`` holds the stages (``.plan.bounds``), the
+      schedule (``.schedule.timeline()``, ``.schedule.bubble``) and
+      ``.describe(batch_size)``, the report's lines; it is None for the other strategies.
 
     The step checks its state (the parameters' shapes and shardings are this model's
     and strategy's: a state from another strategy or mesh must first be read onto

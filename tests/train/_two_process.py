@@ -89,7 +89,7 @@ def main(out_file: Path) -> None:
             mesh=mesh,
             key=jax.random.key(0),
             microbatches=micro,
-            schedule=schedule,
+            schedule=schedule,  # type: ignore[arg-type]
         )
         _train(results, case, step, state, batch)
     if info.process_id == 0:

@@ -70,9 +70,9 @@ class Layers:
         if self.apply is not None and not callable(self.apply):
             raise TypeError(f"Layers: apply={self.apply!r} must be callable (layer, h) -> h")
 
-    def __call__(self, x: jax.Array, /) -> jax.Array:
+    def __call__(self, x: jax.typing.ArrayLike, /) -> jax.Array:
         """The last layer's output for inputs ``x``."""
-        h = x
+        h = jnp.asarray(x)
         for layer in self.layers:
             h = self.call(layer, h)
         return h

@@ -48,30 +48,29 @@ def test_optimizers_train_on_two_processes_like_one_device(tmp_path: Path) -> No
     assert rc == 0, f"stdout:\n{out.getvalue()}\nstderr:\n{err.getvalue()}"
     results = json.loads(out_file.read_text())
     assert len(results) == len(worker.CASES) + len(worker.PIPELINES)
-    deep = train.MLP(worker.PP_SIZES)
+    ref = _one_device(train.MLP(worker.PP_SIZES), optax.adam(1e-2))
+    for case in worker.PIPELINES:
+        _assert_like(results[case], ref, f"{case} on 2 processes")
+    for name in worker.OPTIMIZERS:
+        ref = _one_device(train.MLP(worker.SIZES), worker.OPTIMIZERS[name]())
+        for strategy in worker.MESHES:
+            _assert_like(results[f"{name} {strategy}"], ref, f"{name} {strategy} on 2 processes")
+
+
+def _one_device(model: train.MLP, optimizer: Any) -> list[float]:
+    """The losses of one device over the workers' steps."""
+    import _two_process as worker
+
     step, state = train.make_train_step(
-        deep, optax.adam(1e-2), strategy="single", mesh=None, key=jax.random.key(0)
+        model, optimizer, strategy="single", mesh=None, key=jax.random.key(0)
     )
-    batch = numpy_batch(deep, 32, seed=1)
+    # The workers draw the batch in place from key 1: the same values as here.
+    batch = numpy_batch(model, 32, seed=1)
     ref = []
     for _ in range(worker.STEPS):
         state, loss = step(state, batch)
         ref.append(float(loss))
-    for case in worker.PIPELINES:
-        _assert_like(results[case], ref, f"{case} on 2 processes")
-    model = train.MLP(worker.SIZES)
-    for name in worker.OPTIMIZERS:
-        step, state = train.make_train_step(
-            model, worker.OPTIMIZERS[name](), strategy="single", mesh=None, key=jax.random.key(0)
-        )
-        # The workers draw the batch in place from key 1: the same values as here.
-        batch = numpy_batch(model, 32, seed=1)
-        ref = []
-        for _ in range(worker.STEPS):
-            state, loss = step(state, batch)
-            ref.append(float(loss))
-        for strategy in worker.MESHES:
-            _assert_like(results[f"{name} {strategy}"], ref, f"{name} {strategy} on 2 processes")
+    return ref
 
 
 def _assert_like(got: dict[str, Any], ref: list[float], what: str) -> None:

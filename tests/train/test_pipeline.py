@@ -293,3 +293,8 @@ def test_layers_of_different_shapes_are_refused_for_a_pipeline() -> None:
         _make(model=model, shape="2", loss=lambda out, y: jnp.mean(out - y))
     with pytest.raises(TypeError, match=r"Layers: apply= is needed"):
         train.Layers(blocks)
+    square = train.Layers(blocks[:1] * 2, apply=lambda p, h: (h @ p["w"])[:, :2])
+    step, state = _make(model=square, shape="2", loss=lambda out, y: jnp.mean(out - y))
+    x = np.ones((4, 4), np.float32)
+    with pytest.raises(ValueError, match=r"maps a microbatch of shape \(2, 4\) to \(2, 2\)"):
+        step(state, (x, x))

@@ -341,6 +341,24 @@ class Pipeline:
         )
 
 
+def _activations(stack: _Stack, params: Any, h: jax.Array, micro: int) -> jax.Array:
+    """The first stage's inputs in the dtype the layers compute in (e.g. float64 weights).
+
+    Raises:
+      ValueError: a layer changes the activation's shape (stages pass one shape along).
+    """
+    first = jax.tree.map(lambda a: a[0], params)
+    mb = jax.ShapeDtypeStruct((h.shape[0] // micro, *h.shape[1:]), h.dtype)
+    out = jax.eval_shape(lambda q, v: stack.apply(q, v, jnp.bool_(False)), first, mb)
+    if out.shape != mb.shape:
+        raise ValueError(
+            f"make_train_step: a layer maps a microbatch of shape {mb.shape} to {out.shape}; "
+            "pipeline stages pass one activation shape along, so give every layer the "
+            "same input and output shape (move an embedding or a head into the loss)"
+        )
+    return h.astype(jnp.result_type(h.dtype, out.dtype))
+
+
 def check_microbatches(where: str, plan: PipelinePlan, microbatches: int, batch_size: int) -> None:
     """Raise ``ValueError`` unless ``microbatches`` divides each data shard's batch."""
     d, m = plan.data_parts, microbatches
@@ -370,7 +388,7 @@ def _value_and_grad(plan: PipelinePlan, sched: Timetable, mesh: Mesh) -> Callabl
     def body(params: Any, x: jax.Array, y: Any) -> tuple[jax.Array, Any]:
         p = jax.tree.map(lambda a: a[0], params)
         s = jax.lax.axis_index(stage)
-        h0 = stack.embed(x)
+        h0 = _activations(stack, p, stack.embed(x), n_micro)
         mb = h0.shape[0] // n_micro
         xs = h0.reshape(n_micro, mb, *h0.shape[1:])
         ys = jax.tree.map(lambda a: a.reshape(n_micro, mb, *a.shape[1:]), y)

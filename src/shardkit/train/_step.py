@@ -142,8 +142,11 @@ def make_train_step(
     ``loss(outputs, targets)``. ``state.params`` then holds the layers stacked by
     stage (leaves ``(stages, layers per stage, ...)``, split over the stage axis, the
     MLP's narrower layers padded with zeros); the optimizer updates them as they are,
-    which for elementwise optimizers (sgd, adam, ...) equals updating the layers one
-    by one. ``step.model(state.params)`` gives the layers back.
+    which for elementwise optimizers (sgd, adam, adamw, ...) and global-norm clipping
+    equals updating the layers one by one. An optimizer that treats a parameter as a
+    matrix (``optax.contrib.muon``, adafactor's factored moments) sees each stacked
+    ``(stages, layers, ...)`` leaf instead, and gives other updates than on one
+    device. ``step.model(state.params)`` gives the layers back.
 
     Returns:
       ``(step, state)``: ``state.step`` and ``state.skipped`` start at 0. Under ``pp``

@@ -214,7 +214,8 @@ def test_train_pp_reports_the_bubble_and_plots(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "4 stages (layers 0 | 1 | 2 | 3), 8 microbatches of 2" in result.output
     assert "bubble (S-1)/(M+S-1) = 3/11 = 27.3%" in result.output
-    assert "per stage: parameters" in result.output
+    # Layers of 8x16+16, 16x16+16 (twice) and 16x4+4 floats, each stage holding one.
+    assert "stacked (unpadded: 576 B | 1.1 KiB | 1.1 KiB | 272 B)" in result.output
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 

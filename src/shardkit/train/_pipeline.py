@@ -234,6 +234,12 @@ class PipelinePlan:
         ]
         return self.stack.unpad(layers)
 
+    def own_bytes(self) -> list[int]:
+        """Per stage, the bytes of its own layers' parameters (unpadded)."""
+        item = jax.tree.leaves(self.stack.layer)[0].dtype.itemsize
+        costs = self.stack.costs  # parameter counts
+        return [int(sum(costs[a:b])) * item for a, b in self.bounds]
+
     def stage_names(self) -> str:
         """The layers of each stage, e.g. ``"0-1 | 2 | 3"``."""
         return " | ".join(f"{a}" if b - a == 1 else f"{a}-{b - 1}" for a, b in self.bounds)
@@ -336,8 +342,10 @@ class Pipeline:
             f"pipeline: {s} stages (layers {self.plan.stage_names()}), {m} microbatches of "
             f"{mb}, schedule {self.schedule.name}: bubble (S-1)/(M+S-1) = {s - 1}/{m + s - 1}"
             f" = {self.schedule.bubble:.1%}\n"
-            f"per stage: parameters {format_bytes(mem[0])}, activations "
-            f"{format_bytes(mem[1])} ({self.schedule.slots} microbatch(es) in flight)"
+            f"per stage (one device): parameters {format_bytes(mem[0])} stacked (unpadded: "
+            f"{' | '.join(format_bytes(n) for n in self.plan.own_bytes())}), "
+            f"activations {format_bytes(mem[1])} (at most {self.schedule.slots} "
+            "microbatches held)"
         )
 
 

@@ -61,6 +61,8 @@ PIPELINE_STRATEGIES = ("pp", "dp_pp")
 def balanced_stages(costs: Sequence[float], stages: int) -> tuple[tuple[int, int], ...]:
     """Contiguous ``(start, stop)`` runs of layers, one per stage, minimizing the largest cost.
 
+    Among cuts with the same largest cost, the one with the evenest costs wins.
+
     Example:
       >>> from shardkit.train._pipeline import balanced_stages
       >>> balanced_stages([1, 4, 4, 1], 2), balanced_stages([5, 1, 1, 1, 1, 1], 3)
@@ -68,17 +70,20 @@ def balanced_stages(costs: Sequence[float], stages: int) -> tuple[tuple[int, int
     """
     n = len(costs)
     prefix = np.concatenate([[0.0], np.cumsum(costs)])
-    inf = float("inf")
-    # best[k][i]: the smallest largest cost of the first i layers in k stages.
+    inf = (float("inf"), float("inf"))
+    # best[k][i]: (largest stage cost, sum of squared stage costs) of the first i layers
+    # in k stages, smallest first by the one, then by the other (the evener cut).
     best = [[inf] * (n + 1) for _ in range(stages + 1)]
     cut = [[0] * (n + 1) for _ in range(stages + 1)]
-    best[0][0] = 0.0
+    best[0][0] = (0.0, 0.0)
     for k in range(1, stages + 1):
         for i in range(k, n + 1):
             for j in range(k - 1, i):
-                worst = max(best[k - 1][j], float(prefix[i] - prefix[j]))
-                if worst < best[k][i]:
-                    best[k][i], cut[k][i] = worst, j
+                run = float(prefix[i] - prefix[j])
+                worst, squares = best[k - 1][j]
+                candidate = (max(worst, run), squares + run * run)
+                if candidate < best[k][i]:
+                    best[k][i], cut[k][i] = candidate, j
     bounds, i = [], n
     for k in range(stages, 0, -1):
         bounds.append((cut[k][i], i))

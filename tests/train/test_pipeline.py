@@ -3,7 +3,7 @@
 The schedules are checked as tables (no compile). The step is compiled once per case
 and that executable both trains (the losses of ``single`` within float32 rounding)
 and is inspected: activations and cotangents move only by collective-permutes over
-``stage``, two per tick of the schedule; the loss is one scalar all-reduce over
+``stage``, one per tick and direction the schedule sends in; the loss is one scalar all-reduce over
 ``stage``; under ``dp_pp`` the gradients are averaged over ``data``; no parameter is
 ever gathered, and every collective is ordered. By default two cases run (pp 1f1b,
 dp_pp gpipe, on Auto and Explicit axes in turn); ``SHARDKIT_FULL_TESTS=1`` runs all.
@@ -64,6 +64,20 @@ def test_schedule_runs_each_operation_once_after_its_inputs(
     assert s.bubble == pytest.approx((stages - 1) / (micro + stages - 1))
     # gpipe holds every microbatch; 1f1b at most S (one per stage still to run it).
     assert s.slots == (micro if name == "gpipe" else min(stages, micro))
+    # The runs of ticks cover the schedule, each sending at least the ways its ticks
+    # send; gpipe's two phases send one way each (permutes of zeros only where a
+    # phase's last ticks idle).
+    segments = s.segments()
+    assert [a for a, _, _ in segments] == [0] + [z for _, z, _ in segments[:-1]]
+    assert segments[-1][1] == s.ticks
+    for a, z, (f, b) in segments:
+        assert f or not (s.recv_forward[a:z] >= 0).any()
+        assert b or not (s.recv_backward[a:z] >= 0).any()
+    if stages == 1:
+        assert s.permutes == 0
+    if name == "gpipe" and stages > 1:
+        assert [sends for _, _, sends in segments] == [(True, False), (False, True)]
+        assert s.permutes == s.ticks
 
 
 def test_1f1b_timeline_alternates_after_warm_up() -> None:
@@ -161,8 +175,8 @@ def test_pipeline_trains_like_one_device_moving_only_permutes(
     assert kinds <= {"collective-permute", "all-reduce"}, report.collectives
     permutes = [c for c in report.collectives if c.kind == "collective-permute"]
     assert all(c.axes == ("stage",) and c.operand_shapes == ((mb, width),) for c in permutes)
-    # One forward and one backward permute per tick of the schedule.
-    assert sum(c.count for c in permutes) == 2 * pipe.schedule.ticks, permutes
+    # One permute per tick and direction some stage sends in (never a zeros-only run).
+    assert sum(c.count for c in permutes) == pipe.schedule.permutes, permutes
     for c in report.collectives:
         if c.kind != "all-reduce":
             continue

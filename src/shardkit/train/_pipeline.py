@@ -15,7 +15,8 @@ One step is a ``shard_map`` over ``stage`` running a static schedule
 backward of one microbatch (the backward recomputes the stage's forward from its
 stashed input and pulls the cotangent through it with ``jax.vjp``), then one
 ``ppermute`` sends activations to the next stage and one sends cotangents to the
-previous stage. Nothing else moves during the schedule: no parameter is ever
+previous stage; a run of ticks in which no stage sends one way (gpipe's forward and
+backward phases, 1f1b's warm-up and drain) leaves that permute out. Nothing else moves during the schedule: no parameter is ever
 gathered. Afterwards the last stage's loss is summed over ``stage`` (one scalar) and,
 under ``dp_pp``, the gradients and the loss are averaged over ``data`` (one
 all-reduce of the stage's gradients). Every collective is ordered by data
@@ -27,6 +28,7 @@ The optimizer sees the stacked parameters, so ``state.params`` holds them;
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -406,13 +408,13 @@ def _value_and_grad(plan: PipelinePlan, sched: Timetable, mesh: Mesh) -> Callabl
         xs = h0.reshape(n_micro, mb, *h0.shape[1:])
         ys = jax.tree.map(lambda a: a.reshape(n_micro, mb, *a.shape[1:]), y)
         is_real, is_last = jnp.asarray(real)[s], jnp.asarray(last)[s]
-        carry = stack.width
+        between = stack.width
 
         def narrow(h: jax.Array) -> jax.Array:  # what travels between stages
-            return h if carry is None else h[:, :carry]
+            return h if between is None else h[:, :between]
 
         def widen(h: jax.Array) -> jax.Array:
-            return h if carry is None else jnp.pad(h, ((0, 0), (0, h0.shape[1] - carry)))
+            return h if between is None else jnp.pad(h, ((0, 0), (0, h0.shape[1] - between)))
 
         tab = jnp.asarray(tables)[:, :, s]
 
@@ -426,7 +428,7 @@ def _value_and_grad(plan: PipelinePlan, sched: Timetable, mesh: Mesh) -> Callabl
         def head(h: jax.Array, m: jax.Array) -> jax.Array:
             return stack.head(h, jax.tree.map(lambda a: a[m], ys)) / n_micro
 
-        def tick(carry: Any, t: jax.Array) -> tuple[Any, None]:
+        def tick(sends: tuple[bool, bool], carry: Any, t: jax.Array) -> tuple[Any, None]:
             stash, cot, grads, loss = carry
             kind, m, slot, rf, rb = (tab[i, t] for i in range(5))
             # Stage 0 reads its inputs from the batch (for the backward's recompute too).
@@ -453,19 +455,25 @@ def _value_and_grad(plan: PipelinePlan, sched: Timetable, mesh: Mesh) -> Callabl
                 kind, (idle, forward, last_forward, backward), grads, loss
             )
             cot = cot.at[slot].set(g_new)
-            if n_stages > 1:
+            # Only the directions some stage sends in during this run of ticks move.
+            if sends[0]:
                 got_f = jax.lax.ppermute(send_f, stage, forward_perm)
-                got_b = jax.lax.ppermute(after(send_b, got_f), stage, backward_perm)
-                fs, bs = jnp.maximum(rf, 0), jnp.maximum(rb, 0)
+                fs = jnp.maximum(rf, 0)
                 stash = stash.at[fs].set(jnp.where(rf >= 0, got_f, stash[fs]))
+                send_b = after(send_b, got_f)
+            if sends[1]:
+                got_b = jax.lax.ppermute(send_b, stage, backward_perm)
+                bs = jnp.maximum(rb, 0)
                 cot = cot.at[bs].set(jnp.where(rb >= 0, got_b, cot[bs]))
             return (stash, cot, grads, loss), None
 
-        shape = h0.shape[1:] if carry is None else (carry,)
+        shape = h0.shape[1:] if between is None else (between,)
         buf = jnp.zeros((sched.slots, mb, *shape), h0.dtype)
-        grads0 = jax.tree.map(jnp.zeros_like, p)
-        init = (buf, buf, grads0, jnp.zeros((), h0.dtype))
-        (_, _, grads, loss), _ = jax.lax.scan(tick, init, jnp.arange(sched.ticks))
+        state = (buf, buf, jax.tree.map(jnp.zeros_like, p), jnp.zeros((), h0.dtype))
+        for start, stop, sends in sched.segments():
+            body_of = functools.partial(tick, sends)
+            state, _ = jax.lax.scan(body_of, state, jnp.arange(start, stop))
+        _, _, grads, loss = state
         if n_stages > 1:
             loss = jax.lax.psum(loss, stage)  # held by the last stage only
             # The gradients leave after it, so that what the step does with them next

@@ -78,6 +78,39 @@ class Timetable:
         s, m = self.stages, self.microbatches
         return (s - 1) / (m + s - 1)
 
+    def segments(self) -> list[tuple[int, int, tuple[bool, bool]]]:
+        """Runs ``(start, stop, (forward, backward))`` of ticks and the ways they send.
+
+        ``forward``: a permute to the next stage runs at each tick of the run (some
+        stage sends an activation at one of them at least); ``backward``: one to the
+        previous stage. A run starts where a tick sends a way its predecessor does not;
+        ticks sending fewer ways join the run before them (one compiled loop each run;
+        the permutes they add carry zeros). One stage sends nothing.
+
+        Example:
+          >>> from shardkit.train._schedule import build_schedule
+          >>> build_schedule("gpipe", 2, 2).segments()
+          [(0, 3, (True, False)), (3, 6, (False, True))]
+          >>> build_schedule("1f1b", 4, 8).segments()
+          [(0, 4, (True, False)), (4, 6, (False, True)), (6, 22, (True, True))]
+        """
+        out: list[tuple[int, int, tuple[bool, bool]]] = []
+        for t in range(self.ticks):
+            sends = (
+                bool((self.recv_forward[t] >= 0).any()),
+                bool((self.recv_backward[t] >= 0).any()),
+            )
+            if out and all(have or not need for have, need in zip(out[-1][2], sends, strict=True)):
+                out[-1] = (out[-1][0], t + 1, out[-1][2])
+            else:
+                out.append((t, t + 1, sends))
+        return out
+
+    @property
+    def permutes(self) -> int:
+        """How many collective-permutes one step runs: one per tick and direction sent."""
+        return sum((stop - start) * sum(sends) for start, stop, sends in self.segments())
+
     def timeline(self) -> list[list[str]]:
         """Per stage, per tick: ``"F3"``, ``"B3"`` or ``""`` (idle), for pictures."""
         out = []

@@ -30,8 +30,8 @@ partitioning, the way seed 004 does it. On a mesh of ``P`` devices:
   stages balanced by cost, each device holding its stage's layers (stacked, see
   :mod:`shardkit.train._pipeline`), the batch cut into microbatches that flow through
   the stages under a ``gpipe`` or ``1f1b`` schedule. Per step: collective-permutes of
-  one microbatch's activations forward and cotangents backward at every tick of the
-  schedule, one scalar all-reduce of the loss; no parameter moves.
+  one microbatch's activations forward and cotangents backward at each tick of the
+  schedule that sends them, one scalar all-reduce of the loss; no parameter moves.
 ``dp_pp``
   A 2-D mesh ``(data, stage)``: the batch split over the first axis, ``pp`` along
   the second, plus one all-reduce of each stage's gradients over ``data``.

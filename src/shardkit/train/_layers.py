@@ -43,10 +43,13 @@ class Layers:
       >>> step, state = shardkit.train.make_train_step(
       ...     model, optax.sgd(0.1), strategy="pp", mesh=shardkit.mesh("4", "stage"),
       ...     loss=mse, microbatches=4, schedule="1f1b")
-      >>> x = y = rng.normal(size=(16, 8)).astype(np.float32)
-      >>> state, loss = step(state, (x, y))
       >>> state.params["w"].shape  # (stages, layers per stage, 8, 8)
       (4, 1, 8, 8)
+      >>> x = y = rng.normal(size=(16, 8)).astype(np.float32)
+      >>> float(mse(model(x), y)) > 0  # the whole stack, on one device
+      True
+
+      ``step(state, (x, y))`` then trains it, 4 microbatches of 4 through 4 stages.
     """
 
     layers: Sequence[Any]

@@ -206,6 +206,19 @@ def test_train_runs_and_plots(tmp_path: Path) -> None:
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_train_pp_reports_the_bubble_and_plots(tmp_path: Path) -> None:
+    png = tmp_path / "loss.png"
+    args = ["train", "--strategy", "pp", "--mesh", "4", "--microbatches", "8"]
+    args += ["--schedule", "1f1b", "--steps", "2", "--sizes", "8,16,16,16,4"]
+    result = runner.invoke(app, [*args, "--batch-size", "16", "--plot", str(png)])
+    assert result.exit_code == 0, result.output
+    assert "4 stages (layers 0 | 1 | 2 | 3), 8 microbatches of 2" in result.output
+    assert "bubble (S-1)/(M+S-1) = 3/11 = 27.3%" in result.output
+    # Layers of 8x16+16, 16x16+16 (twice) and 16x4+4 floats, each stage holding one.
+    assert "stacked (unpadded: 576 B | 1.1 KiB | 1.1 KiB | 272 B)" in result.output
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
 def test_train_bad_strategy_is_a_usage_error() -> None:
     result = runner.invoke(app, ["train", "--strategy", "nope", "--steps", "1"])
     assert result.exit_code == 2
@@ -253,6 +266,25 @@ MISSING = "/nonexistent-shardkit-folder/out"
         (["tour", "--only", "no-such-scenario"], ["--only", "002/1.1", "004/train-dp", "--list"]),
         (["train", "--batch-size", "0"], ["batch_size=0", "--batch-size", "e.g. 256"]),
         (["train", "--steps", "0"], ["steps=0", "--steps", "at least 1"]),
+        (["train", "--strategy", "dp", "--microbatches", "4"], ["--microbatches", "pp and dp_pp"]),
+        (
+            ["train", "--strategy", "pp", "--mesh", "8", "--sizes", "16,16,8"],
+            ["8 stages", "more than the model's 2 layers"],
+        ),
+        (
+            [
+                "train",
+                "--strategy",
+                "pp",
+                "--mesh",
+                "4",
+                "--microbatches",
+                "3",
+                "--sizes",
+                "8,8,8,8,8",
+            ],
+            ["--batch-size 256", "microbatches=3 does not divide the 256 examples"],
+        ),
         (["train", "--steps", "-3"], ["steps=-3", "--steps"]),
         (["train", "--learning-rate", "nan"], ["learning_rate=nan", "--learning-rate", "finite"]),
         (["train", "--learning-rate", "inf"], ["learning_rate=inf", "--learning-rate"]),

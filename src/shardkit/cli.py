@@ -21,7 +21,7 @@ from typer.core import TyperGroup
 
 from shardkit._config import accelerator_present, use_cpu_devices
 from shardkit._progress import busy
-from shardkit.train import Optimizer, Strategy
+from shardkit.train import Optimizer, Schedule, Strategy
 
 _UNEXPECTED_LIMIT = 400
 
@@ -392,6 +392,13 @@ def train(
         int,
         typer.Option(help="Stop after this many skipped (NaN/inf) steps in a row."),
     ] = 5,
+    microbatches: Annotated[
+        int | None,
+        typer.Option(help="pp/dp_pp: microbatches per data shard (default: the stages)."),
+    ] = None,
+    schedule: Annotated[
+        Schedule | None, typer.Option(help="pp/dp_pp: the pipeline schedule (default 1f1b).")
+    ] = None,
 ) -> None:
     """Train the seeds' MLP with a parallel strategy; loss, steps/s and bytes per step.
 
@@ -420,6 +427,8 @@ def train(
             plot=plot,
             keep_going=keep_going,
             max_skipped=max_skipped,
+            microbatches=microbatches,
+            schedule=schedule,
         )
 
 

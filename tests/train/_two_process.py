@@ -36,6 +36,27 @@ OPTIMIZERS = {
 # strategy: (mesh shape, axis names)
 MESHES = {"dp": ("8", "data"), "fsdp": ("2x4", "data,model"), "tp": ("8", "model")}
 CASES = [(name, strategy) for name in OPTIMIZERS for strategy in MESHES]
+# Pipelines: 8 stages along both processes' devices (the permutes cross processes);
+# 2 data rows of 4 stages (each process one row: the gradient all-reduce crosses).
+PP_SIZES = (16,) + (16,) * 7 + (8,)
+PIPELINES = {
+    "pp 1f1b": ("pp", "8", "stage", "1f1b", 4),
+    "dp_pp gpipe": ("dp_pp", "2x4", "data,stage", "gpipe", 2),
+}
+
+
+def _train(results: dict[str, Any], case: str, step: Any, state: Any, batch: Any) -> None:
+    losses = []
+    for _ in range(STEPS):
+        state, loss = step(state, batch)
+        losses.append(float(loss))  # replicated: every process reads its own copy
+    state, loss = step(state, (batch[0] * np.float32(np.nan), batch[1]))
+    results[case] = {
+        "losses": losses,
+        "nan_loss": float(loss),
+        "step": int(state.step),
+        "skipped": int(state.skipped),
+    }
 
 
 def main(out_file: Path) -> None:
@@ -55,17 +76,22 @@ def main(out_file: Path) -> None:
         step, state = train.make_train_step(
             model, OPTIMIZERS[name](), strategy=strategy, mesh=mesh, key=jax.random.key(0)
         )
-        losses = []
-        for _ in range(STEPS):
-            state, loss = step(state, batch)
-            losses.append(float(loss))  # replicated: every process reads its own copy
-        state, loss = step(state, (batch[0] * np.float32(np.nan), batch[1]))
-        results[f"{name} {strategy}"] = {
-            "losses": losses,
-            "nan_loss": float(loss),
-            "step": int(state.step),
-            "skipped": int(state.skipped),
-        }
+        _train(results, f"{name} {strategy}", step, state, batch)
+    deep = train.MLP(PP_SIZES)
+    for case, (strategy, shape, names, schedule, micro) in PIPELINES.items():
+        mesh = shardkit.mesh(shape, names)
+        layout = train.strategy_layout(deep, strategy=strategy, mesh=mesh)
+        batch = deep.batch(jax.random.key(1), 32, layout.batch)
+        step, state = train.make_train_step(
+            deep,
+            optax.adam(1e-2),
+            strategy=strategy,
+            mesh=mesh,
+            key=jax.random.key(0),
+            microbatches=micro,
+            schedule=schedule,  # type: ignore[arg-type]
+        )
+        _train(results, case, step, state, batch)
     if info.process_id == 0:
         out_file.write_text(json.dumps(results, indent=1))
 

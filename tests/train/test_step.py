@@ -166,7 +166,7 @@ def test_bad_configurations_raise() -> None:
     key = jax.random.key(0)
     with pytest.raises(
         ValueError,
-        match=r"strategy='zero'; choose one of \['single', 'dp', 'fsdp', 'tp', 'dp_tp'\]",
+        match=r"strategy='zero'; choose one of \['single', 'dp', 'fsdp', 'tp', 'dp_tp', 'pp', 'dp_pp'\]",
     ):
         train.make_train_step(model, opt, strategy="zero", mesh=make_mesh("8"), key=key)
     with pytest.raises(ValueError, match=r"mesh=mesh\(x=8\) must be 2-D"):

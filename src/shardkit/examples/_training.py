@@ -2,7 +2,8 @@
 
 Seed 001 trains a logistic model on a batch split over 8 devices; seed 004 trains a
 784-8192-8192-8192-10 MLP with 8-way data parallelism and with 4-way data x 2-way
-tensor parallelism (here with the same layer count at small widths). Each scenario
+tensor parallelism (here with the same layer count at small widths), and here also
+with a 4-stage pipeline (1F1B schedule) over 2-way data parallelism. Each scenario
 checks the losses against one device and the step's collectives against the textbook.
 Seed 004's "sharp bit" about ``jax_threefry_partitionable`` closes the file.
 """
@@ -214,10 +215,88 @@ def sharded_random(c: Checks) -> None:
     )
 
 
+def schedule_table(timeline: list[list[str]], title: str) -> Any:
+    """A pipeline schedule as a table: one row per stage, one column per tick."""
+    from rich.table import Table
+
+    table = Table(title=title, show_header=False, box=None, padding=(0, 1))
+    for s, row in enumerate(timeline):
+        cells = [f"[green]{op}[/]" if op.startswith("F") else f"[magenta]{op}[/]" for op in row]
+        table.add_row(
+            f"stage {s}", *[cell if op else "." for cell, op in zip(cells, row, strict=True)]
+        )
+    return table
+
+
+@scenario(
+    "004/train-pp",
+    "the same MLP with 2-way data x 4-stage pipeline parallelism (1F1B)",
+    seed="004",
+)
+def mlp_dp_pp(c: Checks) -> None:
+    import optax
+
+    from shardkit.train import make_train_step
+
+    model, batch = _mlp_batch()
+    m = mesh("2x4", "data,stage", axis_types="auto")
+    step, state = make_train_step(
+        model,
+        optax.sgd(1e-3),
+        strategy="dp_pp",
+        mesh=m,
+        key=jax.random.key(0),
+        microbatches=4,
+        schedule="1f1b",
+    )
+    first, losses = state, []
+    for _ in range(5):
+        state, loss = step(state, batch)
+        losses.append(float(loss))
+    _, _, single = _run(model, optax.sgd(1e-3), "single", None, batch, 5)
+    pipe = step.pipeline  # type: ignore[attr-defined]
+    c.note(pipe.describe(_BATCH))
+    c.items.append(schedule_table(pipe.schedule.timeline(), "1F1B: forward F, backward B"))
+    c.close("losses equal one device's", np.array(losses), single, dtype=np.float32)
+    w = state.params["w"]
+    c.check(
+        "each device holds only its stage's layers (1/4 of the stacked weights)",
+        w.addressable_shards[0].data.shape[0] == 1 and w.shape[0] == 4,
+        str(w.sharding),
+    )
+    report = comms(step, first, batch)
+    c.items.append(report)
+    kinds = report.kinds
+    c.check("no parameter is gathered", "all-gather" not in kinds, str(kinds))
+    permutes = [col for col in report.collectives if col.kind == "collective-permute"]
+    c.check(
+        "activations and cotangents move by collective-permutes over 'stage' only",
+        bool(permutes) and all(col.axes == ("stage",) for col in permutes),
+        str([col.axes for col in permutes]),
+    )
+    c.check(
+        "one per tick and direction the schedule sends in",
+        sum(col.count for col in permutes) == pipe.schedule.permutes,
+        f"{sum(col.count for col in permutes)} != {pipe.schedule.permutes}",
+    )
+    grads = sum(
+        sum(math.prod(s) for s in col.operand_shapes) * _F32
+        for col in report.collectives
+        if col.kind == "all-reduce" and col.axes == ("data",)
+    )
+    stage_bytes = sum(math.prod(a.shape) // 4 * _F32 for a in jax.tree.leaves(pipe.plan.abstract))
+    c.check(
+        "over 'data': one all-reduce of the stage's gradients (and the loss)",
+        grads == stage_bytes + _F32,
+        f"{grads} != {stage_bytes + _F32}",
+    )
+
+
 SCENARIOS = (
     logistic_dp,
     mlp_dp,
     mlp_dp_tp,
+    mlp_dp_pp,
     sharded_random,
 )
 """This module's scenarios, in tour order."""

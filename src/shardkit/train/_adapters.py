@@ -17,6 +17,7 @@ from typing import Any, cast
 import jax
 import jax.numpy as jnp
 
+from shardkit.train._layers import Layers, layer_parts
 from shardkit.train._models import Model
 
 __all__ = ["Trainable", "as_trainable"]
@@ -29,7 +30,8 @@ class Trainable:
     """A model as a strategy sees it.
 
     Attributes:
-      kind: ``"shardkit"`` (MLP, Logistic), ``"pytree"``, ``"equinox"`` or ``"nnx"``.
+      kind: ``"shardkit"`` (MLP, Logistic), ``"pytree"``, ``"equinox"``, ``"nnx"`` or
+        ``"layers"`` (:class:`~shardkit.train.Layers`).
       model: what the caller passed.
       abstract: the trainable parameters as ``jax.ShapeDtypeStruct`` leaves.
       loss: ``loss(params, batch, hooks) -> scalar``.
@@ -117,6 +119,8 @@ def as_trainable(where: str, model: Any, loss: Any = None, *, need_loss: bool = 
                 "a parameter pytree, an Equinox module or a Flax NNX module"
             )
         return _bundled(model)
+    if isinstance(model, Layers):
+        return _layers(where, model, _check_loss(where, "Layers", loss, need_loss))
     nnx_module = _module_of("flax.nnx", "Module")
     if nnx_module is not None and isinstance(model, nnx_module):
         return _nnx(where, model, _check_loss(where, "Flax NNX", loss, need_loss))
@@ -207,3 +211,20 @@ def _nnx(where: str, model: Any, loss: LossFn) -> Trainable:
         rebuild,
         _label,
     )
+
+
+def _layers(where: str, model: Layers, loss: LossFn) -> Trainable:
+    """A :class:`Layers` model: one parameter pytree per layer, ``loss(outputs, targets)``."""
+    parts = [layer_parts(layer) for layer in model.layers]
+    params = tuple(part.params for part in parts)
+    abstract = _check_leaves(where, params)
+
+    def rebuild(p: Any) -> Layers:
+        return Layers(tuple(part.rebuild(q) for part, q in zip(parts, p, strict=True)), model.apply)
+
+    def layers_loss(p: Any, batch: Any, hooks: Any) -> jax.Array:
+        del hooks
+        x, y = batch
+        return loss(rebuild(p)(x), y)
+
+    return Trainable("layers", model, abstract, layers_loss, _placed(params), rebuild, _label)

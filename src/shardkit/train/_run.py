@@ -21,6 +21,8 @@ from shardkit.layout import format_bytes, parse_mesh_shape
 from shardkit.layout import mesh as make_mesh
 from shardkit.layout.internal import is_int
 from shardkit.train._models import MLP
+from shardkit.train._pipeline import check_microbatches
+from shardkit.train._schedule import SCHEDULES, Schedule
 from shardkit.train._step import make_train_step
 from shardkit.train._strategies import STRATEGIES, Strategy, strategy_layout
 
@@ -48,6 +50,9 @@ class TrainRun:
       peak_bytes: peak per-device memory of the step, or None when unknown.
       report: the step's full communication report.
       plot: the loss-curve PNG, or None.
+      pipeline: ``pp``/``dp_pp``: the stages, schedule, bubble fraction and per-stage
+        memory as the report printed them; None for the other strategies.
+      bubble: ``pp``/``dp_pp``: the schedule's idle fraction ``(S-1)/(M+S-1)``, else None.
     """
 
     strategy: str
@@ -61,14 +66,17 @@ class TrainRun:
     peak_bytes: int | None
     report: CommReport
     plot: Path | None
+    pipeline: str | None = None
+    bubble: float | None = None
 
 
 def _mesh(strategy: str, shape: str) -> Any:
     dims = parse_mesh_shape(shape)
+    pipeline = strategy in ("pp", "dp_pp")
     if len(dims) == 2:
-        names = "data,model"
+        names = "data,stage" if pipeline else "data,model"
     elif len(dims) == 1:
-        names = "model" if strategy == "tp" else "data"
+        names = {"tp": "model", "pp": "stage"}.get(strategy, "data")
     else:
         names = ",".join(f"a{i}" for i in range(len(dims)))
     return make_mesh(dims, names, axis_types="auto")
@@ -108,9 +116,26 @@ def _check_options(
     batch_size: int,
     learning_rate: float,
     max_skipped: int,
+    microbatches: int | None,
+    schedule: str | None,
 ) -> None:
     if strategy not in STRATEGIES:
         raise ValueError(f"shardkit train: strategy={strategy!r}; choose one of {list(STRATEGIES)}")
+    if strategy not in ("pp", "dp_pp") and (microbatches is not None or schedule is not None):
+        given = "microbatches" if microbatches is not None else "schedule"
+        raise ValueError(
+            f"shardkit train: {given} (--{given}) applies to the pipeline strategies pp "
+            f"and dp_pp only, not strategy={strategy!r}; leave it out or pass --strategy pp"
+        )
+    if schedule is not None and schedule not in SCHEDULES:
+        raise ValueError(
+            f"shardkit train: schedule={schedule!r} (--schedule); choose one of {list(SCHEDULES)}"
+        )
+    if microbatches is not None and (not is_int(microbatches) or microbatches < 1):
+        raise ValueError(
+            f"shardkit train: microbatches={microbatches!r} must be a positive integer "
+            "(--microbatches), e.g. 8"
+        )
     if not is_int(steps) or steps < 1:
         raise ValueError(f"shardkit train: steps={steps!r} must be at least 1 (--steps)")
     if not is_int(batch_size) or batch_size < 1:
@@ -151,6 +176,8 @@ def run_training(
     plot: str | Path | None = None,
     keep_going: bool = False,
     max_skipped: int = 5,
+    microbatches: int | None = None,
+    schedule: Schedule | None = None,
 ) -> TrainRun:
     """Train seed 004's MLP with a strategy on a mesh, showing progress; ``shardkit train``.
 
@@ -167,8 +194,9 @@ def run_training(
 
     Args:
       console: where to print.
-      strategy: ``single``, ``dp``, ``fsdp``, ``tp`` or ``dp_tp``.
-      mesh: mesh shape, e.g. ``"4x2"`` (axes ``data,model``) or ``"8"``.
+      strategy: ``single``, ``dp``, ``fsdp``, ``tp``, ``dp_tp``, ``pp`` or ``dp_pp``.
+      mesh: mesh shape, e.g. ``"4x2"`` (axes ``data,model``, or ``data,stage`` for
+        ``dp_pp``) or ``"8"`` (``stage`` for ``pp``).
       steps: training steps (at least 1).
       sizes: the MLP's layer sizes.
       batch_size: examples per step; the data axes must divide it.
@@ -178,6 +206,9 @@ def run_training(
       plot: PNG path for the loss curve, or None; its folder must exist.
       keep_going: run every step, however many are skipped.
       max_skipped: how many skipped steps in a row stop the run (``--max-skipped``).
+      microbatches: ``pp``/``dp_pp``: microbatches per data shard (default: the stages).
+      schedule: ``pp``/``dp_pp``: ``gpipe`` or ``1f1b`` (the default). The report then
+        states the stages, the bubble fraction and each stage's memory.
 
     Returns:
       A :class:`TrainRun`.
@@ -199,7 +230,9 @@ def run_training(
       (3, True)
     """
     sizes = tuple(sizes)
-    _check_options(strategy, steps, sizes, batch_size, learning_rate, max_skipped)
+    _check_options(
+        strategy, steps, sizes, batch_size, learning_rate, max_skipped, microbatches, schedule
+    )
     steps, batch_size, max_skipped = int(steps), int(batch_size), int(max_skipped)
     if plot is not None:
         check_output_file(plot, what="shardkit train --plot")
@@ -209,10 +242,26 @@ def run_training(
     model = MLP(sizes)
     layout = strategy_layout(model, strategy=strategy, mesh=m)
     layout.check_batch((batch_size, sizes[0]), where=f"shardkit train --batch-size {batch_size}")
+    if layout.pipeline is not None:
+        check_microbatches(
+            f"shardkit train --batch-size {batch_size}",
+            layout.pipeline,
+            layout.pipeline.stages if microbatches is None else microbatches,
+            batch_size,
+        )
     opt = _optimizer(optimizer, learning_rate)
     key = jax.random.key(seed)
     with busy(console, f"building the {strategy} state and compiling the step"):
-        step, state = make_train_step(model, opt, strategy=strategy, mesh=m, key=key)
+        step, state = make_train_step(
+            model,
+            opt,
+            strategy=strategy,
+            mesh=m,
+            key=key,
+            microbatches=microbatches,
+            schedule=schedule,
+        )
+        pipe = cast(Any, step).pipeline
         batch = model.batch(jax.random.fold_in(key, 1), batch_size, layout.batch)
         # One compile serves the report and the steps (jit's call cache would compile again).
         compiled = cast(Any, step).lower(state, batch).compile()  # a jax.jit function
@@ -224,6 +273,9 @@ def run_training(
         f"({n_params:,} parameters), batch {batch_size}, {optimizer} lr={learning_rate:g}"
     )
     console.print(report.summary())
+    described = pipe.describe(batch_size) if pipe is not None else None
+    if described is not None:
+        console.print(described, highlight=False)
 
     losses: list[float] = []
     first_bad: int | None = None
@@ -305,4 +357,6 @@ def run_training(
         peak_bytes=peak,
         report=report,
         plot=png,
+        pipeline=described,
+        bubble=pipe.schedule.bubble if pipe is not None else None,
     )

@@ -15,7 +15,9 @@ from jax.sharding import Mesh
 from shardkit.layout.internal import check_key, check_same_devices, is_traced
 from shardkit.train._adapters import Trainable, as_trainable
 from shardkit.train._opt_state import check_same_structure
-from shardkit.train._strategies import StrategyLayout, _is_sharding, strategy_layout
+from shardkit.train._pipeline import Pipeline, bind_pipeline
+from shardkit.train._schedule import Schedule
+from shardkit.train._strategies import StrategyLayout, _auto_view, _is_sharding, strategy_layout
 
 __all__ = ["NONFINITE", "NonFinite", "TrainState", "make_train_step"]
 
@@ -70,6 +72,8 @@ def make_train_step(
     loss: Callable[[Any, Any], jax.Array] | None = None,
     rules: Any = None,
     on_nonfinite: NonFinite = "skip",
+    microbatches: int | None = None,
+    schedule: Schedule | None = None,
 ) -> tuple[StepFn, TrainState]:
     """A jitted ``step(state, (x, y)) -> (state, loss)`` for a strategy, and the first state.
 
@@ -109,9 +113,9 @@ def make_train_step(
         keyword arguments gets ``value`` (the loss), ``grad`` and ``value_fn`` (the
         loss of given parameters on this batch), as ``optax.lbfgs`` and
         ``optax.contrib.reduce_on_plateau`` need.
-      strategy: ``single``, ``dp``, ``fsdp``, ``tp`` or ``dp_tp``.
-      mesh: a mesh with Auto or Explicit axes (``dp_tp`` needs 2-D); may be None
-        for ``single``.
+      strategy: ``single``, ``dp``, ``fsdp``, ``tp``, ``dp_tp``, ``pp`` or ``dp_pp``.
+      mesh: a mesh with Auto or Explicit axes (``dp_tp`` and ``dp_pp`` need 2-D,
+        ``pp`` 1-D); may be None for ``single``.
       key: the PRNG key of the initial parameters of a bundled model (a user model
         brings its own values).
       loss: ``loss(params_or_module, batch) -> scalar`` of a user model.
@@ -125,10 +129,30 @@ def make_train_step(
         ``"skip"``. ``"apply"``: the update is applied whatever it holds (NaN
         parameters from then on), and nothing is tested. The test costs no communication where the
         gradients are whole (dp; fsdp on CPU) and one boolean per split gradient in
-        one all-reduce where they stay split (tp, dp_tp).
+        one all-reduce where they stay split (tp, dp_tp, pp, dp_pp).
+      microbatches: ``pp`` and ``dp_pp``: how many microbatches each data shard's
+        batch is cut into (default: the number of stages); it must divide it.
+      schedule: ``pp`` and ``dp_pp``: ``"gpipe"`` (all forwards, then all backwards;
+        activations of every microbatch held) or ``"1f1b"`` (the default: one forward,
+        one backward; at most one microbatch per stage in flight per later stage).
+        Both leave ``(S-1)/(M+S-1)`` of a stage's time idle (the bubble).
+
+    Pipeline parallelism (``pp``, ``dp_pp``) takes the bundled MLP, or your model as a
+    :class:`~shardkit.train.Layers` of same-structured layers with
+    ``loss(outputs, targets)``. ``state.params`` then holds the layers stacked by
+    stage (leaves ``(stages, layers per stage, ...)``, split over the stage axis, the
+    MLP's narrower layers padded with zeros); the optimizer updates them as they are,
+    which for elementwise optimizers (sgd, adam, adamw, ...) and global-norm clipping
+    equals updating the layers one by one. An optimizer that treats a parameter as a
+    matrix (``optax.contrib.muon``, adafactor's factored moments) sees each stacked
+    ``(stages, layers, ...)`` leaf instead, and gives other updates than on one
+    device. ``step.model(state.params)`` gives the layers back.
 
     Returns:
-      ``(step, state)``: ``state.step`` and ``state.skipped`` start at 0.
+      ``(step, state)``: ``state.step`` and ``state.skipped`` start at 0. Under ``pp``
+      and ``dp_pp``, ``step.pipeline`` holds the stages (``.plan.bounds``), the
+      schedule (``.schedule.timeline()``, ``.schedule.bubble``) and
+      ``.describe(batch_size)``, the report's lines; it is None for the other strategies.
 
     The step checks its state (the parameters' shapes and shardings are this model's
     and strategy's: a state from another strategy or mesh must first be read onto
@@ -147,8 +171,10 @@ def make_train_step(
         ``optimizer`` is not an optax optimizer (a string such as ``"sgd"``
         included) or its state holds a leaf that is not an array (named by its
         path), ``key`` is not a PRNG key.
-      ValueError: unknown strategy or ``on_nonfinite``, a mesh that does not fit (see
-        :func:`~shardkit.train.strategy_layout`), or ``optimizer.init(params)`` fails
+      ValueError: unknown strategy, ``on_nonfinite`` or ``schedule``, a mesh that does
+        not fit (see :func:`~shardkit.train.strategy_layout`), more pipeline stages
+        than layers, ``microbatches`` or ``schedule`` with a strategy that is not a
+        pipeline, or ``optimizer.init(params)`` fails
         (e.g. ``multi_transform`` labels of another structure; the message names the
         optimizer and the parameters' structure).
       NotImplementedError: a mesh with Manual axes.
@@ -192,7 +218,10 @@ def make_train_step(
         )
     if t.bundled or key is not None:
         key = check_key("make_train_step", "key", key)
-    layout = strategy_layout(t, strategy=strategy, mesh=mesh, rules=rules)
+    layout = strategy_layout(t, strategy=strategy, mesh=mesh, rules=rules, loss=loss)
+    pipe = _pipeline(layout, t, microbatches, schedule)
+    if pipe is not None:
+        t = pipe.trainable
     params = t.draw(key, layout.params)
     opt_shardings = layout.opt_state(optimizer, params)
     init = optimizer.init
@@ -210,8 +239,10 @@ def make_train_step(
             p = layout.gather_all(p)
         return t.loss(p, batch, layout)
 
+    value_and_grad = pipe.value_and_grad if pipe is not None else jax.value_and_grad(loss_fn)
+
     def step(state: TrainState, batch: Any) -> tuple[TrainState, jax.Array]:
-        loss, raw = jax.value_and_grad(loss_fn)(state.params, batch)
+        loss, raw = value_and_grad(state.params, batch)
         grads = jax.lax.with_sharding_constraint(raw, grad_shardings)
         # Optimizers that take extra arguments (optax.lbfgs, contrib.reduce_on_plateau)
         # get the loss, the gradients and the loss as a function of the parameters.
@@ -250,7 +281,31 @@ def make_train_step(
         out_shardings=(state_shardings, layout.replicated),
     )
     first = TrainState(params, opt_state, counts, counts)
-    return _CheckedStep(jitted, t, layout, raise_nonfinite=on_nonfinite == "raise"), first
+    checked = _CheckedStep(jitted, t, layout, raise_nonfinite=on_nonfinite == "raise", pipe=pipe)
+    return checked, first
+
+
+def _pipeline(
+    layout: StrategyLayout, t: Trainable, microbatches: Any, schedule: Any
+) -> Pipeline | None:
+    """``pp``/``dp_pp``: the layout's stages bound to the schedule; else None (after checks)."""
+    if layout.pipeline is None:
+        if microbatches is not None or schedule is not None:
+            given = "microbatches" if microbatches is not None else "schedule"
+            raise ValueError(
+                f"make_train_step(strategy={layout.strategy!r}): {given}= applies to the "
+                "pipeline strategies 'pp' and 'dp_pp' only; leave it out, or choose one"
+            )
+        return None
+    assert layout.mesh is not None  # a pipeline layout always has its mesh
+    return bind_pipeline(
+        "make_train_step",
+        layout.pipeline,
+        t,
+        microbatches=microbatches,
+        schedule="1f1b" if schedule is None else schedule,
+        mesh=_auto_view(layout.mesh),
+    )
 
 
 def _check_optimizer(optimizer: Any) -> None:
@@ -308,11 +363,13 @@ class _CheckedStep:
         layout: StrategyLayout,
         *,
         raise_nonfinite: bool = False,
+        pipe: Pipeline | None = None,
     ) -> None:
         self._jitted = jitted
         self._model = model
         self._layout = layout
         self._raise_nonfinite = raise_nonfinite
+        self.pipeline = pipe
         self.__name__ = jitted.__name__
         self.__wrapped__ = jitted
 
@@ -400,7 +457,7 @@ class _CheckedStep:
                 )
 
     def __getattr__(self, name: str) -> Any:
-        if name in ("_jitted", "_model", "_layout", "_raise_nonfinite"):  # not set yet (copy)
+        if name in ("_jitted", "_model", "_layout", "_raise_nonfinite", "pipeline"):  # unset (copy)
             raise AttributeError(name)
         return getattr(self._jitted, name)
 
@@ -444,6 +501,8 @@ class _CheckedStep:
             )
         for name, shape in shapes.items():
             self._layout.check_batch(shape, where=f"{where}: {name}")
+        if self.pipeline is not None:
+            self.pipeline.check_batch(where, next(iter(sizes)))
         self._check_placed(where, dict(leaves))
 
     def _check_pair(self, batch: Any) -> None:
@@ -477,6 +536,8 @@ class _CheckedStep:
                 f"{sizes[-1]} outputs; reshape the targets (they would broadcast silently)"
             )
         self._layout.check_batch(xs, where=f"{where}: batch inputs")
+        if self.pipeline is not None:
+            self.pipeline.check_batch(where, xs[0])
         self._check_placed(where, {"inputs": x, "targets": y})
 
     def _check_placed(self, where: str, named: dict[str, Any]) -> None:

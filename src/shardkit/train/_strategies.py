@@ -25,6 +25,16 @@ partitioning, the way seed 004 does it. On a mesh of ``P`` devices:
 ``dp_tp``
   A 2-D mesh ``(data, model)`` as seed 004's 4x2: the batch split over the first
   axis, ``tp``'s rules over the second.
+``pp``
+  Pipeline parallelism on a 1-D mesh (``stage``): the layers cut into contiguous
+  stages balanced by cost, each device holding its stage's layers (stacked, see
+  :mod:`shardkit.train._pipeline`), the batch cut into microbatches that flow through
+  the stages under a ``gpipe`` or ``1f1b`` schedule. Per step: collective-permutes of
+  one microbatch's activations forward and cotangents backward at each tick of the
+  schedule that sends them, one scalar all-reduce of the loss; no parameter moves.
+``dp_pp``
+  A 2-D mesh ``(data, stage)``: the batch split over the first axis, ``pp`` along
+  the second, plus one all-reduce of each stage's gradients over ``data``.
 
 Your own models
   A parameter pytree with a loss, an Equinox module or a Flax NNX module (see
@@ -65,11 +75,12 @@ from shardkit.layout.internal import check_placement, mesh_summary
 from shardkit.train._adapters import Trainable, as_trainable
 from shardkit.train._models import Role, tp_roles
 from shardkit.train._opt_state import opt_state_shardings
+from shardkit.train._pipeline import PIPELINE_STRATEGIES, PipelinePlan, plan_pipeline
 from shardkit.train._rules import check_rules, param_specs
 
 __all__ = ["STRATEGIES", "Strategy", "StrategyLayout", "strategy_layout", "tp_roles"]
 
-Strategy = Literal["single", "dp", "fsdp", "tp", "dp_tp"]
+Strategy = Literal["single", "dp", "fsdp", "tp", "dp_tp", "pp", "dp_pp"]
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
 """The strategy names, in the order the reports list them."""
 
@@ -93,6 +104,7 @@ class StrategyLayout:
       model_axes: mesh axes tensor parallelism splits layers over.
       gather: parameters are gathered per layer in the forward pass (fsdp).
       roles: per layer, ``"column"``, ``"row"`` or ``"replicated"`` (tp, dp_tp).
+      pipeline: the stages of ``pp`` and ``dp_pp`` (a ``PipelinePlan``), else None.
     """
 
     strategy: str
@@ -103,6 +115,7 @@ class StrategyLayout:
     model_axes: tuple[str, ...]
     gather: bool
     roles: tuple[Role, ...]
+    pipeline: PipelinePlan | None = None
 
     @property
     def replicated(self) -> Sharding:
@@ -223,7 +236,7 @@ def _axes(strategy: str, mesh: Mesh) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def strategy_layout(
-    model: Any, /, *, strategy: str, mesh: Mesh | None, rules: Any = None
+    model: Any, /, *, strategy: str, mesh: Mesh | None, rules: Any = None, loss: Any = None
 ) -> StrategyLayout:
     """The shardings a strategy gives a model's parameters and batches on ``mesh``.
 
@@ -234,21 +247,25 @@ def strategy_layout(
     Args:
       model: an :class:`~shardkit.train.MLP` or :class:`~shardkit.train.Logistic`, or
         your own model: a parameter pytree, an Equinox module or a Flax NNX module.
-      strategy: one of ``single``, ``dp``, ``fsdp``, ``tp``, ``dp_tp``.
+      strategy: one of ``single``, ``dp``, ``fsdp``, ``tp``, ``dp_tp``, ``pp``, ``dp_pp``.
       mesh: the mesh, with Auto or Explicit axes (the shardings are on it either
         way); ``single`` uses its first device, or the first device when None.
       rules: ``(regex, template)`` pairs mapping parameter paths to specs, where
         ``"model"`` stands for the axes the strategy splits parameters over, e.g.
-        ``[(r"w1$", (None, "model")), (r"w2$", ("model", None))]``.
+        ``[(r"w1$", (None, "model")), (r"w2$", ("model", None))]``. Not for ``pp``
+        and ``dp_pp``, which split the stacked layers over ``stage``.
+      loss: a :class:`~shardkit.train.Layers` model's ``loss(outputs, targets)``
+        (``pp`` and ``dp_pp`` only; ``make_train_step`` passes its own).
 
     Returns:
       A :class:`StrategyLayout`.
 
     Raises:
       TypeError: ``model`` is not a model; ``mesh`` is not a ``Mesh``; a bad rule.
-      ValueError: unknown strategy, a missing or 1-D mesh for ``dp_tp``, or a
-        parameter that its spec does not divide (the message names the parameter's
-        path, its shape, the spec and the mesh).
+      ValueError: unknown strategy, a missing or 1-D mesh for ``dp_tp``, a parameter
+        that its spec does not divide (the message names the parameter's path, its
+        shape, the spec and the mesh), or for ``pp``/``dp_pp`` a mesh of the wrong
+        rank, more stages than layers, or ``rules``.
       NotImplementedError: a mesh with Manual axes.
 
     Example:
@@ -282,6 +299,8 @@ def strategy_layout(
             "call it outside shard_map on a mesh with Auto or Explicit axes, e.g. "
             "shardkit.mesh('4x2', 'data,model')."
         )
+    if strategy in PIPELINE_STRATEGIES:
+        return _pipeline_layout(t, strategy, mesh, compiled, loss)
     data, axes = _axes(strategy, mesh)
     roles: tuple[Role, ...] = ()
     shown = len(compiled)  # the caller's rules; a bundled model's own are not named
@@ -304,6 +323,21 @@ def strategy_layout(
     return StrategyLayout(
         strategy, mesh, params, batch, data, model_axes, strategy == "fsdp", roles
     )
+
+
+def _pipeline_layout(
+    t: Trainable, strategy: str, mesh: Mesh, rules: Any, loss: Any
+) -> StrategyLayout:
+    if rules:
+        raise ValueError(
+            f"make_train_step(strategy={strategy!r}): rules= does not apply to pipeline "
+            "parallelism, which splits the stacked layers over the stage axis; leave it out"
+        )
+    plan = plan_pipeline("make_train_step", t, strategy, mesh, loss)
+    params = jax.tree.map(lambda s: NamedSharding(mesh, s), plan.specs, is_leaf=_is_spec)
+    data = (plan.data_axis,) if plan.data_axis else ()
+    batch = NamedSharding(mesh, P(_axes_entry(data)))
+    return StrategyLayout(strategy, mesh, params, batch, data, (), False, (), plan)
 
 
 def _is_spec(x: Any) -> bool:

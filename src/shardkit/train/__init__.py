@@ -14,6 +14,7 @@ tests. Needs optax (and orbax-checkpoint for :func:`save_state` /
 """
 
 from shardkit.train._checkpoint import restore_state, save_state
+from shardkit.train._manager import CheckpointManager, Restored
 from shardkit.train._models import MLP, Logistic, Model
 from shardkit.train._rules import MODEL, Rules
 from shardkit.train._run import Optimizer, TrainRun, run_training
@@ -22,12 +23,14 @@ from shardkit.train._strategies import STRATEGIES, Strategy, StrategyLayout, str
 
 __all__ = [
     "MLP",
+    "CheckpointManager",
     "MODEL",
     "STRATEGIES",
     "Logistic",
     "Model",
     "NonFinite",
     "Optimizer",
+    "Restored",
     "Rules",
     "Strategy",
     "StrategyLayout",

@@ -23,9 +23,9 @@ from shardkit.train._strategies import STRATEGIES, Strategy, StrategyLayout, str
 
 __all__ = [
     "MLP",
-    "CheckpointManager",
     "MODEL",
     "STRATEGIES",
+    "CheckpointManager",
     "Logistic",
     "Model",
     "NonFinite",

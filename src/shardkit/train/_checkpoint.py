@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from shardkit.train._step import TrainState
@@ -181,7 +182,7 @@ def _listed(names: list[str]) -> str:
 
 def _stored(x: Any) -> tuple[tuple[int, ...], str]:
     """The shape and dtype name orbax stores for ``x`` (a typed PRNG key as its key data)."""
-    if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+    if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
         x = jax.eval_shape(jax.random.key_data, x)
     return tuple(x.shape), np.dtype(x.dtype).name
 

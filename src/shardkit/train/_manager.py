@@ -122,7 +122,14 @@ class CheckpointManager:
             cleanup_tmp_directories=True,
             enable_async_checkpointing=False,
         )
-        self._manager = ocp.CheckpointManager(path, options=options, item_names=("state", "meta"))
+        self._manager = ocp.CheckpointManager(
+            path,
+            options=options,
+            item_handlers={
+                "state": ocp.StandardCheckpointHandler(),
+                "meta": ocp.JsonCheckpointHandler(),
+            },
+        )
 
     @property
     def steps(self) -> tuple[int, ...]:

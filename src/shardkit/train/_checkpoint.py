@@ -195,7 +195,7 @@ def _check_against(
     ``where`` names the caller in the message, e.g. ``"restore_state"``.
     """
     wanted = {n: _stored(x) for n, x in _leaves_by_name(abstract).items()}
-    where = f"{where}: directory={str(path)!r}"
+    caller, where = where, f"{where}: directory={str(path)!r}"
     fix = (
         "Build the target with make_train_step from the same model (layer_sizes, dtype) "
         "and optimizer as the saved state; only the strategy and the mesh may differ"
@@ -221,7 +221,7 @@ def _check_against(
         if s_dtype != dtype:
             raise ValueError(
                 f"{where}: {name} is {s_dtype} in the checkpoint but {dtype} in target; "
-                "a restore never casts. Restore into a target of the saved dtype (e.g. "
+                f"{caller} never casts. Restore into a target of the saved dtype (e.g. "
                 f"MLP(..., dtype=jnp.{s_dtype})), then cast the result if needed"
             )
 

@@ -192,6 +192,7 @@ def _resume(
     console.print(
         f"resuming from the checkpoint of step {meta.step} in {ckpt.directory}{note}",
         highlight=False,
+        soft_wrap=True,
     )
     if meta.step >= steps:
         console.print(f"step {meta.step} already reaches --steps {steps}: nothing to train")
@@ -463,6 +464,7 @@ def _finish(
             f"[yellow]stopped by {loop.stopped_by.name} after step {done} of {loop.steps}; "
             f"{saved}[/]",
             highlight=False,
+            soft_wrap=True,
         )
     png = None
     if plot is not None and losses:

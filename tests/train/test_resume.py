@@ -17,12 +17,13 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import jax
 import numpy as np
 import optax
 import pytest
-from _train_util import make_mesh
+from _train_util import RUN_ARGS, RUN_OPTIONS, make_mesh
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -31,33 +32,15 @@ from shardkit.cli import app
 
 pytest.importorskip("orbax.checkpoint")
 
-OPTIONS = {
-    "strategy": "dp",
-    "mesh": "8",
-    "sizes": (16, 32, 8),
-    "batch_size": 32,
-    "optimizer": "adam",
-}
-CLI = [
-    "train",
-    "--strategy",
-    "dp",
-    "--mesh",
-    "8",
-    "--sizes",
-    "16,32,8",
-    "--batch-size",
-    "32",
-    "--optimizer",
-    "adam",
-]
+OPTIONS = RUN_OPTIONS
+CLI = ["train", *RUN_ARGS]
 STEPS = 24
 TMP_SUFFIX = ".orbax-checkpoint-tmp"
 
 
-def _run(**kwargs: object) -> tuple[train.TrainRun, str]:
+def _run(**kwargs: Any) -> tuple[train.TrainRun, str]:
     console = Console(file=io.StringIO(), width=200)
-    run = train.run_training(console, **OPTIONS, **kwargs)  # type: ignore[arg-type]
+    run = train.run_training(console, **OPTIONS, **kwargs)
     return run, console.file.getvalue()  # type: ignore[attr-defined]
 
 
@@ -86,18 +69,19 @@ def _wait_for_lines(path: Path, n: int, proc: subprocess.Popen[str] | None = Non
 
 
 def test_checkpoint_manager_keeps_the_newest_complete_checkpoints(tmp_path: Path) -> None:
-    model = train.MLP(OPTIONS["sizes"])  # type: ignore[arg-type]
+    model = train.MLP(OPTIONS["sizes"])
     _, state = train.make_train_step(
         model, optax.adam(1e-2), strategy="dp", mesh=make_mesh("8"), key=jax.random.key(0)
     )
-    # An unfinished save left by a killed process: never listed, removed on opening.
+    # An unfinished save left by a killed process: never listed, removed by the first save.
     (tmp_path / f"9{TMP_SUFFIX}").mkdir()
     with train.CheckpointManager(tmp_path, every=2, max_to_keep=2) as ckpt:
-        assert not (tmp_path / f"9{TMP_SUFFIX}").exists()
+        assert ckpt.steps == ()
         assert ckpt.restore_latest(state) is None
         tree = {"state": state, "key": jax.random.key(7)}  # typed keys come back as keys
         saved = [ckpt.save(tree, step=s, metadata={"at": s}) for s in (1, 2, 3, 4)]
         assert saved == [False, True, False, True]
+        assert not (tmp_path / f"9{TMP_SUFFIX}").exists()
         assert ckpt.save(tree, step=5, force=True)
         assert not ckpt.save(tree, step=5, force=True)  # already there
         assert ckpt.steps == (4, 5)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _train_util import RUN_ARGS, RUN_OPTIONS
 from rich.console import Console
 
 from _matrix import FULL
@@ -30,18 +31,6 @@ from shardkit.testing import assert_close
 pytest.importorskip("orbax.checkpoint")
 
 STEPS = 30
-TRAIN = [
-    "--strategy",
-    "dp",
-    "--mesh",
-    "8",
-    "--sizes",
-    "16,32,8",
-    "--batch-size",
-    "32",
-    "--optimizer",
-    "adam",
-]
 
 
 def _lines(path: Path) -> dict[int, float]:
@@ -51,7 +40,7 @@ def _lines(path: Path) -> dict[int, float]:
 def _launch(args: list[str]) -> subprocess.Popen[str]:
     job = [sys.executable, "-m", "shardkit", "launch", "-n", "2", "--timeout", "240", "--"]
     return subprocess.Popen(
-        [*job, "python", "-m", "shardkit", "train", *TRAIN, *args],
+        [*job, "python", "-m", "shardkit", "train", *RUN_ARGS, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -111,15 +100,7 @@ def test_two_processes_stop_die_and_resume(tmp_path: Path) -> None:
     assert list(after) == list(range(1, STEPS + 1))
     assert all(after[s] == loss for s, loss in before.items())  # replayed bit for bit
 
-    one = train.run_training(
-        Console(file=io.StringIO()),
-        strategy="dp",
-        mesh="8",
-        sizes=(16, 32, 8),
-        batch_size=32,
-        optimizer="adam",
-        steps=STEPS,
-    )
+    one = train.run_training(Console(file=io.StringIO()), **RUN_OPTIONS, steps=STEPS)
     assert_close(
         np.array(list(after.values())),
         np.array(one.losses),

@@ -6,7 +6,8 @@ and a small JSON record of whatever else the run needs to resume (its options, t
 seed, the data position). orbax writes a step into a temporary directory and renames
 it into place once every file is written, so a process killed at any moment, in the
 middle of a save included, leaves the previous checkpoints complete; the unfinished
-one is never listed and is removed when the directory is next opened.
+one is never listed, and orbax removes it once the directory is opened again (in the
+background, finished before the first save).
 """
 
 from __future__ import annotations
@@ -54,8 +55,8 @@ class CheckpointManager:
     own process, as :func:`~shardkit.train.save_state` does) and a JSON ``metadata``
     record. A save is complete once orbax has renamed its temporary directory into
     place; a process killed before that, during a save or at any other moment, leaves
-    the checkpoints before it intact, and opening the directory again removes the
-    unfinished one. Each save blocks until it is complete (no background threads, so
+    the checkpoints before it intact; the unfinished one is never listed, and is
+    removed once the directory is opened again (before the next save). Each save blocks until it is complete (no background threads, so
     no collective of a save runs beside a training step). The newest ``max_to_keep``
     checkpoints are kept.
 

@@ -297,7 +297,7 @@ def run_training(
         "checkpoint_every",
         checkpoint_every,
         minimum=1,
-        fix="(--checkpoint-every), e.g. 100",
+        fix="e.g. --checkpoint-every 100",
     )
     if plot is not None:
         check_output_file(plot, what="shardkit train --plot")

@@ -94,6 +94,7 @@ def test_checkpoint_manager_keeps_the_newest_complete_checkpoints(tmp_path: Path
         assert got is not None
         assert got.step == 5
         assert got.metadata == {}
+        assert ckpt.metadata(4) == {"at": 4}
         assert jax.random.key_data(got.state["key"]).tolist() == [0, 7]
         for a, b, like in zip(
             jax.tree.leaves(got.state["state"]),
@@ -132,9 +133,9 @@ def test_a_resumed_run_repeats_the_uninterrupted_losses(tmp_path: Path, referenc
     done, text = _run(steps=STEPS, checkpoint_dir=ckpt)
     assert done.losses == ()
     assert f"step {STEPS} already reaches --steps {STEPS}" in text
-    with pytest.raises(ValueError, match=r"holds a run with --batch-size 32, not 16; rerun"):
+    with pytest.raises(ValueError, match=r"holds a run with --sizes 16,32,8, not 16,24,8; rerun"):
         train.run_training(
-            Console(file=io.StringIO()), **{**OPTIONS, "batch_size": 16}, checkpoint_dir=ckpt
+            Console(file=io.StringIO()), **{**OPTIONS, "sizes": (16, 24, 8)}, checkpoint_dir=ckpt
         )
 
 

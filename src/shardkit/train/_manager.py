@@ -191,6 +191,30 @@ class CheckpointManager:
             )
         )
 
+    def metadata(self, step: int | None = None, /) -> dict[str, Any] | None:
+        """The JSON record saved with checkpoint ``step`` (the newest by default).
+
+        Reads nothing else, so a run can check what it resumes before restoring.
+
+        Returns:
+          The record (``{}`` if none was given), or None when there is no checkpoint.
+
+        Raises:
+          FileNotFoundError: checkpoint ``step`` does not exist.
+        """
+        if step is None:
+            step = self._manager.latest_step()
+            if step is None:
+                return None
+        if step not in self._manager.all_steps():
+            raise FileNotFoundError(
+                f"{_WHERE}.metadata: no complete checkpoint of step={step} in "
+                f"{str(self.directory)!r}; it has steps {list(self.steps)}"
+            )
+        ocp = _ocp()
+        found = self._manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
+        return dict(found.meta or {})
+
     def restore_latest(self, target: Any, /) -> Restored | None:
         """Read the newest complete checkpoint with the shardings of ``target``.
 

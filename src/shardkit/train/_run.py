@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 import numbers
@@ -160,19 +161,10 @@ _COMPARED = {
 }
 
 
-def _resume(
-    console: Console,
-    ckpt: CheckpointManager,
-    state: Any,
-    record: dict[str, Any],
-    layout: dict[str, str],
-    steps: int,
-) -> Any:
-    """The newest complete checkpoint's state, or ``state`` when there is none."""
-    meta = ckpt.restore_latest(state)
-    if meta is None:
-        return state
-    saved = meta.metadata.get("run", {})
+def _check_resumable(ckpt: CheckpointManager, record: dict[str, Any]) -> None:
+    """The newest checkpoint, if any, was written by a run with these options."""
+    found = ckpt.metadata()
+    saved = {} if found is None else found.get("run", {})
     for name, option in _COMPARED.items():
         if name in saved and saved[name] != record[name]:
             show = ",".join(map(str, saved[name])) if name == "sizes" else saved[name]
@@ -182,6 +174,15 @@ def _resume(
                 f"{option} {show}, not {mine}; rerun with the options that started it to "
                 "resume, or give another --checkpoint-dir to start a new run"
             )
+
+
+def _resume(
+    console: Console, ckpt: CheckpointManager, state: Any, layout: dict[str, str], steps: int
+) -> Any:
+    """The newest complete checkpoint's state, or ``state`` when there is none."""
+    meta = ckpt.restore_latest(state)
+    if meta is None:
+        return state
     note = ""
     if meta.metadata.get("layout", layout) != layout:
         was = meta.metadata["layout"]
@@ -309,32 +310,6 @@ def run_training(
         require("orbax.checkpoint", extra="train", what="shardkit train --checkpoint-dir")
     if jax.process_index() != 0:
         console = Console(file=io.StringIO())  # one rank speaks for the job
-    t0 = time.perf_counter()
-    m = _mesh(strategy, mesh)
-    model = MLP(sizes)
-    layout = strategy_layout(model, strategy=strategy, mesh=m)
-    layout.check_batch((batch_size, sizes[0]), where=f"shardkit train --batch-size {batch_size}")
-    opt = _optimizer(optimizer, learning_rate)
-    key = jax.random.key(seed)
-    data_key = jax.random.fold_in(key, 1)
-
-    def batch_of(i: int) -> Any:  # the batch of step i + 1: a function of the seed and i
-        return model.batch(jax.random.fold_in(data_key, i), batch_size, layout.batch)
-
-    with busy(console, f"building the {strategy} state and compiling the step"):
-        step, state = make_train_step(model, opt, strategy=strategy, mesh=m, key=key)
-        batch = batch_of(0)
-        # One compile serves the report and the steps (jit's call cache would compile again).
-        compiled = cast(Any, step).lower(state, batch).compile()  # a jax.jit function
-        report = comms(compiled, state, batch)
-    compile_s = time.perf_counter() - t0
-    n_params = sum(math.prod(s) for layer in model.param_shapes() for s in layer.values())
-    console.print(
-        f"[bold]{strategy}[/] on mesh {mesh}: MLP {'-'.join(map(str, sizes))} "
-        f"({n_params:,} parameters), batch {batch_size}, {optimizer} lr={learning_rate:g}"
-    )
-    console.print(report.summary())
-
     record = {
         "sizes": list(sizes),
         "batch_size": batch_size,
@@ -343,16 +318,46 @@ def run_training(
         "seed": int(seed),
     }
     layout_record = {"strategy": strategy, "mesh": mesh}
-    ckpt = None
-    if checkpoint_dir is not None:
-        ckpt = CheckpointManager(checkpoint_dir, every=every)
-        state = _resume(console, ckpt, state, record, layout_record, steps)
-    start = int(state.step)
-    log = None
-    if metrics is not None and jax.process_index() == 0:
-        log = MetricsLog(metrics, keep_through=start)
-    meta: dict[str, Any] = {"run": record, "layout": layout_record}
-    try:
+    with contextlib.ExitStack() as cleanup:
+        ckpt = None
+        if checkpoint_dir is not None:
+            ckpt = cleanup.enter_context(CheckpointManager(checkpoint_dir, every=every))
+            _check_resumable(ckpt, record)  # before anything is compiled
+        t0 = time.perf_counter()
+        m = _mesh(strategy, mesh)
+        model = MLP(sizes)
+        layout = strategy_layout(model, strategy=strategy, mesh=m)
+        layout.check_batch(
+            (batch_size, sizes[0]), where=f"shardkit train --batch-size {batch_size}"
+        )
+        opt = _optimizer(optimizer, learning_rate)
+        key = jax.random.key(seed)
+        data_key = jax.random.fold_in(key, 1)
+
+        def batch_of(i: int) -> Any:  # the batch of step i + 1: a function of the seed and i
+            return model.batch(jax.random.fold_in(data_key, i), batch_size, layout.batch)
+
+        with busy(console, f"building the {strategy} state and compiling the step"):
+            step, state = make_train_step(model, opt, strategy=strategy, mesh=m, key=key)
+            batch = batch_of(0)
+            # One compile serves the report and the steps (jit's call cache would compile again).
+            compiled = cast(Any, step).lower(state, batch).compile()  # a jax.jit function
+            report = comms(compiled, state, batch)
+        compile_s = time.perf_counter() - t0
+        n_params = sum(math.prod(s) for layer in model.param_shapes() for s in layer.values())
+        console.print(
+            f"[bold]{strategy}[/] on mesh {mesh}: MLP {'-'.join(map(str, sizes))} "
+            f"({n_params:,} parameters), batch {batch_size}, {optimizer} lr={learning_rate:g}"
+        )
+        console.print(report.summary())
+
+        if ckpt is not None:
+            state = _resume(console, ckpt, state, layout_record, steps)
+        start = int(state.step)
+        log = None
+        if metrics is not None and jax.process_index() == 0:
+            log = cleanup.enter_context(contextlib.closing(MetricsLog(metrics, keep_through=start)))
+        meta: dict[str, Any] = {"run": record, "layout": layout_record}
         with (
             StepProgress(
                 console,
@@ -381,11 +386,6 @@ def run_training(
                         loop.saved(time.perf_counter() - t_save)
                 if loop.stopped_by is not None or loop.stop:
                     break
-    finally:
-        if log is not None:
-            log.close()
-        if ckpt is not None:
-            ckpt.close()
     return _finish(
         console,
         loop,

@@ -26,6 +26,7 @@ from shardkit.train._durable import MetricsLog, StopSignals
 from shardkit.train._loop import StepProgress
 from shardkit.train._manager import CheckpointManager
 from shardkit.train._models import MLP
+from shardkit.train._resume import check_resumable, resume
 from shardkit.train._step import make_train_step
 from shardkit.train._strategies import STRATEGIES, Strategy, strategy_layout
 
@@ -152,54 +153,6 @@ def _check_options(
         )
 
 
-_COMPARED = {
-    "sizes": "--sizes",
-    "batch_size": "--batch-size",
-    "optimizer": "--optimizer",
-    "learning_rate": "--learning-rate",
-    "seed": "the seed",
-}
-
-
-def _check_resumable(ckpt: CheckpointManager, record: dict[str, Any]) -> None:
-    """The newest checkpoint, if any, was written by a run with these options."""
-    found = ckpt.metadata()
-    saved = {} if found is None else found.get("run", {})
-    for name, option in _COMPARED.items():
-        if name in saved and saved[name] != record[name]:
-            show = ",".join(map(str, saved[name])) if name == "sizes" else saved[name]
-            mine = ",".join(map(str, record[name])) if name == "sizes" else record[name]
-            raise ValueError(
-                f"shardkit train: --checkpoint-dir {str(ckpt.directory)!r} holds a run with "
-                f"{option} {show}, not {mine}; rerun with the options that started it to "
-                "resume, or give another --checkpoint-dir to start a new run"
-            )
-
-
-def _resume(
-    console: Console, ckpt: CheckpointManager, state: Any, layout: dict[str, str], steps: int
-) -> Any:
-    """The newest complete checkpoint's state, or ``state`` when there is none."""
-    meta = ckpt.restore_latest(state)
-    if meta is None:
-        return state
-    note = ""
-    if meta.metadata.get("layout", layout) != layout:
-        was = meta.metadata["layout"]
-        note = (
-            f" (saved by {was.get('strategy')} on mesh {was.get('mesh')}: losses agree with "
-            "an uninterrupted run within float rounding, not bit for bit)"
-        )
-    console.print(
-        f"resuming from the checkpoint of step {meta.step} in {ckpt.directory}{note}",
-        highlight=False,
-        soft_wrap=True,
-    )
-    if meta.step >= steps:
-        console.print(f"step {meta.step} already reaches --steps {steps}: nothing to train")
-    return meta.state
-
-
 def run_training(
     console: Console,
     /,
@@ -322,7 +275,7 @@ def run_training(
         ckpt = None
         if checkpoint_dir is not None:
             ckpt = cleanup.enter_context(CheckpointManager(checkpoint_dir, every=every))
-            _check_resumable(ckpt, record)  # before anything is compiled
+            check_resumable(ckpt, record)  # before anything is compiled
         t0 = time.perf_counter()
         m = _mesh(strategy, mesh)
         model = MLP(sizes)
@@ -352,7 +305,7 @@ def run_training(
         console.print(report.summary())
 
         if ckpt is not None:
-            state = _resume(console, ckpt, state, layout_record, steps)
+            state = resume(console, ckpt, state, layout_record, steps)
         start = int(state.step)
         log = None
         if metrics is not None and jax.process_index() == 0:

@@ -399,13 +399,30 @@ def train(
     schedule: Annotated[
         Schedule | None, typer.Option(help="pp/dp_pp: the pipeline schedule (default 1f1b).")
     ] = None,
+    checkpoint_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="Save checkpoints here; a rerun with the same folder resumes from the "
+            "newest complete one."
+        ),
+    ] = None,
+    checkpoint_every: Annotated[
+        int, typer.Option(help="Save a checkpoint every this many steps (and after the last).")
+    ] = 10,
+    metrics: Annotated[
+        Path | None,
+        typer.Option(help='Write one JSON line per step here: {"step": i, "loss": x}.'),
+    ] = None,
 ) -> None:
     """Train the seeds' MLP with a parallel strategy; loss, steps/s and bytes per step.
 
     A step whose loss or gradients are NaN or inf is skipped (not applied); after
     --max-skipped such steps in a row the run stops with exit status 1, unless
-    --keep-going.
+    --keep-going. With --checkpoint-dir, SIGTERM or SIGINT finishes the current step,
+    saves it and exits with status 143 or 130; run the same command again to resume
+    (also under `shardkit launch`, where every rank stops after the same step).
     """
+    from shardkit.distributed import initialize
     from shardkit.train import run_training
 
     try:
@@ -414,8 +431,10 @@ def train(
         raise _BadValue(
             f"{sizes!r} is not a list of layer widths; write e.g. 784,1024,10", param_hint="--sizes"
         ) from None
+    with _usage():  # the launcher's variables, if any: one job of all ranks
+        initialize()
     with _usage():  # run_training's messages name the option
-        run_training(
+        run = run_training(
             _console,
             strategy=strategy,
             mesh=mesh,
@@ -429,7 +448,12 @@ def train(
             max_skipped=max_skipped,
             microbatches=microbatches,
             schedule=schedule,
+            checkpoint_dir=checkpoint_dir,
+            checkpoint_every=checkpoint_every,
+            metrics=metrics,
         )
+    if run.stopped_by is not None:
+        raise typer.Exit(128 + run.stopped_by.value)
 
 
 @app.command()

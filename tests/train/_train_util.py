@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import numpy as np
 from jax.sharding import AxisType, Mesh
@@ -37,3 +39,21 @@ def losses(step, state, batch, steps: int = STEPS):  # type: ignore[no-untyped-d
         state, loss = step(state, batch)
         out.append(float(loss))
     return np.array(out), state
+
+
+# The options of the resume tests' runs (tiny, fast), for run_training and the command.
+RUN_OPTIONS: dict[str, Any] = {
+    "strategy": "dp",
+    "mesh": "8",
+    "sizes": (16, 32, 8),
+    "batch_size": 32,
+    "optimizer": "adam",
+}
+RUN_ARGS = [
+    arg
+    for name, value in RUN_OPTIONS.items()
+    for arg in (
+        "--" + name.replace("_", "-"),
+        ",".join(map(str, value)) if isinstance(value, tuple) else str(value),
+    )
+]

@@ -10,12 +10,15 @@ Equinox module or a Flax NNX module, with ``loss=``; pipeline parallelism (``pp`
 (:data:`~shardkit.train.Rules`) say which dimension of each parameter a strategy
 splits. Every strategy gives the losses of ``single`` (one device) within float32 rounding. The
 communication each strategy promises is asserted through ``shardkit.comms`` in the
-tests. Needs optax (and orbax-checkpoint for :func:`save_state` /
-:func:`restore_state`): the ``train`` extra.
+tests. A :class:`CheckpointManager` (orbax's manager) saves a run every few steps and
+restores the newest complete checkpoint, onto any strategy or mesh; a process killed
+during a save leaves the previous one intact. Needs optax (and orbax-checkpoint for
+checkpoints): the ``train`` extra.
 """
 
 from shardkit.train._checkpoint import restore_state, save_state
 from shardkit.train._layers import Layers
+from shardkit.train._manager import CheckpointManager, Restored
 from shardkit.train._models import MLP, Logistic, Model
 from shardkit.train._rules import MODEL, Rules
 from shardkit.train._run import Optimizer, TrainRun, run_training
@@ -27,11 +30,13 @@ __all__ = [
     "MLP",
     "MODEL",
     "STRATEGIES",
+    "CheckpointManager",
     "Layers",
     "Logistic",
     "Model",
     "NonFinite",
     "Optimizer",
+    "Restored",
     "Rules",
     "Schedule",
     "Strategy",

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from shardkit.train._step import TrainState
@@ -33,14 +34,14 @@ def _ocp() -> Any:
     return ocp
 
 
-def _abstract(tree: Any) -> Any:
+def _abstract(tree: Any, *, where: str = "restore_state") -> Any:
     def leaf(x: Any) -> Any:
         if isinstance(x, jax.ShapeDtypeStruct):
             return x
         sharding = getattr(x, "sharding", None)
         if sharding is None:
             raise TypeError(
-                f"restore_state: target leaf {x!r} has no sharding; pass the state of "
+                f"{where}: target leaf {x!r} has no sharding; pass the state of "
                 "make_train_step (or jax.ShapeDtypeStruct leaves with a sharding)"
             )
         return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding)
@@ -131,15 +132,15 @@ def restore_state(directory: str | os.PathLike[str], target: TrainState, /) -> T
         try:
             saved = _saved_leaves(checkpointer.metadata(path))
         except Exception as e:  # orbax raises bare JSON/tensorstore errors
-            raise _corrupt(path, e) from None
+            raise _corrupt(path, e, where="restore_state") from None
         # Unreadable metadata comes back as None (orbax logs it): the restore below then
         # fails on the damaged file, and that failure is the one reported.
         if saved is not None:
-            _check_against(path, saved, abstract)
+            _check_against(path, saved, abstract, where="restore_state")
         try:
             restored = checkpointer.restore(path, abstract)
         except Exception as e:
-            raise _corrupt(path, e) from None
+            raise _corrupt(path, e, where="restore_state") from None
     return jax.tree.unflatten(jax.tree.structure(abstract), jax.tree.leaves(restored))
 
 
@@ -179,14 +180,22 @@ def _listed(names: list[str]) -> str:
     return shown + (f" and {len(names) - 4} more" if len(names) > 4 else "")
 
 
+def _stored(x: Any) -> tuple[tuple[int, ...], str]:
+    """The shape and dtype name orbax stores for ``x`` (a typed PRNG key as its key data)."""
+    if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
+        x = jax.eval_shape(jax.random.key_data, x)
+    return tuple(x.shape), np.dtype(x.dtype).name
+
+
 def _check_against(
-    path: Path, saved: dict[str, tuple[tuple[int, ...], str]], abstract: Any
+    path: Path, saved: dict[str, tuple[tuple[int, ...], str]], abstract: Any, *, where: str
 ) -> None:
-    """Structure, shapes and dtypes of ``abstract`` equal the checkpoint's."""
-    wanted = {
-        n: (tuple(x.shape), np.dtype(x.dtype).name) for n, x in _leaves_by_name(abstract).items()
-    }
-    where = f"restore_state: directory={str(path)!r}"
+    """Structure, shapes and dtypes of ``abstract`` equal the checkpoint's.
+
+    ``where`` names the caller in the message, e.g. ``"restore_state"``.
+    """
+    wanted = {n: _stored(x) for n, x in _leaves_by_name(abstract).items()}
+    caller, where = where, f"{where}: directory={str(path)!r}"
     fix = (
         "Build the target with make_train_step from the same model (layer_sizes, dtype) "
         "and optimizer as the saved state; only the strategy and the mesh may differ"
@@ -212,7 +221,7 @@ def _check_against(
         if s_dtype != dtype:
             raise ValueError(
                 f"{where}: {name} is {s_dtype} in the checkpoint but {dtype} in target; "
-                "restore_state never casts. Restore into a target of the saved dtype (e.g. "
+                f"{caller} never casts. Restore into a target of the saved dtype (e.g. "
                 f"MLP(..., dtype=jnp.{s_dtype})), then cast the result if needed"
             )
 
@@ -220,7 +229,7 @@ def _check_against(
 _FILE = re.compile(r'local file "([^"]+)"')
 
 
-def _corrupt(path: Path, error: Exception) -> ValueError:
+def _corrupt(path: Path, error: Exception, *, where: str) -> ValueError:
     """A corrupt or truncated checkpoint: its path, the bad file and the reason, briefly.
 
     tensorstore names the file it failed on (the last ``local file "..."`` of its
@@ -238,7 +247,7 @@ def _corrupt(path: Path, error: Exception) -> ValueError:
     reason = f"{type(error).__name__}: {reason[:200]}"
     named = f"file {bad!r}" if bad else "a file in it"
     return ValueError(
-        f"restore_state: the checkpoint at directory={str(path)!r} is corrupt or "
+        f"{where}: the checkpoint at directory={str(path)!r} is corrupt or "
         f"truncated: {named} cannot be read ({reason}). Restore from another "
-        "checkpoint, or save the state again with save_state"
+        "checkpoint (or delete this one), or save the state again"
     )

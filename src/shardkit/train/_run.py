@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 import numbers
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,16 +15,19 @@ from typing import Any, Literal, cast, get_args
 import jax
 import numpy as np
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from shardkit._preflight import check_output_file, require
+from shardkit._preflight import check_output_dir, check_output_file, require
 from shardkit._progress import busy
 from shardkit.inspect import CommReport, comms
 from shardkit.layout import format_bytes, parse_mesh_shape
 from shardkit.layout import mesh as make_mesh
-from shardkit.layout.internal import is_int
+from shardkit.layout.internal import as_count, is_int
+from shardkit.train._durable import MetricsLog, StopSignals
+from shardkit.train._loop import StepProgress
+from shardkit.train._manager import CheckpointManager
 from shardkit.train._models import MLP
 from shardkit.train._pipeline import check_microbatches
+from shardkit.train._resume import check_resumable, resume
 from shardkit.train._schedule import SCHEDULES, Schedule
 from shardkit.train._step import make_train_step
 from shardkit.train._strategies import STRATEGIES, Strategy, strategy_layout
@@ -53,6 +59,13 @@ class TrainRun:
       pipeline: ``pp``/``dp_pp``: the stages, schedule, bubble fraction and per-stage
         memory as the report printed them; None for the other strategies.
       bubble: ``pp``/``dp_pp``: the schedule's idle fraction ``(S-1)/(M+S-1)``, else None.
+      start_step: the step this run resumed from (0 for a fresh run); ``losses``
+        are those of steps ``start_step + 1`` on.
+      stopped_by: the signal (SIGTERM or SIGINT) that stopped the run after its
+        current step, or None; ``shardkit train`` then exits with ``128 +`` its number.
+      checkpoint_dir: the checkpoint folder, or None.
+      resident_bytes: this process's resident memory after this run's first step
+        and after its last (Linux), or None.
     """
 
     strategy: str
@@ -68,6 +81,10 @@ class TrainRun:
     plot: Path | None
     pipeline: str | None = None
     bubble: float | None = None
+    start_step: int = 0
+    stopped_by: signal.Signals | None = None
+    checkpoint_dir: Path | None = None
+    resident_bytes: tuple[int, int] | None = None
 
 
 def _mesh(strategy: str, shape: str) -> Any:
@@ -178,14 +195,32 @@ def run_training(
     max_skipped: int = 5,
     microbatches: int | None = None,
     schedule: Schedule | None = None,
+    checkpoint_dir: str | Path | None = None,
+    checkpoint_every: int = 10,
+    metrics: str | Path | None = None,
 ) -> TrainRun:
     """Train seed 004's MLP with a strategy on a mesh, showing progress; ``shardkit train``.
 
     Builds the sharded state, compiles the step and reports its collectives and
-    bytes per device (``shardkit.comms``), then runs ``steps`` steps on one synthetic
-    batch (as the seed does) under a progress bar showing the loss, steps/s and the
-    elapsed time, and writes a loss-curve PNG when ``plot`` is given. Every option,
-    the plot's folder and matplotlib are checked before anything is compiled.
+    bytes per device (``shardkit.comms``), then runs ``steps`` steps under a progress
+    bar showing the loss, steps/s and the elapsed time, and writes a loss-curve PNG
+    when ``plot`` is given. Every option, the output folders and matplotlib are
+    checked before anything is compiled. Step ``i`` (counting from 1) trains on a
+    synthetic batch drawn in place from ``seed`` and ``i`` alone, so the data of a
+    step never depends on what ran before it.
+
+    With ``checkpoint_dir`` the run is resumable (:class:`CheckpointManager`): the
+    state (parameters, optimizer state, step and skipped-step counts) is saved every
+    ``checkpoint_every`` steps and after the last, with the options, the seed and the
+    next batch's position; a run given a folder that holds checkpoints resumes from
+    the newest complete one and says so. As the batches and random numbers come from
+    the seed and the step, a resumed run's losses equal an uninterrupted run's bit for
+    bit (on the same strategy and mesh; on another layout they agree within float
+    rounding). SIGTERM or SIGINT during the steps finishes the current step, saves
+    it (with ``checkpoint_dir``) and returns with :attr:`TrainRun.stopped_by` set; a
+    process killed outright, during a save included, leaves the previous checkpoint
+    intact. On several processes (``shardkit launch``) every rank stops after the
+    same step, and only process 0 prints and writes ``metrics``.
 
     A step whose loss or gradients are not finite (NaN or inf) is skipped: the
     parameters and optimizer state stay as they were (``make_train_step``'s
@@ -197,26 +232,36 @@ def run_training(
       strategy: ``single``, ``dp``, ``fsdp``, ``tp``, ``dp_tp``, ``pp`` or ``dp_pp``.
       mesh: mesh shape, e.g. ``"4x2"`` (axes ``data,model``, or ``data,stage`` for
         ``dp_pp``) or ``"8"`` (``stage`` for ``pp``).
-      steps: training steps (at least 1).
+      steps: the step to train up to (at least 1); a resumed run trains the rest.
       sizes: the MLP's layer sizes.
       batch_size: examples per step; the data axes must divide it.
       optimizer: ``sgd`` or ``adam``.
       learning_rate: the optimizer's learning rate.
-      seed: seeds the parameters and the batch.
-      plot: PNG path for the loss curve, or None; its folder must exist.
+      seed: seeds the parameters and the batches.
+      plot: PNG path for the loss curve (of this run's steps), or None; its folder
+        must exist.
       keep_going: run every step, however many are skipped.
       max_skipped: how many skipped steps in a row stop the run (``--max-skipped``).
       microbatches: ``pp``/``dp_pp``: microbatches per data shard (default: the stages).
       schedule: ``pp``/``dp_pp``: ``gpipe`` or ``1f1b`` (the default). The report then
         states the stages, the bubble fraction and each stage's memory.
+      checkpoint_dir: the run's checkpoint folder (created if missing), or None.
+      checkpoint_every: save every this many steps (``--checkpoint-every``).
+      metrics: a file to write ``{"step": i, "loss": x}`` JSON lines to, one per
+        step (``null`` for a non-finite loss, with ``"skipped": true`` for a skipped
+        step); a resumed run keeps the lines of the steps its checkpoint holds and
+        appends, so each step appears once.
 
     Returns:
       A :class:`TrainRun`.
 
     Raises:
       ValueError: a bad strategy, mesh, size, step count, batch size, learning rate,
-        optimizer, ``max_skipped`` or plot path.
-      ImportError: with ``plot``, matplotlib (the ``bench`` extra) is missing.
+        optimizer, ``max_skipped``, ``checkpoint_every`` or output path; or
+        ``checkpoint_dir`` holds a run with other options (model sizes, batch size,
+        optimizer, learning rate or seed).
+      ImportError: with ``plot``, matplotlib (the ``bench`` extra) is missing; with
+        ``checkpoint_dir``, orbax-checkpoint (the ``train`` extra).
       FloatingPointError: ``max_skipped`` steps in a row were skipped (naming them),
         unless ``keep_going``.
 
@@ -234,115 +279,204 @@ def run_training(
         strategy, steps, sizes, batch_size, learning_rate, max_skipped, microbatches, schedule
     )
     steps, batch_size, max_skipped = int(steps), int(batch_size), int(max_skipped)
+    every = as_count(
+        "shardkit train",
+        "checkpoint_every",
+        checkpoint_every,
+        minimum=1,
+        fix="e.g. --checkpoint-every 100",
+    )
     if plot is not None:
         check_output_file(plot, what="shardkit train --plot")
         require("matplotlib", extra="bench", what="shardkit train --plot")
-    t0 = time.perf_counter()
-    m = _mesh(strategy, mesh)
-    model = MLP(sizes)
-    layout = strategy_layout(model, strategy=strategy, mesh=m)
-    layout.check_batch((batch_size, sizes[0]), where=f"shardkit train --batch-size {batch_size}")
-    if layout.pipeline is not None:
-        check_microbatches(
-            f"shardkit train --batch-size {batch_size}",
-            layout.pipeline,
-            layout.pipeline.stages if microbatches is None else microbatches,
-            batch_size,
+    if metrics is not None:
+        check_output_file(metrics, what="shardkit train --metrics")
+    if checkpoint_dir is not None:
+        check_output_dir(checkpoint_dir, what="shardkit train --checkpoint-dir")
+        require("orbax.checkpoint", extra="train", what="shardkit train --checkpoint-dir")
+    if jax.process_index() != 0:
+        console = Console(file=io.StringIO())  # one rank speaks for the job
+    record = {
+        "sizes": list(sizes),
+        "batch_size": batch_size,
+        "optimizer": optimizer,
+        "learning_rate": float(learning_rate),
+        "seed": int(seed),
+    }
+    layout_record = {"strategy": strategy, "mesh": mesh}
+    with contextlib.ExitStack() as cleanup:
+        ckpt = None
+        if checkpoint_dir is not None:
+            ckpt = cleanup.enter_context(CheckpointManager(checkpoint_dir, every=every))
+            check_resumable(ckpt, record)  # before anything is compiled
+        t0 = time.perf_counter()
+        m = _mesh(strategy, mesh)
+        model = MLP(sizes)
+        layout = strategy_layout(model, strategy=strategy, mesh=m)
+        layout.check_batch(
+            (batch_size, sizes[0]), where=f"shardkit train --batch-size {batch_size}"
         )
-    opt = _optimizer(optimizer, learning_rate)
-    key = jax.random.key(seed)
-    with busy(console, f"building the {strategy} state and compiling the step"):
-        step, state = make_train_step(
-            model,
-            opt,
-            strategy=strategy,
-            mesh=m,
-            key=key,
-            microbatches=microbatches,
-            schedule=schedule,
-        )
-        pipe = cast(Any, step).pipeline
-        batch = model.batch(jax.random.fold_in(key, 1), batch_size, layout.batch)
-        # One compile serves the report and the steps (jit's call cache would compile again).
-        compiled = cast(Any, step).lower(state, batch).compile()  # a jax.jit function
-        report = comms(compiled, state, batch)
-    compile_s = time.perf_counter() - t0
-    n_params = sum(math.prod(s) for layer in model.param_shapes() for s in layer.values())
-    console.print(
-        f"[bold]{strategy}[/] on mesh {mesh}: MLP {'-'.join(map(str, sizes))} "
-        f"({n_params:,} parameters), batch {batch_size}, {optimizer} lr={learning_rate:g}"
-    )
-    console.print(report.summary())
-    described = pipe.describe(batch_size) if pipe is not None else None
-    if described is not None:
-        console.print(described, highlight=False)
+        if layout.pipeline is not None:
+            check_microbatches(
+                f"shardkit train --batch-size {batch_size}",
+                layout.pipeline,
+                layout.pipeline.stages if microbatches is None else microbatches,
+                batch_size,
+            )
+        opt = _optimizer(optimizer, learning_rate)
+        key = jax.random.key(seed)
+        data_key = jax.random.fold_in(key, 1)
 
-    losses: list[float] = []
-    first_bad: int | None = None
-    skipped = in_a_row = 0
-    start = None
-    columns = (
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("loss {task.fields[loss]}"),
-        TextColumn("{task.fields[rate]} steps/s"),
-        TimeElapsedColumn(),
-    )
-    # A terminal gets a live bar; a log gets about ten plain lines, the last step's included.
-    live = console.is_terminal
-    every = max(1, steps // 10)
-    t_loop = time.perf_counter()
-    with Progress(*columns, console=console, transient=False, disable=not live) as progress:
-        task = progress.add_task("training", total=steps, loss="-", rate="-")
-        for i in range(steps):
-            state, loss = compiled(state, batch)
-            losses.append(float(loss))  # waits for the step
-            now = int(state.skipped)
-            was_skipped, skipped = now > skipped, now
-            in_a_row = in_a_row + 1 if was_skipped else 0
-            if i == 0:
-                start = time.perf_counter()
-            rate = (i / (time.perf_counter() - start)) if i and start else float("nan")
-            shown = f"{losses[-1]:.4g}" + (" (skipped)" if was_skipped else "")
-            progress.update(task, advance=1, loss=shown, rate=f"{rate:.1f}")
-            newly_bad = first_bad is None and (was_skipped or not math.isfinite(losses[-1]))
-            stop = in_a_row >= max_skipped and not keep_going
-            if not live and ((i + 1) % every == 0 or i + 1 == steps or newly_bad or stop):
-                console.print(
-                    f"training {i + 1}/{steps} loss {shown} "
-                    f"({time.perf_counter() - t_loop:.1f} s elapsed)",
-                    highlight=False,
-                )
-            if newly_bad:
-                first_bad = i + 1
-            if stop:
-                break
-    if in_a_row >= max_skipped and not keep_going:
-        last = len(losses)
-        raise FloatingPointError(
-            f"shardkit train: stopped at step {last} of {steps}: steps {last - in_a_row + 1} "
-            f"to {last} were skipped, {in_a_row} in a row (--max-skipped {max_skipped}), "
-            f"because their loss or gradients are not finite (the loss is {losses[-1]}); "
-            f"lower the learning rate (now {learning_rate:g}), or pass --keep-going "
-            "(keep_going=True) to run every step"
-        )
-    elapsed = time.perf_counter() - start if start is not None else 0.0
-    steps_per_s = (steps - 1) / elapsed if steps > 1 and elapsed > 0 else float("nan")
-    peak = report.memory.peak_bytes if report.memory else None
-    console.print(
-        f"loss {losses[0]:.4g} -> {losses[-1]:.4g}; {steps_per_s:.1f} steps/s; "
-        f"{format_bytes(report.bytes_sent)} sent per device per step"
-        + (f"; peak {format_bytes(peak)}/device" if peak is not None else "")
-    )
-    if first_bad is not None:
-        what = "gradients" if math.isfinite(losses[first_bad - 1]) else "loss"
+        def batch_of(i: int) -> Any:  # the batch of step i + 1: a function of the seed and i
+            return model.batch(jax.random.fold_in(data_key, i), batch_size, layout.batch)
+
+        with busy(console, f"building the {strategy} state and compiling the step"):
+            step, state = make_train_step(
+                model,
+                opt,
+                strategy=strategy,
+                mesh=m,
+                key=key,
+                microbatches=microbatches,
+                schedule=schedule,
+            )
+            pipe = cast(Any, step).pipeline
+            batch = batch_of(0)
+            # One compile serves the report and the steps (jit's call cache would compile again).
+            compiled = cast(Any, step).lower(state, batch).compile()  # a jax.jit function
+            report = comms(compiled, state, batch)
+        compile_s = time.perf_counter() - t0
+        n_params = sum(math.prod(s) for layer in model.param_shapes() for s in layer.values())
         console.print(
-            f"[yellow]warning: the {what} stopped being finite at step {first_bad}; "
-            f"{skipped} of {len(losses)} steps skipped (not applied)[/]"
+            f"[bold]{strategy}[/] on mesh {mesh}: MLP {'-'.join(map(str, sizes))} "
+            f"({n_params:,} parameters), batch {batch_size}, {optimizer} lr={learning_rate:g}"
+        )
+        console.print(report.summary())
+        described = pipe.describe(batch_size) if pipe is not None else None
+        if described is not None:
+            console.print(described, highlight=False)
+
+        if ckpt is not None:
+            state = resume(console, ckpt, state, layout_record, steps)
+        start = int(state.step)
+        log = None
+        if metrics is not None and jax.process_index() == 0:
+            log = cleanup.enter_context(contextlib.closing(MetricsLog(metrics, keep_through=start)))
+        meta: dict[str, Any] = {"run": record, "layout": layout_record}
+        with (
+            StepProgress(
+                console,
+                start=start,
+                steps=steps,
+                max_skipped=max_skipped,
+                keep_going=keep_going,
+                skipped=int(state.skipped),
+            ) as loop,
+            StopSignals() as signals,
+        ):
+            for i in range(start, steps):
+                if i > 0:
+                    batch = batch_of(i)
+                state, loss = compiled(state, batch)
+                loss_value = float(loss)  # waits for the step
+                was_skipped = loop.record(i, loss_value, int(state.skipped))
+                if log is not None:
+                    log.write(i + 1, loss_value, skipped=was_skipped)
+                meta["data"] = {"seed": int(seed), "next_batch": i + 1}
+                loop.stopped_by = signals.agreed()
+                if ckpt is not None:
+                    forced = i + 1 == steps or loop.stopped_by is not None
+                    t_save = time.perf_counter()
+                    if ckpt.save(state, metadata=meta, force=forced):
+                        loop.saved(time.perf_counter() - t_save)
+                if loop.stopped_by is not None or loop.stop:
+                    break
+    return _finish(
+        console,
+        loop,
+        report,
+        plot=plot,
+        compile_s=compile_s,
+        checkpoint=None if ckpt is None else ckpt.directory,
+        strategy=strategy,
+        mesh=mesh,
+        sizes=sizes,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        pipeline=described,
+        bubble=pipe.schedule.bubble if pipe is not None else None,
+    )
+
+
+def _finish(
+    console: Console,
+    loop: StepProgress,
+    report: CommReport,
+    /,
+    *,
+    plot: str | Path | None,
+    compile_s: float,
+    checkpoint: Path | None,
+    strategy: str,
+    mesh: str,
+    sizes: tuple[int, ...],
+    batch_size: int,
+    learning_rate: float,
+    pipeline: str | None = None,
+    bubble: float | None = None,
+) -> TrainRun:
+    """The summary lines, the stop message, the plot and the :class:`TrainRun`."""
+    losses = loop.losses
+    if loop.stop:
+        last = loop.start + len(losses)
+        raise FloatingPointError(
+            f"shardkit train: stopped at step {last} of {loop.steps}: steps "
+            f"{last - loop.in_a_row + 1} to {last} were skipped, {loop.in_a_row} in a row "
+            f"(--max-skipped {loop.max_skipped}), because their loss or gradients are not "
+            f"finite (the loss is {losses[-1]}); lower the learning rate (now "
+            f"{learning_rate:g}), or pass --keep-going (keep_going=True) to run every step"
+        )
+    peak = report.memory.peak_bytes if report.memory else None
+    steps_per_s = loop.steps_per_s
+    if losses:
+        console.print(
+            f"loss {losses[0]:.4g} -> {losses[-1]:.4g}; {steps_per_s:.1f} steps/s; "
+            f"{format_bytes(report.bytes_sent)} sent per device per step"
+            + (f"; peak {format_bytes(peak)}/device" if peak is not None else "")
+        )
+    if checkpoint is not None:
+        console.print(
+            f"{loop.saves} checkpoint(s) saved to {checkpoint} ({loop.saving_s:.1f} s)",
+            highlight=False,
+        )
+    if loop.memory is not None:
+        first, last_rss = loop.memory
+        console.print(
+            f"resident memory {format_bytes(first)} after the first step, "
+            f"{format_bytes(last_rss)} after the last ({len(losses)} steps)",
+            highlight=False,
+        )
+    if loop.first_bad is not None:
+        what = "gradients" if math.isfinite(losses[loop.first_bad - loop.start - 1]) else "loss"
+        console.print(
+            f"[yellow]warning: the {what} stopped being finite at step {loop.first_bad}; "
+            f"{loop.skipped} of {loop.start + len(losses)} steps skipped (not applied)[/]"
+        )
+    done = loop.start + len(losses)
+    if loop.stopped_by is not None:
+        saved = (
+            f"saved step {done} to {checkpoint}; run the same command again to resume"
+            if checkpoint is not None
+            else "nothing saved (no --checkpoint-dir)"
+        )
+        console.print(
+            f"[yellow]stopped by {loop.stopped_by.name} after step {done} of {loop.steps}; "
+            f"{saved}[/]",
+            highlight=False,
+            soft_wrap=True,
         )
     png = None
-    if plot is not None:
+    if plot is not None and losses:
         png = plot_losses(np.array(losses), plot, title=f"{strategy} on {mesh}")
         console.print(f"loss curve: {png}")
     return TrainRun(
@@ -357,6 +491,10 @@ def run_training(
         peak_bytes=peak,
         report=report,
         plot=png,
-        pipeline=described,
-        bubble=pipe.schedule.bubble if pipe is not None else None,
+        pipeline=pipeline,
+        bubble=bubble,
+        start_step=loop.start,
+        stopped_by=loop.stopped_by,
+        checkpoint_dir=checkpoint,
+        resident_bytes=loop.memory,
     )

@@ -15,6 +15,8 @@ tests. Needs optax (and orbax-checkpoint for :func:`save_state` /
 
 from shardkit.train._checkpoint import restore_state, save_state
 from shardkit.train._models import MLP, Logistic, Model
+from shardkit.train._muon import muon, muon_plan
+from shardkit.train._newton_schulz import MuonMatrix
 from shardkit.train._rules import MODEL, Rules
 from shardkit.train._run import Optimizer, TrainRun, run_training
 from shardkit.train._step import NonFinite, TrainState, make_train_step
@@ -26,6 +28,7 @@ __all__ = [
     "STRATEGIES",
     "Logistic",
     "Model",
+    "MuonMatrix",
     "NonFinite",
     "Optimizer",
     "Rules",
@@ -34,6 +37,8 @@ __all__ = [
     "TrainRun",
     "TrainState",
     "make_train_step",
+    "muon",
+    "muon_plan",
     "restore_state",
     "run_training",
     "save_state",

@@ -137,8 +137,9 @@ def test_strategy_losses_and_comms(
         what=f"muon losses under {strategy} on {mesh} ({axis_types})",
     )
 
-    theirs = comms(*_step(strategy, mesh, "auto", optax.contrib.muon(0.02))[1:], batch)
-    assert ours.bytes_sent <= theirs.bytes_sent / 2, (ours.summary(), theirs.summary())
+    if FULL or strategy == "tp":  # tp's is the closest: 33.5 against 69.9 KB
+        theirs = comms(*_step(strategy, mesh, "auto", optax.contrib.muon(0.02))[1:], batch)
+        assert ours.bytes_sent <= theirs.bytes_sent / 2, (ours.summary(), theirs.summary())
     # No whole split weight is gathered but by fsdp's forward pass (one per kernel).
     lay = train.strategy_layout(model, strategy=strategy, mesh=make_mesh(mesh))
     split = {

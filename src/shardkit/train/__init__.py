@@ -2,7 +2,9 @@
 
 ``make_train_step(model, optimizer, strategy=..., mesh=..., key=...)`` returns a
 jitted step with explicit shardings and the first sharded state. Any optax optimizer
-works; its state is sharded like the parameters it mirrors. A step whose loss or
+works; its state is sharded like the parameters it mirrors, and :func:`muon` is
+``optax.contrib.muon`` with its Newton-Schulz iteration run on the shards
+(:func:`muon_plan` shows how). A step whose loss or
 gradients are not finite is skipped and counted by default (``on_nonfinite=``). ``model`` is a
 bundled :class:`MLP` or :class:`Logistic`, or your own: a parameter pytree, an
 Equinox module or a Flax NNX module, with ``loss=``; path rules

@@ -149,7 +149,8 @@ def muon(
       >>> step, state = shardkit.train.make_train_step(
       ...     model, shardkit.train.muon(0.02), strategy="fsdp", mesh=m,
       ...     key=jax.random.key(0))
-      >>> batch = model.batch(jax.random.key(1), 32)
+      >>> layout = shardkit.train.strategy_layout(model, strategy="fsdp", mesh=m)
+      >>> batch = model.batch(jax.random.key(1), 32, layout.batch)
       >>> state, loss0 = step(state, batch)
       >>> state, loss1 = step(state, batch)
       >>> bool(loss1 < loss0)
@@ -422,7 +423,9 @@ def muon_plan(
       >>> plan = shardkit.train.muon_plan(
       ...     shardkit.train.MLP((16, 32, 32, 8)), strategy="fsdp", mesh=m)
       >>> [(p.path, p.method, p.variant) for p in plan]
-      [("[0]['w']", 'products', 'twice'), ("[1]['w']", 'products', 'twice'), ("[2]['w']", 'products', 'split')]
+      [("[0]['w']", 'products', 'twice'), ("[1]['w']", 'products', 'twice'), ("[2]['w']", 'products', 'twice')]
+      >>> sum(p.flops for p in plan) / (sum(p.total_flops for p in plan) / 8)  # within 1.25
+      1.0456...
     """
     t = as_trainable("muon_plan", model, need_loss=False)
     layout = strategy_layout(t, strategy=strategy, mesh=mesh, rules=rules)

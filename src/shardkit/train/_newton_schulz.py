@@ -325,7 +325,7 @@ def plan_matrices(
     spent = sum(shares[i] if i in owner else costs[i][pick[i]][1] for i in range(len(todo)))
     share = sum(shares)
     while spent > _FLOP_SLACK * share:
-        moves = [
+        moves: list[tuple[float, float, int, Variant]] = [
             (c[pick[i]][1] - c[v][1], c[v][2] - c[pick[i]][2], i, v)
             for i, c in enumerate(costs)
             if i not in owner
@@ -447,7 +447,7 @@ def orthogonalize_sharded(
                 prev: jax.Array = back
                 for k, i in enumerate(group):
                     out[i] = prev = _from_working(after(back[k], prev), lays[i], cols(i))
-                last = out[group[-1]]
+                last = prev
         return tuple(o for o in out if o is not None)
 
     specs = tuple(pl.spec for pl in plans)

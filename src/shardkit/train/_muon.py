@@ -108,7 +108,18 @@ def muon(
     matrices of one shape are dealt out one per device (one all-to-all to their
     owners, one back), whichever the cost model prices lower
     (:func:`~shardkit.train.muon_plan` shows the choice, the bytes and the flops).
-    Other 2-D parameters (biases, vectors) get AdamW, as in optax.
+    Other parameters (biases, vectors) get AdamW, as in optax.
+
+    What it saves depends on the shapes. Products send one triangle of ``m x m`` per
+    iteration for an ``m x n`` matrix (``m <= n``): far less than the compiler's
+    repeated gathers when ``m`` is small against ``n`` or the matrix is split by rows,
+    less by a smaller margin for large near-square matrices. Measured on 8 CPU devices
+    (``shardkit bench train``): MLP 16-32-32-8 0.46 (fsdp), 0.48 (tp), 0.48 (dp_tp)
+    of ``optax.contrib.muon``'s step bytes; MLP 784-256-256-10 0.74 (fsdp, where the
+    compiler already partitions the Gram products of the transposed first layer),
+    0.34 (tp), 0.34 (dp_tp). Under ``dp`` (every weight replicated) the matrices are
+    split too and their updates all-gathered, which sends bytes where optax's
+    repeated iteration sends none.
 
     Args:
       learning_rate: a float or an optax schedule.

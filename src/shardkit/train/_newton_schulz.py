@@ -16,19 +16,20 @@ whole mesh of ``P`` devices in one of two ways, whichever the cost model
   mesh does not divide, which changes nothing: a zero column stays zero). Each
   iteration sums the Gram matrix ``X X^T`` of the local columns with one all-reduce
   of its upper triangle (``m (m+1) / 2`` numbers, ``A`` is symmetric), then every
-  device updates its own columns. ``A^2`` is the one product left: ``twice`` computes
-  ``A (A X_j)`` (6 ``m^2 n / P`` flops, the cheapest in bytes, kept where
-  ``n <= 2.5 m``), ``gram`` computes ``A^2`` whole on every device (kept where it is
-  under a quarter of the iteration's share, ``n >= (2P - 2.5) m``), and ``split``
-  computes ``A^2``'s columns ``J`` on device ``J`` and all-gathers ``B``
-  (``m^2`` more numbers). Per-device flops stay within 1.25x the one-device count
-  over ``P``.
+  device updates its own columns. ``A^2`` is the one product left, in three variants
+  priced per matrix: ``twice`` computes ``A (A X_j)`` (``6 m^2 n / P`` flops, no
+  further collective), ``gram`` computes ``A^2`` whole on every device (``2 m^3``:
+  cheap where ``m`` is small against ``n / P``), and ``split`` computes ``A^2``'s
+  columns ``J`` on device ``J`` and all-gathers ``B`` (``m^2`` more numbers, the
+  flops exactly shared). Each matrix takes its cheapest variant; where the step's
+  Newton-Schulz flops per device would exceed 1.25x an even share of the one-device
+  count, matrices move to variants with fewer flops until they do not.
 ``dealt``
-  ``P`` matrices of one shape and layout are dealt out one per device: one
+  ``P`` matrices of one shape (whatever their splits) are dealt out one per device: one
   all-to-all brings each device its whole matrix (one gather to its owner), the
   owner iterates alone, and one all-to-all sends the columns back (one scatter).
   Two matrix-sized exchanges per ``P`` matrices, and each device does one matrix's
-  flops.
+  flops. Groups of fewer than ``P`` are not dealt (a device would idle).
 
 A matrix replicated on part of the mesh (``dp_tp``'s data axis, ``tp``'s unpaired
 last layer) is split over those devices too and its update all-gathered over them at

@@ -103,7 +103,9 @@ def reference() -> np.ndarray:
     return losses(step, state, numpy_batch(model), STEPS)[0]
 
 
-def _step(strategy: str, mesh: str, axis_types: str, opt: Any, sizes: tuple[int, ...] = SIZES):
+def _step(
+    strategy: str, mesh: str, axis_types: str, opt: Any, sizes: tuple[int, ...] = SIZES
+) -> tuple[train.MLP, Any, train.TrainState]:
     model = train.MLP(sizes)
     step, state = train.make_train_step(
         model, opt, strategy=strategy, mesh=make_mesh(mesh, axis_types), key=jax.random.key(0)

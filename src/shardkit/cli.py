@@ -379,7 +379,9 @@ def train(
     steps: Annotated[int, typer.Option(help="Training steps.")] = 30,
     sizes: Annotated[str, typer.Option(help="MLP layer sizes.")] = "784,1024,1024,10",
     batch_size: Annotated[int, typer.Option(help="Global batch size.")] = 256,
-    optimizer: Annotated[Optimizer, typer.Option(help="The optax optimizer.")] = "sgd",
+    optimizer: Annotated[
+        Optimizer, typer.Option(help="sgd, adam (optax) or muon (shardkit.train.muon).")
+    ] = "sgd",
     learning_rate: Annotated[float, typer.Option(help="Step size.")] = 1e-3,
     plot: Annotated[
         Path | None, typer.Option(help="Write the loss curve PNG here (its folder must exist).")

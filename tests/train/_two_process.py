@@ -26,11 +26,18 @@ def _labels(params: Any) -> Any:
     return tuple({"w": "matrix", "b": "vector"} for _ in params)
 
 
+def _shardkit_muon() -> Any:
+    from shardkit.train import muon
+
+    return muon(0.02)
+
+
 OPTIMIZERS = {
     "multi_transform": lambda: optax.multi_transform(
         {"matrix": optax.adam(1e-2), "vector": optax.sgd(0.05, momentum=0.9)}, _labels
     ),
     "contrib.muon": lambda: optax.contrib.muon(0.02),
+    "shardkit.muon": lambda: _shardkit_muon(),  # Newton-Schulz on the shards, across processes
     "MultiSteps": lambda: optax.MultiSteps(optax.adam(1e-2), every_k_schedule=2),
 }
 # strategy: (mesh shape, axis names)

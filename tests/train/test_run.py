@@ -23,6 +23,8 @@ def test_run_prints_progress_and_writes_the_plot(tmp_path: Path) -> None:
         steps=6,
         sizes=(16, 32, 32, 8),
         batch_size=32,
+        optimizer="muon",  # shardkit.train.muon: the CLI's --optimizer muon
+        learning_rate=0.02,
         plot=png,
     )
     assert run.plot == png
@@ -37,6 +39,7 @@ def test_run_prints_progress_and_writes_the_plot(tmp_path: Path) -> None:
         "compiling the step ...",  # printed before the compile, not after
         "dp_tp on mesh 4x2",
         "MLP 16-32-32-8",
+        "muon lr=0.02",
         "training 6/6 loss",  # plain progress lines when not on a terminal
         "s elapsed)",
         "steps/s",
@@ -52,7 +55,9 @@ def test_run_rejects_bad_options() -> None:
         train.run_training(console, strategy="ddp")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="steps=0 must be at least 1"):
         train.run_training(console, steps=0)
-    with pytest.raises(ValueError, match=r"optimizer='lion'; choose one of \['sgd', 'adam'\]"):
+    with pytest.raises(
+        ValueError, match=r"optimizer='lion'; choose one of \['sgd', 'adam', 'muon'\]"
+    ):
         train.run_training(
             console,
             mesh="8",

@@ -14,6 +14,10 @@ Every record adds steps per second (``1 / median``) and, from ``shardkit.comms``
 the compiled step, the bytes each device sends per step, its peak memory, and the
 bytes of training state (parameters and optimizer state) it holds.
 
+Muon cases (``muon-<strategy>/<mesh>/<w>``, one per strategy ``fsdp``, ``tp`` and,
+on 2-D meshes, ``dp_tp``): the same step with ``optax.contrib.muon`` (the baseline),
+:func:`shardkit.train.muon` and ``optax.adam``, all on the mesh under that strategy.
+
 ``--sizes`` sets the hidden width ``w``: 1024 by default, 128 with ``--quick``.
 """
 
@@ -41,6 +45,8 @@ QUICK_WIDTHS = (128,)
 
 BASELINE = "single"
 _STRATEGIES = ("dp", "fsdp", "tp", "dp_tp")
+MUON_BASELINE = "optax.contrib.muon"
+_MUON = (MUON_BASELINE, "shardkit.muon", "optax.adam")
 
 
 def _state_bytes(state: Any) -> int:
@@ -50,21 +56,40 @@ def _state_bytes(state: Any) -> int:
     )
 
 
-def _build(
-    m: Any, width: int, batch_size: int, names: tuple[str, ...], holder: dict[str, Any]
-) -> tuple[Any, ...]:
+def _optimizer(name: str) -> Any:
     import optax
 
+    from shardkit.train import muon
+
+    if name == "shardkit.muon":
+        return muon(0.02)
+    if name == MUON_BASELINE:
+        return optax.contrib.muon(0.02)
+    return optax.adam(1e-3) if name == "optax.adam" else optax.sgd(1e-3)
+
+
+def _build(
+    m: Any,
+    width: int,
+    batch_size: int,
+    names: tuple[str, ...],
+    holder: dict[str, Any],
+    strategy: str | None = None,
+) -> tuple[Any, ...]:
+    """Each candidate's step and first state: ``names`` are strategies (SGD), or
+    optimizers under ``strategy``."""
     from shardkit.train import MLP, make_train_step, strategy_layout
 
     model = MLP((784, width, width, 10))
     key = jax.random.key(0)
     args: list[Any] = []
     for name in names:
-        mesh = None if name == BASELINE else m
-        step, state = make_train_step(model, optax.sgd(1e-3), strategy=name, mesh=mesh, key=key)
+        how = name if strategy is None else strategy
+        mesh = None if how == BASELINE else m
+        opt = _optimizer("optax.sgd" if strategy is None else name)
+        step, state = make_train_step(model, opt, strategy=how, mesh=mesh, key=key)
         batch = model.batch(
-            jax.random.key(1), batch_size, strategy_layout(model, strategy=name, mesh=mesh).batch
+            jax.random.key(1), batch_size, strategy_layout(model, strategy=how, mesh=mesh).batch
         )
         holder["steps"][name] = step
         holder["reports"][name] = comms(step, state, batch)
@@ -110,22 +135,37 @@ def _cases(config: SuiteConfig) -> list[Case]:
                 strategy_layout(model, strategy=s, mesh=m).check_batch(
                     (batch_size, 784), where=f"bench train (batch {batch_size})"
                 )
-            holder: dict[str, Any] = {"steps": {}, "reports": {}, "state_bytes": {}}
-            fns = {name: _candidate(name, i, holder) for i, name in enumerate(names)}
-            cases.append(
-                Case(
-                    name=f"{label}/{width}",
-                    params={"mesh": label, "width": width, "batch": batch_size},
-                    candidates={k: v for k, v in fns.items() if k != BASELINE},
-                    baseline=fns[BASELINE],
-                    baseline_name=BASELINE,
-                    make_args=lambda m=m, w=width, h=holder, n=names: _build(
-                        m, w, batch_size, n, h
-                    ),
-                    metrics=lambda name, s, h=holder: _metrics(name, s, holder=h),
-                )
-            )
+            cases.append(_case(f"{label}/{width}", m, label, width, batch_size, names, None))
+            for s in strategies[1:]:  # Muon where it shards weights: fsdp, tp, dp_tp
+                name = f"muon-{s}/{label}/{width}"
+                cases.append(_case(name, m, label, width, batch_size, _MUON, s))
     return cases
+
+
+def _case(
+    name: str,
+    m: Any,
+    label: str,
+    width: int,
+    batch_size: int,
+    names: tuple[str, ...],
+    strategy: str | None,
+) -> Case:
+    """One case: ``names[0]`` the baseline, the rest candidates (see :func:`_build`)."""
+    holder: dict[str, Any] = {"steps": {}, "reports": {}, "state_bytes": {}}
+    fns = {n: _candidate(n, i, holder) for i, n in enumerate(names)}
+    params: dict[str, Any] = {"mesh": label, "width": width, "batch": batch_size}
+    if strategy is not None:
+        params["strategy"] = strategy
+    return Case(
+        name=name,
+        params=params,
+        candidates={k: v for k, v in fns.items() if k != names[0]},
+        baseline=fns[names[0]],
+        baseline_name=names[0],
+        make_args=lambda: _build(m, width, batch_size, names, holder, strategy),
+        metrics=lambda n, s: _metrics(n, s, holder=holder),
+    )
 
 
 def _notes() -> list[str]:
@@ -137,6 +177,10 @@ def _notes() -> list[str]:
         "state_bytes: parameters and optimizer state one device holds.",
         "On simulated CPU devices all 'devices' share the machine's cores, so steps/s "
         "measures overheads, not a speed-up.",
+        "muon-<strategy> cases: the step with optax.contrib.muon (the baseline), "
+        "shardkit.train.muon and optax.adam (all lr 0.02 / 1e-3), on the mesh under that "
+        "strategy; shardkit.train.muon's bytes_sent against the baseline's is the saving "
+        "of orthogonalizing on the shards.",
     ]
 
 
@@ -144,7 +188,8 @@ SUITE = Suite(
     name="train",
     description=(
         "One training step of seed 004's MLP (784-w-w-10) under every shardkit.train "
-        "strategy (dp, fsdp, tp, dp_tp) against the same step on one device."
+        "strategy (dp, fsdp, tp, dp_tp) against the same step on one device; and the "
+        "Muon step (shardkit.train.muon, optax.contrib.muon, adam) under fsdp, tp, dp_tp."
     ),
     baseline="single: the same step, parameters and batch on the mesh's first device.",
     cases=_cases,

@@ -11,12 +11,20 @@ pieces: its defaults and plan (:data:`DEFAULT_BLOCK`, :data:`DEFAULT_STAGES`,
 ``solve`` moves a one-dimensional split to (:func:`grid_for`, :func:`to_grid`); its QR
 ablation the tall QR kernel (:func:`householder_local`), its trailing-update products
 (:func:`project`, :func:`active_update`) and the flat TSQR it replaced
-(:func:`tsqr_local`). ``shardkit.train``'s pipeline orders its collectives with
-:func:`after`. Like
+(:func:`tsqr_local`). ``shardkit.train``'s pipeline and Newton-Schulz kernels (Muon) use the
+per-shard helpers :func:`after` (a data dependency ordering two collectives),
+:func:`axis_index` and :func:`dslice`. Like
 ``equinox.internal``, it may change without notice.
 """
 
-from shardkit.linalg._blockcyclic import DEFAULT_BLOCK, DEFAULT_STAGES, after, make_plan
+from shardkit.linalg._blockcyclic import (
+    DEFAULT_BLOCK,
+    DEFAULT_STAGES,
+    after,
+    axis_index,
+    dslice,
+    make_plan,
+)
 from shardkit.linalg._grid import grid_for, to_grid
 from shardkit.linalg._householder import householder_local, project
 from shardkit.linalg._matmul import (
@@ -41,7 +49,9 @@ __all__ = [
     "Spec",
     "active_update",
     "after",
+    "axis_index",
     "build",
+    "dslice",
     "enumerate_variants",
     "grid_for",
     "householder_local",

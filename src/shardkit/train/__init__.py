@@ -2,7 +2,9 @@
 
 ``make_train_step(model, optimizer, strategy=..., mesh=..., key=...)`` returns a
 jitted step with explicit shardings and the first sharded state. Any optax optimizer
-works; its state is sharded like the parameters it mirrors. A step whose loss or
+works; its state is sharded like the parameters it mirrors, and :func:`muon` is
+``optax.contrib.muon`` with its Newton-Schulz iteration run on the shards
+(:func:`muon_plan` shows how). A step whose loss or
 gradients are not finite is skipped and counted by default (``on_nonfinite=``). ``model`` is a
 bundled :class:`MLP` or :class:`Logistic`, or your own: a parameter pytree, an
 Equinox module or a Flax NNX module, with ``loss=``; pipeline parallelism (``pp``,
@@ -20,6 +22,8 @@ from shardkit.train._checkpoint import restore_state, save_state
 from shardkit.train._layers import Layers
 from shardkit.train._manager import CheckpointManager, Restored
 from shardkit.train._models import MLP, Logistic, Model
+from shardkit.train._muon import muon, muon_plan
+from shardkit.train._newton_schulz import MuonMatrix
 from shardkit.train._rules import MODEL, Rules
 from shardkit.train._run import Optimizer, TrainRun, run_training
 from shardkit.train._schedule import Schedule
@@ -34,6 +38,7 @@ __all__ = [
     "Layers",
     "Logistic",
     "Model",
+    "MuonMatrix",
     "NonFinite",
     "Optimizer",
     "Restored",
@@ -44,6 +49,8 @@ __all__ = [
     "TrainRun",
     "TrainState",
     "make_train_step",
+    "muon",
+    "muon_plan",
     "restore_state",
     "run_training",
     "save_state",

@@ -34,8 +34,8 @@ from shardkit.train._strategies import STRATEGIES, Strategy, strategy_layout
 
 __all__ = ["TrainRun", "run_training"]
 
-Optimizer = Literal["sgd", "adam"]
-"""The optimizers ``shardkit train`` offers (optax's ``sgd`` and ``adam``)."""
+Optimizer = Literal["sgd", "adam", "muon"]
+"""The optimizers ``shardkit train`` offers (optax's ``sgd`` and ``adam``, :func:`~shardkit.train.muon`)."""
 
 OPTIMIZERS: tuple[str, ...] = get_args(Optimizer)
 
@@ -104,6 +104,10 @@ def _optimizer(name: str, learning_rate: float) -> Any:
 
     if name not in OPTIMIZERS:
         raise ValueError(f"shardkit train: optimizer={name!r}; choose one of {list(OPTIMIZERS)}")
+    if name == "muon":
+        from shardkit.train._muon import muon
+
+        return muon(learning_rate)
     return optax.sgd(learning_rate) if name == "sgd" else optax.adam(learning_rate)
 
 
@@ -235,7 +239,8 @@ def run_training(
       steps: the step to train up to (at least 1); a resumed run trains the rest.
       sizes: the MLP's layer sizes.
       batch_size: examples per step; the data axes must divide it.
-      optimizer: ``sgd`` or ``adam``.
+      optimizer: ``sgd``, ``adam`` or ``muon`` (:func:`~shardkit.train.muon`, its
+        Newton-Schulz iteration on the shards).
       learning_rate: the optimizer's learning rate.
       seed: seeds the parameters and the batches.
       plot: PNG path for the loss curve (of this run's steps), or None; its folder

@@ -14,6 +14,7 @@ from jax.sharding import Mesh
 
 from shardkit.layout.internal import check_key, check_same_devices, is_traced
 from shardkit.train._adapters import Trainable, as_trainable
+from shardkit.train._muon import layout_scope
 from shardkit.train._opt_state import check_same_structure
 from shardkit.train._pipeline import Pipeline, bind_pipeline
 from shardkit.train._schedule import Schedule
@@ -251,17 +252,20 @@ def make_train_step(
             if takes_extra
             else {}
         )
-        updates, new_opt = optimizer.update(grads, state.opt_state, state.params, **extra)
+        # The flag is read before the gradients are constrained to their split, which lets the
+        # compiler test a gradient where it is whole (fsdp on CPU: no communication); a
+        # gradient that stays split (tp) costs one boolean in one all-reduce, which
+        # shardkit.train.muon's collectives wait for (layout_scope), so none run side by side.
+        finite = _all_finite(loss, raw) if check_finite else None
+        with layout_scope(layout, after=finite):  # shardkit.train.muon iterates on the shards
+            updates, new_opt = optimizer.update(grads, state.opt_state, state.params, **extra)
         check_same_structure(optimizer, state.opt_state, new_opt)
         new_params = optax.apply_updates(state.params, updates)
         if not check_finite:
             return TrainState(new_params, new_opt, state.step + 1, state.skipped), loss
         # As optax.apply_if_finite: a step whose loss or gradients are not finite leaves
-        # the parameters and the optimizer state as they were, and is counted. The flag
-        # is read before the gradients are constrained to their split, which lets the
-        # compiler test a gradient where it is whole (fsdp on CPU: no communication);
-        # a gradient that stays split (tp) costs one boolean in one all-reduce.
-        finite = _all_finite(loss, raw)
+        # the parameters and the optimizer state as they were, and is counted.
+        assert finite is not None
         kept_params, kept_opt = jax.tree.map(
             lambda new, old: _select(finite, new, old),
             (new_params, new_opt),

@@ -182,6 +182,37 @@ def _slurm_job(verbose: bool) -> list[str]:
     return [out.decode() for out, _ in outputs]
 
 
+@pytest.mark.timeout(60)
+def test_a_slurm_rank_without_coordinator_raises_within_its_timeout() -> None:
+    # Rank 1 of a SLURM job whose rank 0 never starts: JAX's client would abort the
+    # process after 300 s; initialize raises RuntimeError after its own timeout.
+    job_id = next(j for j in range(os.getpid() % 4000, 4096) if _free(61440 + j))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SHARDKIT_", "SLURM_"))}
+    env |= {
+        "JAX_PLATFORMS": "cpu",
+        "SLURM_JOB_ID": str(job_id),
+        "SLURM_STEP_NODELIST": "localhost",
+        "SLURM_NTASKS": "2",
+        "SLURM_PROCID": "1",
+        "SLURM_LOCALID": "1",
+    }
+    code = (
+        "import shardkit.distributed as dist\n"
+        "try:\n"
+        "    dist.initialize(initialization_timeout_seconds=2)\n"
+        "except RuntimeError as e:\n"
+        "    print('RuntimeError:', e)\n"
+    )
+    started = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=50
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.startswith("RuntimeError: initialize(): rank 1 of 2 found no coordinator")
+    assert f":{61440 + job_id} within 2 s" in out.stdout
+    assert time.monotonic() - started < 40
+
+
 @pytest.mark.timeout(120)
 def test_a_slurm_job_prints_no_gloo_lines() -> None:
     for out in _slurm_job(verbose=False):

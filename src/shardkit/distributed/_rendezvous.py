@@ -27,7 +27,7 @@ import selectors
 import socket
 import time
 
-__all__ = ["check_in"]
+__all__ = ["check_in", "reach"]
 
 HELLO = "shardkit-join"
 GO = "go"
@@ -180,22 +180,7 @@ def _join(
     timeout_seconds: float,
     remedy: str,
 ) -> None:
-    reason = "nothing listens there"
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise RuntimeError(
-                f"{where} found no coordinator at {host}:{port} within {timeout_seconds:g} s "
-                f"({reason}). Rank 0 starts it: check that rank 0 runs and listens at that "
-                f"address; {remedy}"
-            )
-        try:
-            conn = socket.create_connection((host, port), timeout=min(left, 1.0))
-            break
-        except OSError as e:
-            reason = e.strerror or str(e)
-            time.sleep(min(_RETRY_SECONDS, max(0.0, deadline - time.monotonic())))
-    with conn:
+    with _connect(host, port, deadline, where, timeout_seconds, remedy) as conn:
         try:
             _send(conn, f"{HELLO} {process_id} {num_processes}")
             conn.settimeout(max(0.01, deadline - time.monotonic()))
@@ -216,6 +201,47 @@ def _join(
         f"{where}: the coordinator at {host}:{port} hung up before every rank joined "
         "(rank 0 ended, or another program holds that port); see rank 0's output"
     )
+
+
+def _connect(
+    host: str, port: int, deadline: float, where: str, timeout_seconds: float, remedy: str
+) -> socket.socket:
+    """A connection to ``host:port``, retried while nothing listens there, until ``deadline``."""
+    reason = "nothing listens there"
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise RuntimeError(
+                f"{where} found no coordinator at {host}:{port} within {timeout_seconds:g} s "
+                f"({reason}). Rank 0 starts it: check that rank 0 runs and listens at that "
+                f"address; {remedy}"
+            )
+        try:
+            return socket.create_connection((host, port), timeout=min(left, 1.0))
+        except OSError as e:
+            reason = e.strerror or str(e)
+            time.sleep(min(_RETRY_SECONDS, max(0.0, deadline - time.monotonic())))
+
+
+def reach(address: str, process_id: int, num_processes: int, *, timeout_seconds: float) -> None:
+    """Returns once something listens at the coordinator's ``address`` (ranks above 0).
+
+    In a cluster (SLURM, Open MPI) JAX's coordination service itself listens there, so
+    the ranks cannot meet first as :func:`check_in` does; but a rank whose coordinator
+    never comes raises ``RuntimeError`` within ``timeout_seconds`` here, where JAX's
+    client would abort the process after its own, longer, timeout.
+    """
+    if process_id == 0 or num_processes == 1:
+        return
+    host, _, port = address.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    where = f"initialize(): rank {process_id} of {num_processes}"
+    remedy = (
+        "check that the job's rank 0 started, or wait longer than "
+        f"initialization_timeout_seconds={timeout_seconds:g}"
+    )
+    deadline = time.monotonic() + timeout_seconds
+    _connect(host, int(port), deadline, where, timeout_seconds, remedy).close()
 
 
 def _send(conn: socket.socket, line: str) -> None:

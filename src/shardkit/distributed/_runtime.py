@@ -147,6 +147,20 @@ def _check_timeout(name: str, value: object) -> int:
     return value
 
 
+def _reach_coordinator(method: str | None, timeout_seconds: int) -> None:
+    """In a cluster: ranks above 0 wait (up to the timeout) for the coordinator to listen."""
+    from jax._src.clusters import ClusterEnv  # JAX's own reading of the cluster's variables
+
+    try:
+        address, count, rank, _ = ClusterEnv.auto_detect_unset_distributed_params(
+            None, None, None, None, method, timeout_seconds
+        )
+    except Exception:  # JAX's initialize reports a cluster it cannot read, in its words
+        return
+    if address and isinstance(count, int) and isinstance(rank, int):
+        _rendezvous.reach(address, rank, count, timeout_seconds=timeout_seconds)
+
+
 def is_initialized() -> bool:
     """Whether JAX's distributed runtime is running in this process."""
     return jax.distributed.is_initialized()
@@ -209,8 +223,11 @@ def initialize(
       dumps.
     * In a cluster JAX detects (SLURM, Open MPI) or with ``cluster_detection_method``
       given: calls ``jax.distributed.initialize()`` and lets JAX read the cluster's
-      settings; the timeouts keep JAX's defaults there, since real jobs may compile
-      for longer than a short heartbeat allows.
+      settings; the heartbeat and shutdown timeouts keep JAX's defaults there, since
+      real jobs may compile for longer than a short heartbeat allows. Ranks above 0
+      first wait up to ``initialization_timeout_seconds`` for the coordinator's
+      address to listen and raise ``RuntimeError`` when it does not, where JAX's
+      client would abort the process after its own 300 s.
     * Otherwise: does nothing, and reports ``mode="single"``.
 
     Calling it again once the runtime is up returns the current :class:`ProcessInfo`.
@@ -219,7 +236,8 @@ def initialize(
       cluster_detection_method: passed to ``jax.distributed.initialize`` to force one
         detection method (e.g. ``"mpi4py"``); ignored under ``launch``.
       initialization_timeout_seconds: how long to wait for every process to connect,
-        check-in included (launcher mode).
+        check-in included (launcher mode); in a cluster, how long a rank above 0
+        waits for the coordinator to listen.
       heartbeat_timeout_seconds: after this long without a heartbeat a process counts
         as dead and the job fails (launcher mode).
       shutdown_timeout_seconds: how long a finishing process waits for the others at
@@ -241,7 +259,8 @@ def initialize(
       RuntimeError: JAX's backend already started with another device count (see
         :func:`shardkit.use_cpu_devices`); or, under ``launch``'s variables, the
         coordinator or a rank did not come within ``initialization_timeout_seconds``,
-        or rank 0 cannot listen on the coordinator's address (the message says which).
+        or rank 0 cannot listen on the coordinator's address (the message says which);
+        in a cluster, a rank above 0 found no coordinator within that timeout.
 
     Example:
       >>> from shardkit.distributed import initialize
@@ -298,6 +317,7 @@ def initialize(
             _control.ExitHook(control, jax.distributed.shutdown).install(shutdown_timeout_seconds)
         return _info("launcher")
     if cluster_detection_method is not None or _detected_cluster(os.environ) is not None:
+        _reach_coordinator(cluster_detection_method, initialization_timeout_seconds)
         jax.distributed.initialize(cluster_detection_method=cluster_detection_method)
         collectives = getattr(jax.config, "jax_cpu_collectives_implementation", None)
         if not verbose and collectives == "gloo":

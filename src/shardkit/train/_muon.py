@@ -69,9 +69,9 @@ def layout_scope(layout: Any, *, after: jax.Array | None = None) -> Iterator[Non
 
 
 def _optax() -> Any:
-    from shardkit.train._step import _require_optax
+    from shardkit.train._opt_state import require_optax
 
-    return _require_optax()
+    return require_optax()
 
 
 def muon(

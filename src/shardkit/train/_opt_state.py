@@ -33,7 +33,16 @@ from jax.sharding import PartitionSpec as P
 
 from shardkit.train._rules import MODEL, default_template
 
-__all__ = ["check_same_structure", "describe_optimizer", "opt_state_shardings"]
+__all__ = ["check_same_structure", "describe_optimizer", "opt_state_shardings", "require_optax"]
+
+
+def require_optax() -> Any:
+    """The ``optax`` module, or an ``ImportError`` that names the extra to install."""
+    try:
+        import optax
+    except ImportError as e:  # pragma: no cover - optax is in the train extra
+        raise ImportError("shardkit.train needs optax: pip install 'shardkit[train]'") from e
+    return optax
 
 
 def describe_optimizer(optimizer: Any) -> str:

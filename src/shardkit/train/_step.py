@@ -15,7 +15,7 @@ from jax.sharding import Mesh
 from shardkit.layout.internal import check_key, check_same_devices, is_traced
 from shardkit.train._adapters import Trainable, as_trainable
 from shardkit.train._muon import layout_scope
-from shardkit.train._opt_state import check_same_structure
+from shardkit.train._opt_state import check_same_structure, require_optax
 from shardkit.train._pipeline import Pipeline, bind_pipeline
 from shardkit.train._schedule import Schedule
 from shardkit.train._strategies import StrategyLayout, _auto_view, _is_sharding, strategy_layout
@@ -52,14 +52,6 @@ NONFINITE: tuple[str, ...] = get_args(NonFinite)
 
 Batch = tuple[jax.Array, jax.Array]
 StepFn = Callable[[TrainState, Any], tuple[TrainState, jax.Array]]
-
-
-def _require_optax() -> Any:
-    try:
-        import optax
-    except ImportError as e:  # pragma: no cover - optax is in the train extra
-        raise ImportError("shardkit.train needs optax: pip install 'shardkit[train]'") from e
-    return optax
 
 
 def make_train_step(
@@ -208,7 +200,7 @@ def make_train_step(
       >>> state.params["w1"].sharding.spec, state.params["w2"].sharding.spec
       (P(None, ('data', 'model')), P(('data', 'model'), None))
     """
-    optax = _require_optax()
+    optax = require_optax()
     t = as_trainable("make_train_step", model, loss)
     _check_optimizer(optimizer)
     if on_nonfinite not in NONFINITE:

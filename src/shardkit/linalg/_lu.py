@@ -721,6 +721,9 @@ def _diag_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec) -> Any:
 
 def _u_diagonal(f: LUFactors) -> jax.Array:
     """``diag(U)`` in elimination order, with 1 at the padded positions (their ``max|a|``)."""
+    # Factored eagerly or on Explicit axes (the Auto route is _on_layout's): both known.
+    assert f.mesh is not None
+    assert f.spec is not None
     d = _diag_program(f.plan, f.mesh, f.spec)(f.lu)
     if f.padding.size == f.padding.n:
         return d

@@ -222,12 +222,13 @@ def shard_jit(
       donate: donate the first argument (an output of its shape, dtype and layout is
         written into its buffer); only for concrete arrays the caller owns.
       check_vma: ``jax.shard_map``'s check of varying manual axes.
-      reshard_tangents: Explicit mesh axes: the program is called on a traced
-        operand whose type carries ``in_specs``, and ``shard_map`` insists that a
-        tangent does too; a tangent that does not (a replicated direction given to
-        ``jax.jvp``) is resharded to ``in_specs`` first (one operand, one spec). The
-        tangent map is the same program, whose transpose and batching rules serve
-        reverse mode, ``vmap`` and higher derivatives.
+      reshard_tangents: for a *linear* ``body`` on Explicit mesh axes: the program is
+        called on a traced operand whose type carries ``in_specs``, and ``shard_map``
+        insists that a tangent does too; a tangent that does not (a replicated
+        direction given to ``jax.jvp``) is resharded to ``in_specs`` first (one
+        operand, one spec). The tangent map is the program itself (hence linear only),
+        whose transpose and batching rules serve reverse mode, ``vmap`` and higher
+        derivatives.
     """
     run = jax.jit(
         jax.shard_map(body, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=check_vma),

@@ -406,6 +406,7 @@ def _soak(
                 "the soak's meshes and sizes are fixed (50 configurations); use --calls",
                 param_hint=f"'{option}'",
             )
+
     def progress(s: Any) -> None:
         if s.call % 100 == 0:
             c = s.cache

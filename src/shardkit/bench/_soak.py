@@ -205,15 +205,15 @@ def _fftn_case(m: Any, cfg: Config, rng: np.random.Generator) -> tuple[Callable[
 
 def _solve_case(m: Any, cfg: Config, rng: np.random.Generator) -> tuple[Callable[[], Any], Any]:
     n = 4 * cfg.k + 3  # never divided by the mesh: the padded path too
-    a = rng.standard_normal((n, n)) + n * np.eye(n)
-    b = rng.standard_normal(n)
+    a = (rng.standard_normal((n, n)) + n * np.eye(n)).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
     spec = m.axis_names[0] if len(m.axis_names) == 1 else ",".join(m.axis_names[:2])
     return (lambda: solve(a, b, nb=4, mesh=m, spec=spec)), np.linalg.solve(a, b)
 
 
 def _qr_case(m: Any, cfg: Config, rng: np.random.Generator) -> tuple[Callable[[], Any], Any]:
     n = 2 + cfg.k
-    a = rng.standard_normal((m.size * n, n))
+    a = rng.standard_normal((m.size * n, n)).astype(np.float32)
     placed = shard(a, m, PartitionSpec(m.axis_names, None))
 
     def run() -> Any:
@@ -225,7 +225,8 @@ def _qr_case(m: Any, cfg: Config, rng: np.random.Generator) -> tuple[Callable[[]
 
 def _matmul_case(m: Any, cfg: Config, rng: np.random.Generator) -> tuple[Callable[[], Any], Any]:
     rows, inner = m.size * cfg.k, 4 * cfg.k
-    a, b = rng.standard_normal((rows, inner)), rng.standard_normal((inner, 5))
+    a = rng.standard_normal((rows, inner)).astype(np.float32)
+    b = rng.standard_normal((inner, 5)).astype(np.float32)
     placed = shard(a, m, PartitionSpec(m.axis_names, None))
     return (lambda: matmul(placed, b)), a @ b
 

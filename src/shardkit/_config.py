@@ -32,12 +32,14 @@ CONFIG_DIR_VARIABLE = "SHARDKIT_CONFIG_DIR"
 PROGRAM_CACHE_SIZE_VARIABLE = "SHARDKIT_PROGRAM_CACHE_SIZE"
 """Environment variable setting how many built programs shardkit keeps (its program cache)."""
 
-DEFAULT_PROGRAM_CACHE_SIZE = 512
+DEFAULT_PROGRAM_CACHE_SIZE = 64
 """The program cache's bound when :data:`PROGRAM_CACHE_SIZE_VARIABLE` is unset.
 
-One eager ``solve`` keeps 3 to 8 programs (padding, factorization, solve), an ``fftn``
-1 or 2: 512 holds the working set of a few dozen layouts, and 512 small compiled
-CPU programs took about 100 MiB in the soak benchmark (``shardkit bench soak``).
+One eager ``solve`` keeps 3 to 6 programs (padding, factorization, solve, status
+renumbering), an ``fftn`` or a ``matmul`` 1: 64 holds the working set of a dozen
+layouts. Each small program held 4 to 7 MiB of resident memory on 8 simulated CPU
+devices (measured with ``solve``, ``qr``, ``fftn`` and ``matmul`` at sizes up to 40):
+the bound is what keeps a long-lived process's memory flat.
 """
 
 # Flags that keep each simulated device's XLA and BLAS work on one thread. With 8

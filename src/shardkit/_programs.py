@@ -133,7 +133,7 @@ def set_program_cache_size(n: int, /) -> int:
     and keeps it for the next call with that layout, in one cache shared by every
     package. The least recently used programs are dropped past the bound, with their
     compiled executables. The bound starts as ``$SHARDKIT_PROGRAM_CACHE_SIZE`` (read
-    when the first program is built), else 512; shrinking it drops programs at once.
+    when the first program is built), else 64; shrinking it drops programs at once.
     A bound smaller than one call's programs (an eager ``solve`` builds up to 8) is
     legal but compiles every call anew.
 

@@ -12,6 +12,8 @@ bound, and RSS grows by at most :data:`RSS_TARGET_MIB` from the first call to th
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import dataclasses
 import gc
 import json
@@ -91,6 +93,22 @@ def rss_bytes() -> int:
     return peak if sys.platform == "darwin" else peak * 1024
 
 
+def trimmed_rss_bytes() -> int | None:
+    """RSS once the C heap has returned its free pages to the OS (glibc only, else None).
+
+    Compiling leaves freed memory in glibc's arenas, counted in RSS until reused: the
+    difference from :func:`rss_bytes` is that, not memory anything holds.
+    """
+    name = ctypes.util.find_library("c")
+    if name is None or not sys.platform.startswith("linux"):
+        return None
+    try:
+        ctypes.CDLL(name).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        return None
+    return rss_bytes()
+
+
 @dataclasses.dataclass(frozen=True)
 class Sample:
     """The state after ``call`` calls: resident memory and the cache."""
@@ -111,6 +129,8 @@ class SoakResult:
       wrong: calls whose result differed from NumPy's.
       largest_cache: the most programs the cache held after any call.
       samples: RSS and cache state, before the first call and every few calls after.
+      trimmed_rss_bytes: RSS at the end once freed heap memory went back to the OS
+        (:func:`trimmed_rss_bytes`; None where that is not possible).
     """
 
     calls: int
@@ -119,6 +139,7 @@ class SoakResult:
     wrong: int
     largest_cache: int
     samples: tuple[Sample, ...]
+    trimmed_rss_bytes: int | None = None
 
     @property
     def cache(self) -> ProgramCacheInfo:
@@ -158,6 +179,7 @@ class SoakResult:
             "rss_growth_mib": self.rss_growth_mib,
             "settled_growth_mib": self.settled_growth_mib,
             "rss_target_mib": RSS_TARGET_MIB,
+            "trimmed_rss_bytes": self.trimmed_rss_bytes,
             "passed": self.passed,
             "samples": [
                 {"call": s.call, "rss_bytes": s.rss_bytes, **s.cache._asdict()}
@@ -183,6 +205,7 @@ class SoakResult:
             ("RSS before / after", self._rss_pair()),
             ("RSS growth (target)", f"{self.rss_growth_mib:.1f} MiB (<= {RSS_TARGET_MIB:.0f})"),
             ("RSS growth, second half", f"{self.settled_growth_mib:.1f} MiB"),
+            ("RSS at the end, free heap returned", self._trimmed()),
             ("cache size / bound", f"{c.size} / {c.maxsize} (largest {self.largest_cache})"),
             ("hits / misses / evictions", f"{c.hits} / {c.misses} / {c.evictions}"),
             ("passed", "yes" if self.passed else "NO"),
@@ -190,6 +213,11 @@ class SoakResult:
         for row in rows:
             table.add_row(*row)
         return table
+
+    def _trimmed(self) -> str:
+        if self.trimmed_rss_bytes is None:
+            return "n/a"
+        return f"{self.trimmed_rss_bytes / _MIB:.0f} MiB"
 
     def _rss_pair(self) -> str:
         first, last = self.samples[0].rss_bytes / _MIB, self.samples[-1].rss_bytes / _MIB
@@ -297,4 +325,5 @@ def soak(
             if progress is not None:
                 progress(samples[-1])
     seconds = time.perf_counter() - start
-    return SoakResult(calls, len(grid), seconds, wrong, largest, tuple(samples))
+    trimmed = trimmed_rss_bytes()
+    return SoakResult(calls, len(grid), seconds, wrong, largest, tuple(samples), trimmed)

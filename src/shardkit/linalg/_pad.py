@@ -36,7 +36,6 @@ systems get identity systems (:func:`pad_rows` on the batch axis).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from typing import Any
 
@@ -360,11 +359,23 @@ def natural_status(status: jax.Array, plan: Plan) -> jax.Array:
     return renumber(status, tuple(int(i) for i in plan.tables.sigma))
 
 
-@functools.partial(jax.jit, static_argnums=1)
 def renumber(status: jax.Array, table: tuple[int, ...]) -> jax.Array:
-    """``table[status - 1] + 1`` where ``status > 0``, else 0: one compiled program."""
-    t = jnp.asarray(table, jnp.int32)
-    return jnp.where(status > 0, t[jnp.maximum(status - 1, 0)] + 1, 0).astype(jnp.int32)
+    """``table[status - 1] + 1`` where ``status > 0``, else 0: one compiled program per table."""
+    return _renumber_program(table)(status)
+
+
+@cached
+def _renumber_program(table: tuple[int, ...]) -> Any:
+    # In the program cache, not jit's own (static_argnums): one program per plan, which
+    # a process meeting many sizes must not keep forever.
+    t = np.asarray(table, np.int32)
+
+    def run(status: jax.Array) -> jax.Array:
+        return jnp.where(status > 0, jnp.asarray(t)[jnp.maximum(status - 1, 0)] + 1, 0).astype(
+            jnp.int32
+        )
+
+    return jax.jit(run)
 
 
 # ---- tall matrices (QR, least squares) ----------------------------------------------

@@ -408,7 +408,7 @@ def _soak(
             )
 
     def progress(s: Any) -> None:
-        if s.call % 100 == 0:
+        if s.call % 50 == 0:
             c = s.cache
             _console.print(
                 f"{s.call} calls: RSS {s.rss_bytes / 2**20:.0f} MiB, cache {c.size}/{c.maxsize} "

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import jax
 import numpy as np
 from jax.sharding import PartitionSpec
 from rich.table import Table
@@ -131,6 +132,9 @@ class SoakResult:
       samples: RSS and cache state, before the first call and every few calls after.
       trimmed_rss_bytes: RSS at the end once freed heap memory went back to the OS
         (:func:`trimmed_rss_bytes`; None where that is not possible).
+      cleared_rss_bytes: the same after shardkit's program cache and JAX's own caches
+        (``jax.clear_caches``: the eager operations' executables, which the program
+        cache's bound does not cover) were emptied.
     """
 
     calls: int
@@ -140,6 +144,7 @@ class SoakResult:
     largest_cache: int
     samples: tuple[Sample, ...]
     trimmed_rss_bytes: int | None = None
+    cleared_rss_bytes: int | None = None
 
     @property
     def cache(self) -> ProgramCacheInfo:
@@ -180,6 +185,7 @@ class SoakResult:
             "settled_growth_mib": self.settled_growth_mib,
             "rss_target_mib": RSS_TARGET_MIB,
             "trimmed_rss_bytes": self.trimmed_rss_bytes,
+            "cleared_rss_bytes": self.cleared_rss_bytes,
             "passed": self.passed,
             "samples": [
                 {"call": s.call, "rss_bytes": s.rss_bytes, **s.cache._asdict()}
@@ -205,7 +211,8 @@ class SoakResult:
             ("RSS before / after", self._rss_pair()),
             ("RSS growth (target)", f"{self.rss_growth_mib:.1f} MiB (<= {RSS_TARGET_MIB:.0f})"),
             ("RSS growth, second half", f"{self.settled_growth_mib:.1f} MiB"),
-            ("RSS at the end, free heap returned", self._trimmed()),
+            ("RSS at the end, free heap returned", self._mib(self.trimmed_rss_bytes)),
+            ("the same, every cache emptied", self._mib(self.cleared_rss_bytes)),
             ("cache size / bound", f"{c.size} / {c.maxsize} (largest {self.largest_cache})"),
             ("hits / misses / evictions", f"{c.hits} / {c.misses} / {c.evictions}"),
             ("passed", "yes" if self.passed else "NO"),
@@ -214,10 +221,9 @@ class SoakResult:
             table.add_row(*row)
         return table
 
-    def _trimmed(self) -> str:
-        if self.trimmed_rss_bytes is None:
-            return "n/a"
-        return f"{self.trimmed_rss_bytes / _MIB:.0f} MiB"
+    @staticmethod
+    def _mib(n: int | None) -> str:
+        return "n/a" if n is None else f"{n / _MIB:.0f} MiB"
 
     def _rss_pair(self) -> str:
         first, last = self.samples[0].rss_bytes / _MIB, self.samples[-1].rss_bytes / _MIB
@@ -277,7 +283,8 @@ def soak(
 ) -> SoakResult:
     """Call ``ops`` ``calls`` times over ``configs_count`` configurations; measure memory.
 
-    The program cache is cleared first, so its counters are this soak's; its bound is
+    The program cache is cleared first, so its counters are this soak's, and at the end,
+    with JAX's own caches, to measure what they held; its bound is
     whatever is set (``$SHARDKIT_PROGRAM_CACHE_SIZE``, :func:`shardkit.set_program_cache_size`).
     Each call picks a configuration and an op at random (seeded) and is checked against
     NumPy. Needs as many devices as the largest mesh (8).
@@ -326,4 +333,9 @@ def soak(
                 progress(samples[-1])
     seconds = time.perf_counter() - start
     trimmed = trimmed_rss_bytes()
-    return SoakResult(calls, len(grid), seconds, wrong, largest, tuple(samples), trimmed)
+    clear_program_cache()
+    jax.clear_caches()
+    cases.clear()
+    gc.collect()
+    cleared = trimmed_rss_bytes()
+    return SoakResult(calls, len(grid), seconds, wrong, largest, tuple(samples), trimmed, cleared)

@@ -28,8 +28,8 @@ run: $(VENV)/.installed-run
 	$(BIN)/shardkit tour
 
 lint: $(VENV)/.installed-test
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests docs
+	$(BIN)/ruff format --check src tests docs
 
 typecheck: $(VENV)/.installed-test
 	$(BIN)/pyright
@@ -56,8 +56,11 @@ test-full: lint typecheck pytest-full
 
 # Strict: a warning (broken reference, export missing from the reference, a notebook
 # cell that raises or writes to stderr) fails the build; --keep-going lists them all.
+# Then every page is opened in Chromium (docs/check_site.py): a console error, a failed
+# request, a broken link, anchor or image, or a guide without a picture fails it too.
 docs: $(VENV)/.installed-docs
 	$(BIN)/python -m sphinx -b html -W --keep-going docs docs/_build/html
+	$(BIN)/python docs/check_site.py docs/_build/html
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache docs/_build

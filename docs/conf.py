@@ -18,6 +18,7 @@ import importlib.metadata
 import pkgutil
 import sys
 from pathlib import Path
+from typing import Any
 
 project = "shardkit"
 author = "the shardkit authors"
@@ -103,4 +104,27 @@ html_theme_options = {
     "navigation_with_keys": False,
     "use_download_button": True,
 }
+# Without a default mode the theme's script logs "Got invalid theme mode: . Resetting to
+# auto." on every page a fresh browser opens.
+html_context = {"default_mode": "auto"}
+# Without an icon every page makes the browser request /favicon.ico, a 404.
+html_favicon = "favicon.svg"
 html_static_path: list[str] = []
+
+
+def _drop_modules_without_source(app: Any, *args: Any) -> list[tuple[str, dict[str, Any], str]]:
+    """Keep viewcode's module index to the pages it writes.
+
+    viewcode lists every module a documented object names as its home in
+    ``_modules/index.html`` (``builtins`` among them here) but writes pages only for
+    those whose source it found, so the index linked to a page that does not exist. It runs at the default
+    priority (500); this handler, at 400, removes those entries before it.
+    """
+    modules = getattr(app.env, "_viewcode_modules", {})
+    for name in [name for name, entry in modules.items() if not entry]:
+        del modules[name]
+    return []
+
+
+def setup(app: Any) -> None:
+    app.connect("html-collect-pages", _drop_modules_without_source, priority=400)

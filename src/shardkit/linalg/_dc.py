@@ -30,8 +30,8 @@ precision even when ``G``'s columns are badly conditioned).
 
 **Finished segments.** A segment whose off-diagonal part is below ``eps ||A||_F`` is
 diagonal to working precision: its diagonal is sorted by a permutation instead of
-split by a shift. Segments of at most :func:`base_size` rows are finished locally by
-the base case.
+split by a shift. Segments that fit the base case's window of the device where they
+start (:func:`base_size`) are finished locally by the base case.
 
 **Base case.** Device ``d`` takes the segments *starting* in its rows: it receives the
 next ``t`` devices' rows of its ``(t + 1) b``-wide diagonal window (``t``
@@ -81,10 +81,22 @@ def _needed(sg: Segments, prob: DC) -> jax.Array:
 
 
 def base_size(p: int) -> int:
-    """``t``: a window of ``(t + 1) N / p`` rows holds at most ``~2 / p`` of the matrix."""
+    """``t``: the base case's window of ``(t + 1) N / p`` rows, at most ``~3`` shares.
+
+    The window (``(t + 1)^2 / p`` shares) is the base case's memory; ``(t + 1)^2 <=
+    3 p + 1`` lets the two halves of a first split fit their windows on the meshes of
+    2 to 16 devices, so one level of divide and conquer (one polar decomposition) does.
+    """
     if p == 1:
         return 0
-    return max(1, min(p - 1, math.isqrt(2 * p) - 1))
+    return max(1, min(p - 1, math.isqrt(3 * p + 1) - 1))
+
+
+def _fits(sg: Segments, rows: int, prob: DC) -> jax.Array:
+    """Per index: whether its segment lies in the window of the device where it starts."""
+    if prob.p == 1:
+        return jnp.ones(sg.start.shape, bool)
+    return sg.start + sg.size <= (sg.start // rows + prob.t + 1) * rows
 
 
 class Segments(NamedTuple):
@@ -205,7 +217,7 @@ def _level(state: Level, norm: jax.Array, prob: DC) -> Level:
     d, off = _diag_and_rows(h, ax)
     off_seg = jax.ops.segment_sum(off, sg.seg, num_segments=n)[sg.seg]
     # Segments holding none of the asked-for eigenvalues are left as they are.
-    big = (sg.size > (prob.t * (n // prob.p) if prob.p > 1 else n)) & _needed(sg, prob)
+    big = ~_fits(sg, rows, prob) & _needed(sg, prob)
     done = off_seg <= (eps * norm) ** 2
     active = big & ~done
     shift, order = _shifts(d, sg, 8 * eps * norm)
@@ -274,7 +286,7 @@ def _base(
     real = (sg.start[gw] >= me * rows) & (sg.start[gw] < (me + 1) * rows) & (gw < n)
     # A segment left unsplit (none of its eigenvalues asked for) may outgrow the window:
     # its indices get zeros, never another segment's place.
-    real = real & (sg.size[gw] <= t * rows)
+    real = real & _fits(sg, rows, prob)[gw]
     win = _windows(h, pad, prob)
     same = (sg.seg[gw][:, None] == sg.seg[gw][None, :]) & real[:, None] & real[None, :]
     big = (4 * norm + 1).astype(win.dtype)
@@ -292,15 +304,30 @@ def _base(
     vec = jnp.roll(vec, first - me * rows, axis=1)
     vwide = jnp.pad(v, ((0, 0), (0, pad)))
     perm = [(j, (j - 1) % p) for j in range(p)]
+    # The devices whose windows hold segments (the others' blocks are zero: skipped).
+    idx = jnp.arange(n, dtype=jnp.int32)
+    has = jnp.any(((sg.start[:n] == idx) & _fits(sg, rows, prob)[:n]).reshape(p, rows), axis=1)
+    # A window's eigenvectors travel in column pieces of at most a quarter of the matrix.
+    pieces = -(-4 * w * w // (n * n))
 
     def multiply(k: jax.Array, z: jax.Array, blk: jax.Array) -> jax.Array:
         src = (me + k) % p
-        part = dslice(vwide, (0, src * rows), (rows, w)) @ blk
-        return dupdate(z, dslice(z, (0, src * rows), (rows, w)) + part, (0, src * rows))
+
+        def add(z: jax.Array) -> jax.Array:
+            part = dslice(vwide, (0, src * rows), (rows, w)) @ blk
+            return dupdate(z, dslice(z, (0, src * rows), (rows, w)) + part, (0, src * rows))
+
+        return lax.cond(has[src], add, lambda z: z, z)
+
+    def travel(blk: jax.Array) -> jax.Array:
+        sent: list[jax.Array] = []
+        for piece in jnp.array_split(blk, pieces, axis=1):
+            sent.append(lax.ppermute(after(piece, *sent[-1:]), ax, perm))
+        return jnp.concatenate(sent, axis=1)
 
     def step(k: jax.Array, carry: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
         z, blk = carry
-        return multiply(k, z, blk), lax.ppermute(blk, ax, perm)
+        return multiply(k, z, blk), travel(blk)
 
     z = jnp.zeros((rows, n + w), v.dtype)
     if p > 1:
@@ -339,7 +366,7 @@ def eigh_local(h: jax.Array, prob: DC) -> tuple[jax.Array, jax.Array, jax.Array]
 
     def more(s: Level) -> jax.Array:
         sg = segments(s.starts)
-        return (s.level < cap) & jnp.any((sg.size > limit) & _needed(sg, prob))
+        return (s.level < cap) & jnp.any(~_fits(sg, rows, prob) & _needed(sg, prob))
 
     state = lax.while_loop(more, lambda s: _level(s, norm, prob), Level(h, v, starts, jnp.int32(0)))
     lam, vec = _base(state.h, state.v, state.starts, norm, prob)

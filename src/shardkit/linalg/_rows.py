@@ -23,9 +23,17 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from shardkit.linalg._blockcyclic import axis_index, dslice
+from shardkit.linalg._blockcyclic import axis_index, dslice, dupdate
 
-__all__ = ["adjoint", "identity_rows", "ring_gram", "ring_matmul", "row_index"]
+__all__ = [
+    "adjoint",
+    "broadcast_rows",
+    "identity_rows",
+    "ring_gram",
+    "ring_matmul",
+    "ring_outer",
+    "row_index",
+]
 
 
 def row_index(rows: int, ax: tuple[str, ...]) -> jax.Array:
@@ -99,3 +107,34 @@ def ring_gram(u: jax.Array, a: jax.Array, ax: tuple[str, ...], p: int) -> jax.Ar
         return lax.ppermute(acc, ax, perm) + part(t)
 
     return lax.fori_loop(jnp.int32(1), jnp.int32(p), step, part(jnp.int32(0)))
+
+
+def broadcast_rows(x: jax.Array, owner: jax.Array, ax: tuple[str, ...]) -> jax.Array:
+    """Device ``owner``'s block ``x`` on every device: one all-reduce of one block."""
+    if not ax:
+        return x
+    return lax.psum(jnp.where(axis_index(ax) == owner, x, jnp.zeros_like(x)), ax)
+
+
+def ring_outer(a: jax.Array, b: jax.Array, ax: tuple[str, ...], p: int) -> jax.Array:
+    """Local rows of ``A B^H`` for ``A`` (``M x K``) and ``B`` (``N x K``) held as row blocks.
+
+    ``B``'s row blocks pass around the ring; at each step a device fills the column
+    block of its rows of the product that the block it holds gives (``(M/p) x (N/p)``).
+    """
+    if p == 1:
+        return a @ jnp.conj(b).T
+    me = axis_index(ax)
+    bs = b.shape[0]
+    perm = [(j, (j - 1) % p) for j in range(p)]
+
+    def put(t: jax.Array, acc: jax.Array, blk: jax.Array) -> jax.Array:
+        return dupdate(acc, a @ jnp.conj(blk).T, (0, ((me + t) % p) * bs))
+
+    def step(t: jax.Array, carry: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        acc, blk = carry
+        return put(t, acc, blk), lax.ppermute(blk, ax, perm)
+
+    acc = jnp.zeros((a.shape[0], bs * p), jnp.result_type(a, b))
+    acc, blk = lax.fori_loop(jnp.int32(0), jnp.int32(p - 1), step, (acc, b))
+    return put(jnp.int32(p - 1), acc, blk)

@@ -20,6 +20,7 @@ from shardkit import (
     train,
 )
 from shardkit._config import accelerator_present, pin_cpu_threads, use_cpu_devices
+from shardkit._programs import ProgramCacheInfo, program_cache_info, set_program_cache_size
 from shardkit.inspect import INTERCONNECTS, Collective, CommReport, Interconnect, comms
 from shardkit.layout import describe, mesh, shard, sharding, spec
 from shardkit.show import ShardingView, show
@@ -34,6 +35,7 @@ __all__ = [
     "Collective",
     "CommReport",
     "Interconnect",
+    "ProgramCacheInfo",
     "ShardingView",
     "accelerator_present",
     "comms",
@@ -47,7 +49,9 @@ __all__ = [
     "mesh",
     "pin_cpu_threads",
     "plan",
+    "program_cache_info",
     "random",
+    "set_program_cache_size",
     "shard",
     "sharding",
     "show",

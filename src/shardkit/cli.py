@@ -311,7 +311,10 @@ def bench(
         typer.Argument(
             help="Suites to run (collectives, matmul, fft, ...) or 'all'; or 'calibrate' "
             "alone: measure the collectives and a matmul, fit the cost model and save it "
-            "as these devices' preset (used by inspect, comms and matmul's auto)."
+            "as these devices' preset (used by inspect, comms and matmul's auto); or "
+            "'soak' alone: call fftn, solve, qr and matmul over 50 meshes and shapes and "
+            "measure resident memory and the program cache "
+            "($SHARDKIT_PROGRAM_CACHE_SIZE sets its bound)."
         ),
     ],
     sizes: Annotated[
@@ -325,6 +328,10 @@ def bench(
         "bench-results"
     ),
     quick: Annotated[bool, typer.Option(help="Small sizes, few rounds: a smoke run.")] = False,
+    calls: Annotated[
+        int | None,
+        typer.Option(help="soak only: calls to make (default 2000; 100 with --quick)."),
+    ] = None,
 ) -> None:
     """Time suites side by side against their baselines and write JSON, Markdown and HTML."""
     from shardkit.bench import run_bench
@@ -332,6 +339,11 @@ def bench(
     if "calibrate" in suites:
         _calibrate(suites, sizes=sizes, meshes=meshes, repeat=repeat, quick=quick)
         return
+    if "soak" in suites:
+        _soak(suites, sizes=sizes, meshes=meshes, repeat=repeat, calls=calls, quick=quick, out=out)
+        return
+    if calls is not None:
+        raise _BadValue("only the soak makes a number of calls", param_hint="'--calls'")
 
     with _usage():
         run_bench(
@@ -370,6 +382,47 @@ def _calibrate(
         f"saved preset {result.interconnect.label} to {result.path}; shardkit inspect, "
         "comms and matmul(algorithm='auto') use it on these devices unless given another"
     )
+
+
+def _soak(
+    suites: list[str],
+    *,
+    sizes: str | None,
+    meshes: str | None,
+    repeat: int | None,
+    calls: int | None,
+    quick: bool,
+    out: Path,
+) -> None:
+    from shardkit.bench import soak
+
+    if suites != ["soak"]:
+        raise _BadValue(
+            f"soak runs alone (it measures this process's memory); got SUITES={' '.join(suites)}"
+        )
+    for option, value in (("--sizes", sizes), ("--meshes", meshes), ("--repeat", repeat)):
+        if value is not None:
+            raise _BadValue(
+                "the soak's meshes and sizes are fixed (50 configurations); use --calls",
+                param_hint=f"'{option}'",
+            )
+
+    def progress(s: Any) -> None:
+        if s.call % 50 == 0:
+            c = s.cache
+            _console.print(
+                f"{s.call} calls: RSS {s.rss_bytes / 2**20:.0f} MiB, cache {c.size}/{c.maxsize} "
+                f"({c.hits} hits, {c.misses} misses, {c.evictions} evictions)"
+            )
+
+    with _usage("--calls"):
+        result = soak(calls if calls is not None else 100 if quick else 2000, progress=progress)
+    _console.print(result)
+    path = result.write(out)
+    if not result.passed:
+        _console.print(f"the soak missed its targets (details in {path})")
+        raise typer.Exit(1)
+    _console.print(f"bounded: cache within its bound, RSS within target ({path})")
 
 
 @app.command()

@@ -28,7 +28,6 @@ sharding becomes a constraint on the draw.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -37,6 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, Sharding
 
+from shardkit._programs import cached
 from shardkit.layout.internal import check_placement, is_traced
 
 __all__ = ["bernoulli", "normal", "randint", "uniform"]
@@ -73,7 +73,7 @@ _SAMPLERS: dict[str, Sampler] = {
 }
 
 
-@functools.lru_cache(maxsize=512)
+@cached
 def _jitted(name: str, shape: tuple[int, ...], dtype: Any, sharding: Sharding) -> Any:
     sampler = _SAMPLERS[name]
 

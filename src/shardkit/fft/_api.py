@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from shardkit._programs import cached, shard_jit
 from shardkit.fft._fourstep import planned
 from shardkit.fft._partition import apply, check_traced
 from shardkit.fft._plan import FFTPlan
@@ -154,9 +155,11 @@ def _placement(x: jax.Array) -> tuple[str, Any, PartitionSpec | None]:
     return "eager", where.mesh, where.pspec
 
 
-@functools.cache
-def _shard_mapped(p: FFTPlan, mesh: Mesh) -> Callable[[jax.Array], jax.Array]:
-    return jax.jit(jax.shard_map(p.local, mesh=mesh, in_specs=p.in_spec, out_specs=p.out_spec))
+@cached
+def _program(p: FFTPlan, mesh: Any, traced: bool) -> Callable[[jax.Array], jax.Array]:
+    """The plan's jitted ``shard_map``; ``traced`` (Explicit axes inside ``jit``): with
+    tangents moved to the input's split (see :func:`shardkit._programs.shard_jit`)."""
+    return shard_jit(p.local, mesh, p.in_spec, p.out_spec, reshard_tangents=traced)
 
 
 def _describe(
@@ -230,37 +233,11 @@ def transform(
         r, mesh = _auto_route(problem, arr)
         if r.plan is not None:
             check_traced(r.op, jnp.asarray(arr, r.op.in_dtype))
-            return _shard_mapped(r.plan, mesh)(arr)
+            return _program(r.plan, mesh, False)(arr)
         return apply(r.op, arr)
     assert spec is not None
     p = _checked_plan(name, problem, spec, mesh)
-    if route == "eager":
-        return _shard_mapped(p, mesh)(arr)
-    return _explicit(p, mesh)(arr)
-
-
-@functools.cache
-def _explicit(p: FFTPlan, mesh: Any) -> Callable[[jax.Array], jax.Array]:
-    """The plan's ``shard_map`` on Explicit axes, with tangents moved to the input's split.
-
-    ``shard_map`` insists that an argument's type carries ``in_specs``; a tangent
-    (e.g. a replicated direction given to ``jax.jvp``) may not, so the JVP reshards
-    it first. The tangent map is the same ``shard_map``, whose transpose and
-    batching rules serve reverse mode, ``vmap`` and higher derivatives.
-    """
-    run = jax.jit(jax.shard_map(p.local, mesh=mesh, in_specs=p.in_spec, out_specs=p.out_spec))
-
-    @jax.custom_jvp
-    def op(x: jax.Array) -> jax.Array:
-        return run(x)
-
-    @op.defjvp
-    def _jvp(primals: tuple[jax.Array], tangents: tuple[jax.Array]) -> Any:
-        (x,), (t,) = primals, tangents
-        t = jax.sharding.reshard(jnp.asarray(t, x.dtype), NamedSharding(mesh, p.in_spec))
-        return op(x), op(t)
-
-    return op
+    return _program(p, mesh, route != "eager")(arr)
 
 
 def plan(

@@ -11,7 +11,6 @@ device ever holds more than its extended block.
 
 from __future__ import annotations
 
-import functools
 import math
 import operator
 from collections.abc import Sequence
@@ -21,6 +20,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec
 
+from shardkit._programs import cached, shard_jit
 from shardkit.layout.internal import (
     SpecLike,
     check_placement,
@@ -35,8 +35,8 @@ from shardkit.layout.internal import (
 __all__ = ["halo_exchange", "located"]
 
 
-def located(where: str, x: jax.Array, spec: SpecLike) -> tuple[Any, PartitionSpec, bool]:
-    """``(mesh, spec, eager)`` of ``x``; ``spec=`` is required on Auto axes under ``jit``."""
+def located(where: str, x: jax.Array, spec: SpecLike) -> tuple[Any, PartitionSpec]:
+    """``(mesh, spec)`` of ``x``; ``spec=`` is required on Auto axes under ``jit``."""
     found = placement(x)
     if spec is not None:
         if found.mesh is None:
@@ -48,14 +48,14 @@ def located(where: str, x: jax.Array, spec: SpecLike) -> tuple[Any, PartitionSpe
                 )
         else:
             mesh = found.mesh
-        return mesh, to_pspec(normalize(parse_spec(spec), x.ndim)), found.how == "concrete"
+        return mesh, to_pspec(normalize(parse_spec(spec), x.ndim))
     if found.how == "auto-traced" or found.spec is None or found.mesh is None:
         raise ValueError(
             f"{where}: the split of x (shape={tuple(x.shape)}) is not known here (Auto mesh "
             "axes inside jit, or an unsharded array), and the result's shape depends on it "
             "(each block grows by the halo); pass spec=... naming it"
         )
-    return found.mesh, to_pspec(found.spec), found.how == "concrete"
+    return found.mesh, to_pspec(found.spec)
 
 
 def _widths(where: str, halo: int | Sequence[int], rank: int) -> tuple[int, ...]:
@@ -97,7 +97,7 @@ def _exchange(
     return jnp.concatenate([from_prev, block, from_next], axis=axis)
 
 
-@functools.cache
+@cached
 def _program(
     mesh: Any, spec: PartitionSpec, widths: tuple[int, ...], periodic: tuple[bool, ...]
 ) -> Any:
@@ -111,7 +111,7 @@ def _program(
                 block = _exchange(block, axis, w, tuple(group), parts, periodic[axis])
         return block
 
-    return jax.shard_map(local, mesh=mesh, in_specs=spec, out_specs=spec)
+    return shard_jit(local, mesh, spec, spec)
 
 
 def halo_exchange(
@@ -158,7 +158,7 @@ def halo_exchange(
     where = "halo_exchange"
     widths = _widths(where, halo, arr.ndim)
     flags = _flags(where, periodic, arr.ndim)
-    mesh, pspec, eager = located(where, arr, spec)
+    mesh, pspec = located(where, arr, spec)
     check_placement(where, arr.shape, pspec, mesh)
     sizes = dict(mesh.shape)
     for axis, (w, group) in enumerate(zip(widths, normalize(pspec, arr.ndim), strict=True)):
@@ -169,5 +169,4 @@ def halo_exchange(
                 f"{block} (array shape={tuple(arr.shape)}, spec={spec_summary(pspec)}, "
                 f"{mesh_summary(mesh)}); use 0 <= halo <= block length, or fewer devices"
             )
-    program = _program(mesh, pspec, widths, flags)
-    return jax.jit(program)(arr) if eager else program(arr)
+    return _program(mesh, pspec, widths, flags)(arr)

@@ -71,6 +71,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 from jax.sharding import NamedSharding, PartitionSpec
 
+from shardkit._programs import cached
 from shardkit.fft._compat import require_devices_during_lowering
 from shardkit.fft._fourstep import planned
 from shardkit.fft._plan import FFTPlan
@@ -316,7 +317,7 @@ def _shares(n: int, m: int, sizes: tuple[int, ...]) -> bool:
     return all(g % G == 0 for G in groups if n % G == 0)
 
 
-@functools.cache
+@functools.lru_cache(maxsize=256)  # a plain shape and dtype: not the program cache's
 def _out_struct(op: Op) -> jax.ShapeDtypeStruct:
     return jax.eval_shape(op.reference, jax.ShapeDtypeStruct(op.problem.in_shape, op.in_dtype))
 
@@ -471,7 +472,7 @@ def _lost(have: Any, keep: Any, rank: int, out_rank: int) -> set[str]:
     return {a for e in normalize(have, rank) for a in e} - kept
 
 
-@functools.cache
+@cached
 def _forward(op: Op) -> Callable[[jax.Array], jax.Array]:
     fn = custom_partitioning(op.reference)
 
@@ -506,7 +507,7 @@ def _forward(op: Op) -> Callable[[jax.Array], jax.Array]:
     return fn
 
 
-@functools.cache
+@cached
 def _backward(op: Op) -> Callable[[jax.Array], jax.Array]:
     in_struct = jax.ShapeDtypeStruct(op.problem.in_shape, op.in_dtype)
 
@@ -554,7 +555,7 @@ def _lowered(x: jax.Array, *, op: Op) -> jax.Array:
     return _forward(op)(x)
 
 
-@functools.cache
+@cached
 def _jitted(op: Op) -> Callable[[jax.Array], jax.Array]:
     return jax.jit(functools.partial(_lowered, op=op))
 

@@ -10,7 +10,6 @@ costs one tiled ``all_to_all`` over the mesh axes that change place; the values
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any
 
@@ -18,6 +17,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec
 
+from shardkit._programs import cached, shard_jit
 from shardkit.fft._halo import located
 from shardkit.fft._transpose import move
 from shardkit.layout.internal import (
@@ -32,7 +32,7 @@ from shardkit.layout.internal import (
 __all__ = ["transpose_split", "x_to_y", "y_to_x", "y_to_z", "z_to_y"]
 
 
-@functools.cache
+@cached
 def _program(mesh: Any, spec: PartitionSpec, src: int, dst: int, rank: int) -> Any:
     entries = list(normalize(spec, rank))
     group = tuple(entries[src])
@@ -43,7 +43,7 @@ def _program(mesh: Any, spec: PartitionSpec, src: int, dst: int, rank: int) -> A
     def local(block: jax.Array) -> jax.Array:
         return move(block, group, src, dst)
 
-    return jax.shard_map(local, mesh=mesh, in_specs=spec, out_specs=out)
+    return shard_jit(local, mesh, spec, out)
 
 
 def transpose_split(
@@ -81,7 +81,7 @@ def transpose_split(
             f"{where}: src={src}, dst={dst} must be two different axes of x (rank {rank})"
         )
     src, dst = src % rank, dst % rank
-    mesh, pspec, eager = located(where, arr, spec)
+    mesh, pspec = located(where, arr, spec)
     check_placement(where, arr.shape, pspec, mesh)
     entries = normalize(pspec, rank)
     sizes = dict(mesh.shape)
@@ -99,8 +99,7 @@ def transpose_split(
             f"shape={tuple(arr.shape)}, spec={spec_summary(pspec)}, {mesh_summary(mesh)}). "
             "Pad that axis to a multiple, or move the split elsewhere."
         )
-    program = _program(mesh, pspec, src, dst, rank)
-    return jax.jit(program)(arr) if eager else program(arr)
+    return _program(mesh, pspec, src, dst, rank)(arr)
 
 
 def x_to_y(x: jax.typing.ArrayLike, /, *, spec: SpecLike = None) -> jax.Array:

@@ -113,7 +113,8 @@ def route(problem: Problem, in_dtype: str, mesh: Any) -> Route:
     return _choose(problem, tuple(ops), tuple(mesh.shape.items()))
 
 
-@functools.cache
+# Plain values (no mesh, no compiled program): bounded, outside the program cache.
+@functools.lru_cache(maxsize=512)
 def _choose(problem: Problem, ops: tuple[Op, ...], mesh: tuple[tuple[str, int], ...]) -> Route:
     """:func:`route`'s steps 1 to 3 for the candidate rules ``ops`` (the first the fallback)."""
     sizes = dict(mesh)

@@ -8,7 +8,6 @@ the tail ``r`` cells of the block ``q + 1`` places before it and the head
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -17,6 +16,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec
 
+from shardkit._programs import cached, shard_jit
 from shardkit.fft._halo import located
 from shardkit.layout.internal import check_placement, normalize, placement
 
@@ -43,7 +43,7 @@ def _roll(block: jax.Array, axis: int, s: int, group: tuple[str, ...], parts: in
     return jnp.concatenate([tail, head], axis=axis)
 
 
-@functools.cache
+@cached
 def _program(mesh: Any, spec: PartitionSpec, shifts: tuple[int, ...]) -> Any:
     sizes = dict(mesh.shape)
     entries = normalize(spec, len(shifts))
@@ -55,7 +55,7 @@ def _program(mesh: Any, spec: PartitionSpec, shifts: tuple[int, ...]) -> Any:
                 block = _roll(block, axis, s, tuple(group), parts)
         return block
 
-    return jax.shard_map(local, mesh=mesh, in_specs=spec, out_specs=spec)
+    return shard_jit(local, mesh, spec, spec)
 
 
 def shift(
@@ -75,7 +75,6 @@ def shift(
             raise ValueError(f"{where}: axes={axes} names axis {a}, out of range for rank {rank}")
         n = arr.shape[a]
         shifts[a % rank] = (-(n // 2) if inverse else n // 2) % n if n else 0
-    mesh, pspec, eager = located(where, arr, None)
+    mesh, pspec = located(where, arr, None)
     check_placement(where, arr.shape, pspec, mesh)
-    program = _program(mesh, pspec, tuple(shifts))
-    return jax.jit(program)(arr) if eager else program(arr)
+    return _program(mesh, pspec, tuple(shifts))(arr)

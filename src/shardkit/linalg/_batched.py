@@ -6,7 +6,6 @@ an LU solve inside ``jax.shard_map``), so the compiled program holds no collecti
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Literal, overload
 
 import jax
@@ -16,6 +15,7 @@ from jax.scipy.linalg import lu_factor as _lu_factor
 from jax.scipy.linalg import lu_solve as _lu_solve
 from jax.sharding import NamedSharding, PartitionSpec
 
+from shardkit._programs import cached, shard_jit
 from shardkit.layout.internal import check_same_devices, indivisible_error, placement
 from shardkit.linalg._blockcyclic import AnyMesh, SpecLike, place
 from shardkit.linalg._dtype import as_inexact, common
@@ -43,7 +43,7 @@ def _one(a: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array]:
     return jnp.where(status == 0, x, jnp.nan), status
 
 
-@functools.lru_cache(maxsize=64)
+@cached
 def _program(mesh: AnyMesh, a_spec: PartitionSpec, b_spec: PartitionSpec, vec: bool) -> Any:
     def body(a: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array]:
         if vec:
@@ -52,11 +52,7 @@ def _program(mesh: AnyMesh, a_spec: PartitionSpec, b_spec: PartitionSpec, vec: b
         return jax.vmap(_one)(a, b)
 
     s_spec = PartitionSpec(a_spec[0] if len(a_spec) else None)
-    return jax.jit(
-        jax.shard_map(
-            body, mesh=mesh, in_specs=(a_spec, b_spec), out_specs=(b_spec, s_spec), check_vma=False
-        )
-    )
+    return shard_jit(body, mesh, (a_spec, b_spec), (b_spec, s_spec), check_vma=False)
 
 
 @overload

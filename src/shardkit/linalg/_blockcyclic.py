@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec
 
+from shardkit._programs import cached, shard_jit
 from shardkit.layout.internal import (
     SpecLike,
     indivisible_error,
@@ -177,6 +178,7 @@ def _balanced_order(blocks: int, nr: int, nc: int) -> tuple[int, ...]:
     return tuple(int(v) for v in np.lexsort((s // per, s % per)))
 
 
+# A plain value (block tables), no mesh or program: kept apart from the program cache.
 @functools.lru_cache(maxsize=256)
 def make_plan(
     n: int,
@@ -307,33 +309,21 @@ class Spmd:
     def __post_init__(self) -> None:
         object.__setattr__(self, "body", exact_matmuls(self.body))
 
+    def _build(self, donate: bool) -> Any:
+        return shard_jit(
+            self.body, self.mesh, self.in_specs, self.out_specs, donate=donate, check_vma=False
+        )
+
     @functools.cached_property
     def program(self) -> Any:
         """The jitted ``shard_map`` (built on first use)."""
-        return jax.jit(
-            jax.shard_map(
-                self.body,
-                mesh=self.mesh,
-                in_specs=self.in_specs,
-                out_specs=self.out_specs,
-                check_vma=False,
-            )
-        )
+        return self._build(False)
 
     @functools.cached_property
     def donating(self) -> Any:
         """:attr:`program` with its first argument donated: an output of the same shape,
         dtype and layout (the factors of ``a``) is written into its buffer."""
-        return jax.jit(
-            jax.shard_map(
-                self.body,
-                mesh=self.mesh,
-                in_specs=self.in_specs,
-                out_specs=self.out_specs,
-                check_vma=False,
-            ),
-            donate_argnums=0,
-        )
+        return self._build(True)
 
     def __call__(self, *args: Any) -> Any:
         return self.program(*args)
@@ -528,7 +518,7 @@ class BlockCyclic:
     spec: PartitionSpec = dataclasses.field(metadata={"static": True})
 
 
-@functools.lru_cache(maxsize=128)
+@cached
 def _relayout_program(m: AnyMesh, p: PartitionSpec, plan: Plan, forward: bool) -> Any:
     # Compiled once per layout: an eager shard_map would dispatch every gather and
     # argsort of the reordering op by op on each device (seconds for a 16 x 16 matrix).
@@ -536,7 +526,7 @@ def _relayout_program(m: AnyMesh, p: PartitionSpec, plan: Plan, forward: bool) -
         tab = local_tables(plan)
         return to_local_order(blk, plan, tab) if forward else from_local_order(blk, plan, tab)
 
-    return jax.jit(jax.shard_map(body, mesh=m, in_specs=p, out_specs=p, check_vma=False))
+    return shard_jit(body, m, p, p, check_vma=False)
 
 
 def _relayout(x: jax.Array, m: AnyMesh, p: PartitionSpec, plan: Plan, forward: bool) -> jax.Array:

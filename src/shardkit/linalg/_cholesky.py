@@ -22,7 +22,6 @@ or ``return_status=True``.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any, Literal, overload
 
 import jax
@@ -30,6 +29,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.sharding import PartitionSpec
 
+from shardkit._programs import cached
 from shardkit.linalg._blockcyclic import (
     DEFAULT_BLOCK,
     DEFAULT_STAGES,
@@ -235,7 +235,7 @@ def _chol_local(a: jax.Array, plan: Plan, stages: int) -> tuple[jax.Array, jax.A
     return a, status
 
 
-@functools.lru_cache(maxsize=128)
+@cached
 def _chol_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec, stages: int) -> Any:
     return Spmd(
         lambda a: _chol_local(a, plan, stages),
@@ -245,7 +245,7 @@ def _chol_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec, stages: int) -
     )
 
 
-@functools.lru_cache(maxsize=128)
+@cached
 def _tril_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec) -> Any:
     def body(x: jax.Array) -> jax.Array:
         tab = local_tables(plan)
@@ -538,7 +538,7 @@ def cholesky(
     return finish(problem, out, status, traced=is_traced(a), return_status=return_status)
 
 
-@functools.lru_cache(maxsize=128)
+@cached
 def _cho_solve_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec) -> Any:
     sigma = plan.tables.sigma
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import functools
 import math
 from collections.abc import Callable
 from typing import Any, Literal, NamedTuple, TypeAlias, cast
@@ -35,6 +34,7 @@ import numpy as np
 from jax import lax
 from jax.sharding import NamedSharding, PartitionSpec
 
+from shardkit._programs import cached, shard_jit
 from shardkit.layout.internal import as_count, as_real, check_same_devices
 from shardkit.linalg._blockcyclic import (
     AnyMesh,
@@ -279,20 +279,18 @@ def _body(cfg: Krylov, rows: tuple[str, ...], cols: tuple[str, ...]) -> Callable
     return body
 
 
-@functools.lru_cache(maxsize=64)
+@cached
 def _matrix_program(
     cfg: Krylov, mesh: AnyMesh, spec: PartitionSpec, rows: tuple[str, ...], cols: tuple[str, ...]
 ) -> Any:
     vec = PartitionSpec(rows or None)
     rep = PartitionSpec()
-    return jax.jit(
-        jax.shard_map(
-            _body(cfg, rows, cols),
-            mesh=mesh,
-            in_specs=(spec, vec, vec, rep, rep),
-            out_specs=(vec, rep, rep, rep),
-            check_vma=False,
-        )
+    return shard_jit(
+        _body(cfg, rows, cols),
+        mesh,
+        (spec, vec, vec, rep, rep),
+        (vec, rep, rep, rep),
+        check_vma=False,
     )
 
 

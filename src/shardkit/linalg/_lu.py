@@ -57,13 +57,13 @@ than ``a`` (``n = 999`` on 2x4: 1000, +16 KB in float64), listed by
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any, Literal, overload
 
 import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec
 
+from shardkit._programs import cached
 from shardkit.layout.internal import check_same_devices
 from shardkit.linalg._blockcyclic import (
     DEFAULT_BLOCK,
@@ -145,7 +145,7 @@ class LUFactors:
     padding: Padding = dataclasses.field(metadata={"static": True})
 
 
-@functools.lru_cache(maxsize=128)
+@cached
 def _factor_program(
     plan: Plan,
     mesh: AnyMesh,
@@ -429,7 +429,7 @@ def lu_factor(
     return finish(_problem("lu_factor", f), f, f.status, traced=is_traced(a), return_status=False)
 
 
-@functools.lru_cache(maxsize=128)
+@cached
 def _solve_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec, trans: bool) -> Any:
     sigma = plan.tables.sigma
 
@@ -704,7 +704,7 @@ def solve(
     return home(out, g)
 
 
-@functools.lru_cache(maxsize=128)
+@cached
 def _diag_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec) -> Any:
     def body(lu_: jax.Array) -> jax.Array:
         tab = local_tables(plan)
@@ -721,6 +721,9 @@ def _diag_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec) -> Any:
 
 def _u_diagonal(f: LUFactors) -> jax.Array:
     """``diag(U)`` in elimination order, with 1 at the padded positions (their ``max|a|``)."""
+    # Factored eagerly or on Explicit axes (the Auto route is _on_layout's): both known.
+    assert f.mesh is not None
+    assert f.spec is not None
     d = _diag_program(f.plan, f.mesh, f.spec)(f.lu)
     if f.padding.size == f.padding.n:
         return d
@@ -996,7 +999,7 @@ def inv(
     return home(out, g)
 
 
-@functools.lru_cache(maxsize=128)
+@cached
 def _plu_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec) -> Any:
     def body(lu_: jax.Array, perm: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
         tab = local_tables(plan)

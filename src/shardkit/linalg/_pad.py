@@ -36,7 +36,6 @@ systems get identity systems (:func:`pad_rows` on the batch axis).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from typing import Any
 
@@ -46,6 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec
 
+from shardkit._programs import cached, cached_program, shard_jit
 from shardkit.layout.internal import padding_scope
 from shardkit.linalg._blockcyclic import (
     AnyMesh,
@@ -163,10 +163,6 @@ def is_host(x: Any) -> bool:
     return not isinstance(x, jax.Array | jax_core.Tracer)
 
 
-_REPLICA_PROGRAMS: dict[tuple[Any, ...], Any] = {}
-_REPLICA_PROGRAMS_MAX = 64
-
-
 def on_replicas(fn: Any, key: tuple[Any, ...], mesh: AnyMesh, *xs: Any) -> Any:
     """``fn(*xs)`` computed by every device on its replica (``xs`` placed replicated first).
 
@@ -180,14 +176,11 @@ def on_replicas(fn: Any, key: tuple[Any, ...], mesh: AnyMesh, *xs: Any) -> Any:
     """
     rep = PartitionSpec()
     xs = tuple(place(jnp.asarray(x), mesh, rep) for x in xs)
-    cache_key = (key, mesh, len(xs))
-    prog = _REPLICA_PROGRAMS.get(cache_key)
-    if prog is None:
-        if len(_REPLICA_PROGRAMS) >= _REPLICA_PROGRAMS_MAX:
-            _REPLICA_PROGRAMS.clear()
-        specs = (rep,) * len(xs)
-        prog = jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=specs, out_specs=rep, check_vma=False))
-        _REPLICA_PROGRAMS[cache_key] = prog
+    specs = (rep,) * len(xs)
+    prog = cached_program(
+        ("on_replicas", key, mesh, len(xs)),
+        lambda: shard_jit(fn, mesh, specs, rep, check_vma=False),
+    )
     return prog(*xs)
 
 
@@ -200,7 +193,7 @@ def scale(a: Any) -> Any:
     return jnp.where(s > 0, s, 1).astype(s.dtype)
 
 
-@functools.lru_cache(maxsize=64)
+@cached
 def _pad_program(padding: Padding, plan: Plan, mesh: AnyMesh, spec: PartitionSpec) -> Any:
     c, cp = padding.real, padding.cell
     rr, cc = padding.cells // plan.nr, padding.cells // plan.nc
@@ -213,11 +206,7 @@ def _pad_program(padding: Padding, plan: Plan, mesh: AnyMesh, spec: PartitionSpe
         eye = (gr[:, None] == gc[None, :]) & (gr % cp >= c)[:, None]
         return jnp.where(eye, d.astype(x.dtype), x)
 
-    return jax.jit(
-        jax.shard_map(
-            body, mesh=mesh, in_specs=(spec, PartitionSpec()), out_specs=spec, check_vma=False
-        )
-    )
+    return shard_jit(body, mesh, (spec, PartitionSpec()), spec, check_vma=False)
 
 
 def pad_matrix(
@@ -273,7 +262,7 @@ def pad_rows(b: Any, padding: Padding, mesh: AnyMesh) -> Any:
         return on_replicas(build, ("rows", padding), mesh, b)
 
 
-@functools.lru_cache(maxsize=64)
+@cached
 def _unpad_rows_program(
     padding: Padding, mesh: AnyMesh, rows: tuple[str, ...], nr: int, k: int
 ) -> Any:
@@ -295,7 +284,7 @@ def _unpad_rows_program(
             return psum(buf, rows)
 
         out = PartitionSpec()
-    return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=spec, out_specs=out, check_vma=False))
+    return shard_jit(body, mesh, spec, out, check_vma=False)
 
 
 def unpad_rows(x: jax.Array, padding: Padding, mesh: AnyMesh, rows: tuple[str, ...]) -> jax.Array:
@@ -310,7 +299,7 @@ def unpad_rows(x: jax.Array, padding: Padding, mesh: AnyMesh, rows: tuple[str, .
     return _unpad_rows_program(padding, mesh, rows, nr, int(x.shape[1]))(x)
 
 
-@functools.lru_cache(maxsize=64)
+@cached
 def _unpad_matrix_program(padding: Padding, plan: Plan, mesh: AnyMesh, spec: PartitionSpec) -> Any:
     c, cp = padding.real, padding.cell
     rr, cc = padding.cells // plan.nr, padding.cells // plan.nc
@@ -333,7 +322,7 @@ def _unpad_matrix_program(padding: Padding, plan: Plan, mesh: AnyMesh, spec: Par
             return psum(buf, plan.row_axes + plan.col_axes)
 
         out = PartitionSpec()
-    return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=spec, out_specs=out, check_vma=False))
+    return shard_jit(body, mesh, spec, out, check_vma=False)
 
 
 def unpad_matrix(
@@ -370,11 +359,23 @@ def natural_status(status: jax.Array, plan: Plan) -> jax.Array:
     return renumber(status, tuple(int(i) for i in plan.tables.sigma))
 
 
-@functools.partial(jax.jit, static_argnums=1)
 def renumber(status: jax.Array, table: tuple[int, ...]) -> jax.Array:
-    """``table[status - 1] + 1`` where ``status > 0``, else 0: one compiled program."""
-    t = jnp.asarray(table, jnp.int32)
-    return jnp.where(status > 0, t[jnp.maximum(status - 1, 0)] + 1, 0).astype(jnp.int32)
+    """``table[status - 1] + 1`` where ``status > 0``, else 0: one compiled program per table."""
+    return _renumber_program(table)(status)
+
+
+@cached
+def _renumber_program(table: tuple[int, ...]) -> Any:
+    # In the program cache, not jit's own (static_argnums): one program per plan, which
+    # a process meeting many sizes must not keep forever.
+    t = np.asarray(table, np.int32)
+
+    def run(status: jax.Array) -> jax.Array:
+        return jnp.where(status > 0, jnp.asarray(t)[jnp.maximum(status - 1, 0)] + 1, 0).astype(
+            jnp.int32
+        )
+
+    return jax.jit(run)
 
 
 # ---- tall matrices (QR, least squares) ----------------------------------------------
@@ -414,7 +415,7 @@ def pad_tall(a: Any, big_pad: int, n_pad: int, diag: Any, mesh: AnyMesh) -> Any:
         return on_replicas(build, ("tall", big, n, big_pad, n_pad), mesh, a, diag)
 
 
-@functools.lru_cache(maxsize=64)
+@cached
 def _cut_program(mesh: AnyMesh, spec: PartitionSpec, local: tuple[int, int], shape: Any) -> Any:
     entries = (*tuple(spec), None, None)[:2]
     axes = [() if e is None else (e,) if isinstance(e, str) else tuple(e) for e in entries]
@@ -429,9 +430,7 @@ def _cut_program(mesh: AnyMesh, spec: PartitionSpec, local: tuple[int, int], sha
         buf = jnp.zeros(shape, x.dtype).at[dr[:, None], dc[None, :]].set(x, mode="drop")
         return psum(buf, axes[0] + axes[1])
 
-    return jax.jit(
-        jax.shard_map(body, mesh=mesh, in_specs=spec, out_specs=PartitionSpec(), check_vma=False)
-    )
+    return shard_jit(body, mesh, spec, PartitionSpec(), check_vma=False)
 
 
 def cut(x: jax.Array, mesh: AnyMesh, spec: PartitionSpec, shape: tuple[int, int]) -> jax.Array:

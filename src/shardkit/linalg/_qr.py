@@ -70,7 +70,6 @@ Householder QR of the leading ``M x M`` block (gathered: small when ``M`` is nar
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from typing import Any, Literal, overload
 
@@ -80,6 +79,7 @@ from jax import lax
 from jax.scipy.linalg import solve_triangular as _local_trsm
 from jax.sharding import NamedSharding, PartitionSpec
 
+from shardkit._programs import cached
 from shardkit.layout.internal import check_same_devices, mesh_summary, spec_summary
 from shardkit.linalg._blockcyclic import (
     AnyMesh,
@@ -223,7 +223,7 @@ def _householder(lay: _Layout, a: jax.Array, form_q: bool, b: jax.Array | None =
     )
 
 
-@functools.lru_cache(maxsize=64)
+@cached
 def _hqr_program(lay: _Layout) -> Any:
     """``(q, r)`` on the TSQR layout: blocked Householder with TSQR panels, ``r`` replicated."""
 
@@ -234,7 +234,7 @@ def _hqr_program(lay: _Layout) -> Any:
     return Spmd(body, lay.mesh, lay.spec, (lay.spec, PartitionSpec()))
 
 
-@functools.lru_cache(maxsize=64)
+@cached
 def _tsqr_program(lay: _Layout) -> Any:
     return Spmd(
         lambda a: _tsqr_local(a, lay.rows),
@@ -323,7 +323,7 @@ def _bcgs2_local(a: jax.Array, lay: _Layout, fill: bool) -> tuple[jax.Array, ...
     return qa, rl, status, ratio
 
 
-@functools.lru_cache(maxsize=64)
+@cached
 def _bcgs2_program(lay: _Layout, fill: bool) -> Any:
     return Spmd(
         lambda a: _bcgs2_local(a, lay, fill),
@@ -549,7 +549,7 @@ def _min_norm(r: jax.Array, c: jax.Array, rcond: float) -> tuple[jax.Array, jax.
     return x, jnp.sum(keep).astype(jnp.int32), s
 
 
-@functools.lru_cache(maxsize=64)
+@cached
 def _tsqr_lstsq_program(lay: _Layout, rcond: float) -> Any:
     rows = lay.rows
     n = lay.shape[1]
@@ -628,7 +628,7 @@ def _min_norm_local(lay: _Layout, rcond: float) -> Any:
     return body
 
 
-@functools.lru_cache(maxsize=64)
+@cached
 def _min_norm_program(lay: _Layout, rcond: float) -> Any:
     rep = PartitionSpec()
     return Spmd(
@@ -661,13 +661,13 @@ def _inverse_condition_local(lay: _Layout) -> Any:
     return lambda r, ratio: jnp.minimum(ratio, inverse_condition(r, plan, lay.shape[1]))
 
 
-@functools.lru_cache(maxsize=64)
+@cached
 def _inverse_condition_program(lay: _Layout) -> Any:
     rep = PartitionSpec()
     return Spmd(_inverse_condition_local(lay), lay.mesh, (lay.r_spec, rep), rep)
 
 
-@functools.lru_cache(maxsize=64)
+@cached
 def _qtb_program(lay: _Layout) -> Any:
     """``q^H b`` (replicated ``n x nrhs``): one all-reduce over the whole mesh."""
     k = lay.n // lay.nc
@@ -685,7 +685,7 @@ def _qtb_program(lay: _Layout) -> Any:
     )
 
 
-@functools.lru_cache(maxsize=64)
+@cached
 def _residual_program(lay: _Layout) -> Any:
     """``sum(|a x - b|^2, axis=0)``: all-reduces of ``(M / R) x nrhs`` and ``nrhs``."""
     k = lay.n // lay.nc

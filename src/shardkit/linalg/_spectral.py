@@ -34,7 +34,6 @@ Memory: at most a few shares per device (a share is ``N^2 / p`` elements).
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any, Literal
 
@@ -43,6 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec
 
+from shardkit._programs import cached
 from shardkit.layout.internal import check_spec_axes, entry_axes, is_traced, placement, to_pspec
 from shardkit.linalg._blockcyclic import AnyMesh, after, place, psum
 from shardkit.linalg._dc import DC, base_size, eigh_local
@@ -144,7 +144,7 @@ def _checked(x: jax.Array, ax: tuple[str, ...], check: bool) -> tuple[jax.Array,
     return jnp.where(ok, x, jnp.full_like(x, jnp.nan)), ok
 
 
-@functools.lru_cache(maxsize=32)
+@cached
 def _eigh_program(
     n: int,
     dtype: Any,
@@ -336,7 +336,7 @@ def _sym(h: jax.Array, ax: tuple[str, ...], p: int) -> jax.Array:
     return (h + adjoint(after(h, h), ax, p)) / 2
 
 
-@functools.lru_cache(maxsize=32)
+@cached
 def _polar_program(rows: int, cols: int, dtype: Any, m: AnyMesh, big: bool, check: bool) -> Any:
     """``(u, p)`` of a tall or square ``rows x cols`` matrix; ``p`` is ``u^H a`` (``cols``
     square) or, with ``big``, ``a u^H`` (``rows`` square)."""
@@ -453,7 +453,7 @@ def polar(
     return nan_unless((u, h), good if traced else ok)
 
 
-@functools.lru_cache(maxsize=32)
+@cached
 def _svd_program(
     rows: int, cols: int, dtype: Any, m: AnyMesh, vectors: bool, check: bool, full: bool = False
 ) -> Any:

@@ -12,7 +12,6 @@ block size does not divide are padded with an identity block (see
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import jax
@@ -20,6 +19,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.sharding import PartitionSpec
 
+from shardkit._programs import cached
 from shardkit.layout.internal import check_same_devices
 from shardkit.linalg._blockcyclic import (
     DEFAULT_BLOCK,
@@ -123,7 +123,7 @@ def substitute(
     return lax.fori_loop(jnp.int32(0), jnp.int32(blocks), step, jnp.zeros_like(rhs))
 
 
-@functools.lru_cache(maxsize=128)
+@cached
 def triangular_program(
     plan: Plan, mesh: AnyMesh, spec: PartitionSpec, lower: bool, unit: bool, trans: bool
 ) -> Any:

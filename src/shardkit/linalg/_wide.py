@@ -26,7 +26,6 @@
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any
 
@@ -35,6 +34,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.sharding import PartitionSpec
 
+from shardkit._programs import cached
 from shardkit.linalg._blockcyclic import AnyMesh, Spmd, axis_index, dslice, place, psum, resolve
 
 __all__ = ["replicated", "wide_lstsq", "wide_qr"]
@@ -49,7 +49,7 @@ def replicated(where: str, a: Any, mesh: AnyMesh | None, spec: Any) -> Any:
     return place(a, m, PartitionSpec())
 
 
-@functools.lru_cache(maxsize=64)
+@cached
 def _wide_program(
     mesh: AnyMesh, spec: PartitionSpec, rows: tuple[str, ...], cols: tuple[str, ...], rcond: float
 ) -> Any:
@@ -96,7 +96,7 @@ def wide_lstsq(
     return x[:n], res, rank, s[:big]
 
 
-@functools.lru_cache(maxsize=64)
+@cached
 def _wide_qr_program(
     mesh: AnyMesh, spec: PartitionSpec, rows: tuple[str, ...], cols: tuple[str, ...], big: int
 ) -> Any:

@@ -282,6 +282,8 @@ class _Ctx:
         )
 
 
+# Plain cost figures keyed on sizes (no mesh, no program): a planner's search reads
+# them many times, apart from the program cache (shardkit._programs).
 @functools.lru_cache(maxsize=200_000)
 def step_options(
     ctx: _Ctx,

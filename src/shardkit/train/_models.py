@@ -10,7 +10,6 @@ training strategy can give every layer its own sharding (see
 
 from __future__ import annotations
 
-import functools
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ import numpy as np
 from jax.sharding import Sharding
 
 from shardkit import random as sk_random
+from shardkit._programs import cached
 from shardkit.layout.internal import as_count, check_key, is_int
 from shardkit.train._rules import MODEL
 
@@ -172,7 +172,7 @@ class Model:
         raise NotImplementedError
 
 
-@functools.lru_cache(maxsize=64)
+@cached
 def _init_program(model: Model, shardings: tuple[tuple[tuple[str, Sharding], ...], ...]) -> Any:
     """One jitted program drawing every layer (compiled once per model and layout).
 
@@ -202,7 +202,7 @@ def _dense(params: Params, x: jax.Array, hooks: Hooks, final: Any) -> jax.Array:
     return h
 
 
-@functools.lru_cache(maxsize=64)
+@cached
 def _batch_program(model: Any, batch_size: int, s: Sharding) -> Any:
     # One compiled draw per (model, batch size, layout): a fresh closure per call
     # would retrace and recompile every batch (1.5-2.7 s each on 2 cores).

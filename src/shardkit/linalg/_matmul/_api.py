@@ -31,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec
 
+from shardkit._programs import cached, shard_jit
 from shardkit.inspect import Interconnect
 from shardkit.inspect import interconnect as _interconnect
 from shardkit.layout.internal import (
@@ -108,11 +109,11 @@ def build(cand: Candidate, mesh: AnyMesh, sa: Spec, sb: Spec, batch_spec: Spec) 
     """The jitted ``shard_map`` running ``cand`` on blocks of (normalized) specs ``sa``, ``sb``."""
     out = to_pspec((*batch_spec, *cand.out))
     in_specs = (to_pspec(sa), to_pspec(sb))
-    return jax.jit(
-        jax.shard_map(local(cand), mesh=mesh, in_specs=in_specs, out_specs=out, check_vma=False)
-    )
+    return shard_jit(local(cand), mesh, in_specs, out, check_vma=False)
 
 
+# Priced candidates: plain values keyed on sizes, no mesh and no compiled program, so a
+# cache of their own (shardkit._programs) rather than the program cache's bound.
 @functools.lru_cache(maxsize=512)
 def _candidates(
     problem: Problem,
@@ -133,7 +134,7 @@ def _candidates(
     return tuple(cands), tuple(rejected.items())
 
 
-@functools.lru_cache(maxsize=512)
+@cached
 def _program(key: tuple[Any, ...], mesh: AnyMesh, sa: Spec, sb: Spec) -> Any:
     # Cached so that a second eager call with the same layout reuses the compiled program.
     cands, _ = _candidates(*key)

@@ -145,26 +145,37 @@ def _free(port: int) -> bool:
     return True
 
 
+def _free_job_id() -> int:
+    """A SLURM job id whose coordinator port is free here.
+
+    JAX's SLURM support derives the coordinator's port from the job id:
+    61440 + job id % 4096.
+    """
+    return next(j for j in range(os.getpid() % 4000, 4096) if _free(61440 + j))
+
+
+def _slurm_env(job_id: int, rank: int) -> dict[str, str]:
+    """This process's environment as SLURM sets it for ``rank`` of a 2-task job here."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SHARDKIT_", "SLURM_"))}
+    return env | {
+        "JAX_PLATFORMS": "cpu",
+        "SLURM_JOB_ID": str(job_id),
+        "SLURM_STEP_NODELIST": "localhost",
+        "SLURM_NTASKS": "2",
+        "SLURM_PROCID": str(rank),
+        "SLURM_LOCALID": str(rank),
+    }
+
+
 def _slurm_job(verbose: bool) -> list[str]:
     """Two processes started as SLURM would (all on this host); their stdouts."""
-    # JAX's SLURM support derives the coordinator's port from the job id:
-    # 61440 + job id % 4096. Take a free one.
-    job_id = next(j for j in range(os.getpid() % 4000, 4096) if _free(61440 + j))
+    job_id = _free_job_id()
     procs = []
     for rank in (0, 1):
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("SHARDKIT_", "SLURM_"))}
-        env |= {
-            "JAX_PLATFORMS": "cpu",
-            "SLURM_JOB_ID": str(job_id),
-            "SLURM_STEP_NODELIST": "localhost",
-            "SLURM_NTASKS": "2",
-            "SLURM_PROCID": str(rank),
-            "SLURM_LOCALID": str(rank),
-        }
         procs.append(
             subprocess.Popen(
                 [sys.executable, "-c", _JOB, "verbose" if verbose else "quiet"],
-                env=env,
+                env=_slurm_env(job_id, rank),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
@@ -186,16 +197,8 @@ def _slurm_job(verbose: bool) -> list[str]:
 def test_a_slurm_rank_without_coordinator_raises_within_its_timeout() -> None:
     # Rank 1 of a SLURM job whose rank 0 never starts: JAX's client would abort the
     # process after 300 s; initialize raises RuntimeError after its own timeout.
-    job_id = next(j for j in range(os.getpid() % 4000, 4096) if _free(61440 + j))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SHARDKIT_", "SLURM_"))}
-    env |= {
-        "JAX_PLATFORMS": "cpu",
-        "SLURM_JOB_ID": str(job_id),
-        "SLURM_STEP_NODELIST": "localhost",
-        "SLURM_NTASKS": "2",
-        "SLURM_PROCID": "1",
-        "SLURM_LOCALID": "1",
-    }
+    job_id = _free_job_id()
+    env = _slurm_env(job_id, 1)
     code = (
         "import shardkit.distributed as dist\n"
         "try:\n"

@@ -200,8 +200,8 @@ def test_full_svd_of_a_sharded_tall_matrix_under_jit() -> None:
     ("shape", "mesh", "dtype", "cond"),
     [
         ((48, 48), "2x4", "float64", 1e12),
-        ((64, 24), "8", "float32", 1e5),
         ((40, 40), "4x2", "complex64", 1e3),
+        *([((64, 24), "8", "float32", 1e5)] if FULL else []),
     ],
 )
 def test_polar_matches_scipy(shape: tuple[int, int], mesh: str, dtype: str, cond: float) -> None:
@@ -301,7 +301,8 @@ def test_nan_input_under_jit_gives_nan() -> None:
 
 
 @pytest.mark.parametrize(
-    ("shape", "dtype", "rank"), [((60, 44), "float32", 5), ((48, 48), "float64", 0)]
+    ("shape", "dtype", "rank"),
+    [((48, 48), "float64", 0), *([((60, 44), "float32", 5)] if FULL else [])],
 )
 def test_polar_of_rank_deficient_matrices(shape: tuple[int, int], dtype: str, rank: int) -> None:
     # QDWH maps the null space to zero; polar completes u through the SVD.

@@ -52,7 +52,7 @@ add_module_names = False
 nitpicky = True
 nitpick_ignore_regex = [
     # JAX, NumPy, rich and the standard library: no intersphinx (see above)
-    (r"py:.*", r"(jax|jaxlib|numpy|rich|collections|pathlib|os|typing|optax)(\..+)?"),
+    (r"py:.*", r"(jax|jaxlib|numpy|rich|collections|pathlib|os|signal|typing|optax)(\..+)?"),
     # private helpers that appear in public signatures
     (r"py:.*", r"shardkit(\.\w+)*\._\w+(\..+)?"),
     (r"py:class", r"shardkit\.train\.models\.Hooks"),

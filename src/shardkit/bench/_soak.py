@@ -131,7 +131,7 @@ class SoakResult:
       largest_cache: the most programs the cache held after any call.
       samples: RSS and cache state, before the first call and every few calls after.
       trimmed_rss_bytes: RSS at the end once freed heap memory went back to the OS
-        (:func:`trimmed_rss_bytes`; None where that is not possible).
+        (``trimmed_rss_bytes``; None where that is not possible).
       cleared_rss_bytes: the same after shardkit's program cache and JAX's own caches
         (``jax.clear_caches``: the eager operations' executables, which the program
         cache's bound does not cover) were emptied.
@@ -293,7 +293,7 @@ def soak(
       calls: calls to make.
       configs_count: distinct configurations (meshes of 2, 4 and 8 devices, Auto and
         Explicit axes, growing sizes).
-      ops: which of :data:`OPS` to call.
+      ops: which of ``OPS`` to call.
       sample_every: calls between two RSS samples.
       seed: the random order's and the data's seed.
       progress: called with each sample.

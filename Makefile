@@ -43,12 +43,14 @@ PYTEST_WORKERS ?= 2
 # source again (tests/test_cli.py alone: 53 -> 35 CPU-s with the cache).
 unexport PYTHONDONTWRITEBYTECODE
 
+# worksteal: an idle worker takes tests queued on the other, so the run does not end
+# with one worker still holding a long queue.
 pytest: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist worksteal
 
 # The whole test matrix (every mesh x axis type x dtype cell); `make test` samples it.
 pytest-full: $(VENV)/.installed-test
-	SHARDKIT_FULL_TESTS=1 $(BIN)/python -m pytest -n $(PYTEST_WORKERS)
+	SHARDKIT_FULL_TESTS=1 $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist worksteal
 
 test: lint typecheck pytest
 

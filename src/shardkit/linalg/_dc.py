@@ -52,7 +52,14 @@ from jax import lax
 from shardkit.linalg._blockcyclic import after, axis_index, dslice, dupdate, psum
 from shardkit.linalg._qdwh import frobenius, polar_local
 from shardkit.linalg._rowqr import panel_width, row_qr
-from shardkit.linalg._rows import adjoint, identity_rows, ring_matmul, row_index
+from shardkit.linalg._rows import (
+    adjoint,
+    identity_rows,
+    ring_matmul,
+    ring_pass,
+    ring_permutation,
+    row_index,
+)
 
 __all__ = ["DC", "base_size", "eigh_local"]
 
@@ -286,7 +293,8 @@ def _base(
     real = (sg.start[gw] >= me * rows) & (sg.start[gw] < (me + 1) * rows) & (gw < n)
     # A segment left unsplit (none of its eigenvalues asked for) may outgrow the window:
     # its indices get zeros, never another segment's place.
-    real = real & _fits(sg, rows, prob)[gw]
+    fits = _fits(sg, rows, prob)
+    real = real & fits[gw]
     win = _windows(h, pad, prob)
     same = (sg.seg[gw][:, None] == sg.seg[gw][None, :]) & real[:, None] & real[None, :]
     big = (4 * norm + 1).astype(win.dtype)
@@ -303,12 +311,12 @@ def _base(
     # Column c of the window's eigenvectors is global eigenvector first + c.
     vec = jnp.roll(vec, first - me * rows, axis=1)
     vwide = jnp.pad(v, ((0, 0), (0, pad)))
-    perm = [(j, (j - 1) % p) for j in range(p)]
     # The devices whose windows hold segments (the others' blocks are zero: skipped).
     idx = jnp.arange(n, dtype=jnp.int32)
-    has = jnp.any(((sg.start[:n] == idx) & _fits(sg, rows, prob)[:n]).reshape(p, rows), axis=1)
+    has = jnp.any(((sg.start[:n] == idx) & fits[:n]).reshape(p, rows), axis=1)
     # A window's eigenvectors travel in column pieces of at most a quarter of the matrix.
     pieces = -(-4 * w * w // (n * n))
+    perm = ring_permutation(p)
 
     def multiply(k: jax.Array, z: jax.Array, blk: jax.Array) -> jax.Array:
         src = (me + k) % p
@@ -325,14 +333,7 @@ def _base(
             sent.append(lax.ppermute(after(piece, *sent[-1:]), ax, perm))
         return jnp.concatenate(sent, axis=1)
 
-    def step(k: jax.Array, carry: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
-        z, blk = carry
-        return multiply(k, z, blk), travel(blk)
-
-    z = jnp.zeros((rows, n + w), v.dtype)
-    if p > 1:
-        z, vec = lax.fori_loop(jnp.int32(0), jnp.int32(p - 1), step, (z, vec))
-    z = multiply(jnp.int32(p - 1) if p > 1 else jnp.int32(0), z, vec)
+    z = ring_pass(jnp.zeros((rows, n + w), v.dtype), vec, multiply, ax, p, send=travel)
     return vals, z[:, :n]
 
 

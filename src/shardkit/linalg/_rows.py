@@ -19,6 +19,8 @@ runtime never has two of them in flight at once (see :mod:`shardkit.inspect._ord
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -32,6 +34,8 @@ __all__ = [
     "ring_gram",
     "ring_matmul",
     "ring_outer",
+    "ring_pass",
+    "ring_permutation",
     "row_index",
 ]
 
@@ -47,31 +51,53 @@ def identity_rows(rows: int, cols: int, dtype: jnp.dtype, ax: tuple[str, ...]) -
     return (g[:, None] == jnp.arange(cols, dtype=jnp.int32)[None, :]).astype(dtype)
 
 
+def ring_pass(
+    acc: jax.Array,
+    blk: jax.Array,
+    visit: Callable[[jax.Array, jax.Array, jax.Array], jax.Array],
+    ax: tuple[str, ...],
+    p: int,
+    send: Callable[[jax.Array], jax.Array] | None = None,
+) -> jax.Array:
+    """``acc`` after ``visit(t, acc, block)`` with every device's ``blk`` in turn.
+
+    The blocks pass around the ring (device ``i`` receives from ``i + 1``): at step
+    ``t`` device ``i`` holds device ``(i + t) mod p``'s block. ``p - 1`` sends, each
+    ``send(block)`` (one collective-permute by default; a caller may split it).
+    """
+    perm = ring_permutation(p)
+    move = send if send is not None else (lambda b: lax.ppermute(b, ax, perm))
+
+    def step(t: jax.Array, carry: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        acc, blk = carry
+        return visit(t, acc, blk), move(blk)
+
+    if p > 1:
+        acc, blk = lax.fori_loop(jnp.int32(0), jnp.int32(p - 1), step, (acc, blk))
+    return visit(jnp.int32(p - 1), acc, blk)
+
+
+def ring_permutation(p: int) -> list[tuple[int, int]]:
+    """The ring's collective-permute pairs: device ``j`` sends to ``j - 1``."""
+    return [(j, (j - 1) % p) for j in range(p)]
+
+
 def ring_matmul(a: jax.Array, b: jax.Array, ax: tuple[str, ...], p: int) -> jax.Array:
     """Local rows of ``A @ B``: ``a`` is ``(rows, N)``, ``b`` this device's ``(N/p, K)`` rows of ``B``.
 
-    ``B``'s blocks pass around the ring (device ``i`` receives from ``i + 1``); at step
-    ``t`` device ``i`` holds block ``(i + t) mod p`` and multiplies it by the matching
-    columns of ``a``.
+    ``B``'s blocks pass around the ring (:func:`ring_pass`); at step ``t`` device ``i``
+    holds block ``(i + t) mod p`` and multiplies it by the matching columns of ``a``.
     """
     if p == 1:
         return a @ b
     me = axis_index(ax)
     bs = b.shape[0]
-    perm = [(j, (j - 1) % p) for j in range(p)]
 
-    def multiply(t: jax.Array, blk: jax.Array) -> jax.Array:
-        src = (me + t) % p
-        return dslice(a, (0, src * bs), (a.shape[0], bs)) @ blk
-
-    def step(t: jax.Array, carry: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
-        acc, blk = carry
-        acc = acc + multiply(t, blk)
-        return acc, lax.ppermute(blk, ax, perm)
+    def multiply(t: jax.Array, acc: jax.Array, blk: jax.Array) -> jax.Array:
+        return acc + dslice(a, (0, ((me + t) % p) * bs), (a.shape[0], bs)) @ blk
 
     acc = jnp.zeros((a.shape[0], b.shape[1]), jnp.result_type(a, b))
-    acc, blk = lax.fori_loop(jnp.int32(0), jnp.int32(p - 1), step, (acc, b))
-    return acc + multiply(jnp.int32(p - 1), blk)
+    return ring_pass(acc, b, multiply, ax, p)
 
 
 def adjoint(x: jax.Array, ax: tuple[str, ...], p: int) -> jax.Array:
@@ -97,7 +123,7 @@ def ring_gram(u: jax.Array, a: jax.Array, ax: tuple[str, ...], p: int) -> jax.Ar
         return jnp.conj(u).T @ a
     me = axis_index(ax)
     bs = u.shape[1] // p
-    perm = [(j, (j - 1) % p) for j in range(p)]
+    perm = ring_permutation(p)
 
     def part(t: jax.Array) -> jax.Array:
         blk = (me + t + 1) % p
@@ -119,22 +145,16 @@ def broadcast_rows(x: jax.Array, owner: jax.Array, ax: tuple[str, ...]) -> jax.A
 def ring_outer(a: jax.Array, b: jax.Array, ax: tuple[str, ...], p: int) -> jax.Array:
     """Local rows of ``A B^H`` for ``A`` (``M x K``) and ``B`` (``N x K``) held as row blocks.
 
-    ``B``'s row blocks pass around the ring; at each step a device fills the column
+    ``B``'s row blocks pass around the ring (:func:`ring_pass`); at each step a device fills the column
     block of its rows of the product that the block it holds gives (``(M/p) x (N/p)``).
     """
     if p == 1:
         return a @ jnp.conj(b).T
     me = axis_index(ax)
     bs = b.shape[0]
-    perm = [(j, (j - 1) % p) for j in range(p)]
 
     def put(t: jax.Array, acc: jax.Array, blk: jax.Array) -> jax.Array:
         return dupdate(acc, a @ jnp.conj(blk).T, (0, ((me + t) % p) * bs))
 
-    def step(t: jax.Array, carry: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
-        acc, blk = carry
-        return put(t, acc, blk), lax.ppermute(blk, ax, perm)
-
     acc = jnp.zeros((a.shape[0], bs * p), jnp.result_type(a, b))
-    acc, blk = lax.fori_loop(jnp.int32(0), jnp.int32(p - 1), step, (acc, b))
-    return put(jnp.int32(p - 1), acc, blk)
+    return ring_pass(acc, b, put, ax, p)

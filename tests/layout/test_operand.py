@@ -18,8 +18,8 @@ import pytest
 
 import shardkit
 import shardkit.layout._resolve as resolve_module
+from _meshes import make_mesh
 from shardkit import fft, linalg
-from tests._meshes import make_mesh
 
 N = 16
 _RNG = np.random.default_rng(0)

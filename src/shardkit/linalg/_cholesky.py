@@ -387,6 +387,7 @@ def _cholesky(
     nb: int = DEFAULT_BLOCK,
     mesh: AnyMesh | None = None,
     spec: SpecLike = None,
+    stages: int = DEFAULT_STAGES,
     check_finite: bool = True,
     overwrite_a: bool = False,
 ) -> Checked[jax.Array]:
@@ -402,6 +403,8 @@ def _cholesky(
       a: ``(n, n)`` real symmetric or complex Hermitian positive definite, sharded
         ``P(rows, cols)`` (or host data with ``mesh=``/``spec=``).
       nb: block size.
+      stages: see :func:`cho_factor`. (No ``order=``: ``L`` is LAPACK's, in natural
+        order.)
       mesh: the mesh, when ``a`` does not carry it.
       spec: ``a``'s spec, likewise.
       overwrite_a: donate ``a``'s buffer to the factorization (as SciPy's
@@ -437,9 +440,9 @@ def _cholesky(
         empty = jnp.zeros((0, 0), a.dtype)
         return succeeded(empty)
     if op.unknown:
-        out, status = _on_layout(a, op, nb, 8, tril=True)
+        out, status = _on_layout(a, op, nb, stages, tril=True)
     else:
-        f = _factor(a, op, nb, "natural", 8, overwrite_a)
+        f = _factor(a, op, nb, "natural", stages, overwrite_a)
         m, p = f.mesh, f.spec
         assert m is not None
         assert p is not None

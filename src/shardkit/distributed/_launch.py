@@ -339,7 +339,7 @@ def launch(
 
 def _report(
     job: _job.Job,
-    outcome: _job.Outcome,
+    outcome: _job.JobOutcome,
     stopped: list[int],
     timeout_seconds: float | None,
     num_processes: int,

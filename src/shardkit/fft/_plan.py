@@ -58,7 +58,7 @@ import jax
 import numpy as np
 from jax.sharding import PartitionSpec
 
-from shardkit.fft._problem import Problem, permute
+from shardkit.fft._problem import FftProblem, permute
 from shardkit.fft._steps import LocalOp, Pad, Step
 from shardkit.fft._transpose import run_steps
 from shardkit.layout.internal import to_pspec as _to_spec
@@ -225,7 +225,7 @@ class _Builder:
     axis ``d``, outermost first, each with the length it cut and its padded length.
     """
 
-    def __init__(self, problem: Problem, ctx: str) -> None:
+    def __init__(self, problem: FftProblem, ctx: str) -> None:
         self.where, self.ctx = problem.name, ctx
         self.shape = list(problem.shape)
         self.sizes: Mapping[str, int] = problem.mesh_sizes
@@ -425,7 +425,7 @@ def _padded_output_error(b: _Builder, asked: str) -> ValueError:
 
 
 def make_plan(
-    problem: Problem, /, *, ctx: str = "", out_target: Sequence[tuple[str, ...]] | None = None
+    problem: FftProblem, /, *, ctx: str = "", out_target: Sequence[tuple[str, ...]] | None = None
 ) -> FFTPlan:
     """Plan ``problem``: its input split as ``problem.spec``, transformed along its ``axes``.
 
@@ -644,7 +644,7 @@ def make_plan(
     )
 
 
-def _chunks(problem: Problem) -> int:
+def _chunks(problem: FftProblem) -> int:
     """The problem's ``chunks``, or the planner's choice by the size of a device's block."""
     if problem.chunks is not None:
         return problem.chunks

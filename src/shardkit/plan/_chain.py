@@ -51,7 +51,7 @@ from shardkit.linalg import Candidate
 from shardkit.linalg.internal import (
     ALGORITHMS,
     Comm,
-    Problem,
+    MatmulProblem,
     Spec,
     build,
     enumerate_variants,
@@ -61,7 +61,7 @@ from shardkit.linalg.internal import (
 
 __all__ = ["ChainPlan", "ChainStep", "candidate_specs", "matmul_chain"]
 
-Shape = tuple[int, int]
+MatrixShape = tuple[int, int]
 
 
 def candidate_specs(shape: Sequence[int], mesh: Mesh) -> tuple[PartitionSpec, ...]:
@@ -128,7 +128,7 @@ class ChainPlan:
     """
 
     mesh: Mesh
-    shapes: tuple[Shape, ...]
+    shapes: tuple[MatrixShape, ...]
     order: str
     in_specs: tuple[PartitionSpec, ...]
     steps: tuple[ChainStep, ...]
@@ -274,7 +274,7 @@ class _Ctx:
     def norm(self, p: PartitionSpec) -> Spec:
         return drop_unit_axes(normalize(p, 2), dict(self.sizes))
 
-    def block(self, shape: Shape, p: PartitionSpec) -> int:
+    def block(self, shape: MatrixShape, p: PartitionSpec) -> int:
         d = dict(self.sizes)
         s = self.norm(p)
         return self.itemsize * math.prod(
@@ -287,8 +287,8 @@ class _Ctx:
 @functools.lru_cache(maxsize=200_000)
 def step_options(
     ctx: _Ctx,
-    sa_shape: Shape,
-    sb_shape: Shape,
+    sa_shape: MatrixShape,
+    sb_shape: MatrixShape,
     sa: PartitionSpec,
     sb: PartitionSpec,
     target: PartitionSpec,
@@ -298,7 +298,7 @@ def step_options(
     Working bytes: the step's memory beyond its two operand blocks (output,
     temporaries, redistribution buffers).
     """
-    problem = Problem(
+    problem = MatmulProblem(
         a=ctx.norm(sa),
         b=ctx.norm(sb),
         m=sa_shape[0],
@@ -429,7 +429,7 @@ def matmul_chain(
         else tuple(_spec_arg("specs", i, s, None, mesh) for i, s in enumerate(specs))
     )
 
-    def cands(shape: Shape) -> tuple[PartitionSpec, ...]:
+    def cands(shape: MatrixShape) -> tuple[PartitionSpec, ...]:
         base = candidate_specs(shape, mesh)
         return base if pool is None else tuple(p for p in pool if p in base)
 
@@ -491,7 +491,7 @@ def matmul_chain(
 # ---- argument checks ------------------------------------------------------------------
 
 
-def _check_shapes(shapes: Any) -> tuple[Shape, ...]:
+def _check_shapes(shapes: Any) -> tuple[MatrixShape, ...]:
     """Each shape a pair of positive ints (NumPy integers too), named on failure."""
     if isinstance(shapes, str) or not isinstance(shapes, Sequence | np.ndarray):
         raise TypeError(
@@ -500,7 +500,7 @@ def _check_shapes(shapes: Any) -> tuple[Shape, ...]:
         )
     if len(shapes) == 0:
         raise ValueError("matmul_chain: shapes=[] is empty; give at least one matrix")
-    out: list[Shape] = []
+    out: list[MatrixShape] = []
     for i, s in enumerate(shapes):
         if isinstance(s, str) or not isinstance(s, Sequence | np.ndarray) or len(s) != 2:
             raise ValueError(
@@ -531,7 +531,7 @@ def _check_dtype(dtype: Any) -> np.dtype[Any]:
 
 
 def _spec_arg(
-    name: str, index: int | None, value: Any, shape: Shape | None, mesh: Mesh
+    name: str, index: int | None, value: Any, shape: MatrixShape | None, mesh: Mesh
 ) -> PartitionSpec:
     """A spec argument parsed, its axes checked against ``mesh`` (and ``shape`` if given)."""
     label = name if index is None else f"{name}[{index}]"
@@ -550,7 +550,7 @@ def _spec_arg(
 
 
 def _check_in_specs(
-    in_specs: Sequence[Any] | None, shp: tuple[Shape, ...], mesh: Mesh
+    in_specs: Sequence[Any] | None, shp: tuple[MatrixShape, ...], mesh: Mesh
 ) -> list[PartitionSpec | None]:
     n = len(shp)
     if in_specs is None:
@@ -572,7 +572,7 @@ def _check_in_specs(
 
 
 def _to_plan(
-    top: _Option, mesh: Mesh, shp: tuple[Shape, ...], limit: int | None, dtype: str
+    top: _Option, mesh: Mesh, shp: tuple[MatrixShape, ...], limit: int | None, dtype: str
 ) -> ChainPlan:
     in_specs: dict[int, PartitionSpec] = {}
     steps: list[ChainStep] = []

@@ -55,14 +55,20 @@ from jax.sharding import PartitionSpec as P
 from shardkit.inspect import Interconnect, interconnect
 from shardkit.linalg.internal import after, axis_index, dslice
 
-__all__ = ["MuonMatrix", "Variant", "newton_schulz", "orthogonalize_sharded", "plan_matrices"]
+__all__ = [
+    "MuonMatrix",
+    "NewtonSchulzVariant",
+    "newton_schulz",
+    "orthogonalize_sharded",
+    "plan_matrices",
+]
 
-Variant = Literal["twice", "gram", "split", "local"]
-Method = Literal["products", "dealt"]
+NewtonSchulzVariant = Literal["twice", "gram", "split", "local"]
+NewtonSchulzMethod = Literal["products", "dealt"]
 
 # The step's Newton-Schulz flops a device may do, over its even share.
 _FLOP_SLACK = 1.25
-_VARIANTS: tuple[Variant, ...] = ("twice", "gram", "split")
+_VARIANTS: tuple[NewtonSchulzVariant, ...] = ("twice", "gram", "split")
 
 
 @dataclass(frozen=True)
@@ -88,8 +94,8 @@ class MuonMatrix:
     path: str
     shape: tuple[int, ...]
     spec: P
-    method: Method
-    variant: Variant
+    method: NewtonSchulzMethod
+    variant: NewtonSchulzVariant
     owner: int | None
     bytes_sent: float
     flops: float
@@ -207,7 +213,7 @@ def newton_schulz(
     eps: Any,
     ax: tuple[str, ...] = (),
     p: int = 1,
-    variant: Variant = "local",
+    variant: NewtonSchulzVariant = "local",
 ) -> jax.Array:
     """Muon's orthogonalization of ``X`` (``m x n``, ``m <= n``) held as column blocks.
 
@@ -248,7 +254,7 @@ def _iteration_flops(m: float, n: float) -> float:
 
 
 def _variant_cost(
-    v: Variant, lay: _Layout, p: int, steps: int, link: Interconnect, itemsize: int
+    v: NewtonSchulzVariant, lay: _Layout, p: int, steps: int, link: Interconnect, itemsize: int
 ) -> tuple[float, float, float]:
     """``(bytes sent per device, flops per device, seconds)`` of ``products`` with ``v``."""
     m, w = lay.m, lay.width
@@ -306,7 +312,7 @@ def plan_matrices(
     costs = [
         {v: _variant_cost(v, it.lay, p, steps, net, it.itemsize) for v in _VARIANTS} for it in todo
     ]
-    pick: dict[int, Variant] = {
+    pick: dict[int, NewtonSchulzVariant] = {
         it.index: min(_VARIANTS, key=lambda v: costs[it.index][v][2]) for it in todo
     }
     owner: dict[int, int] = {}
@@ -326,7 +332,7 @@ def plan_matrices(
     spent = sum(shares[i] if i in owner else costs[i][pick[i]][1] for i in range(len(todo)))
     share = sum(shares)
     while spent > _FLOP_SLACK * share:
-        moves: list[tuple[float, float, int, Variant]] = [
+        moves: list[tuple[float, float, int, NewtonSchulzVariant]] = [
             (c[pick[i]][1] - c[v][1], c[v][2] - c[pick[i]][2], i, v)
             for i, c in enumerate(costs)
             if i not in owner
@@ -407,7 +413,7 @@ def orthogonalize_sharded(
 
     def body(c: jax.Array, flag: jax.Array, *blocks: jax.Array) -> tuple[jax.Array, ...]:
         def iterate(
-            x: jax.Array, variant: Variant = "local", on: tuple[str, ...] = ()
+            x: jax.Array, variant: NewtonSchulzVariant = "local", on: tuple[str, ...] = ()
         ) -> jax.Array:
             return newton_schulz(
                 x,

@@ -401,21 +401,7 @@ def matmul_chain(
       True
     """
     shp = _check_shapes(shapes)
-    if not isinstance(mesh, Mesh):
-        raise TypeError(
-            f"matmul_chain: mesh={mesh!r} ({type(mesh).__name__}) must be a "
-            "jax.sharding.Mesh, e.g. shardkit.mesh('2x4', 'x,y')"
-        )
-    if memory_limit is not None:
-        memory_limit = as_count(
-            "matmul_chain", "memory_limit", memory_limit, minimum=1, fix="bytes per device, or None"
-        )
-    for i in range(len(shp) - 1):
-        if shp[i][1] != shp[i + 1][0]:
-            raise ValueError(
-                f"matmul_chain: shapes[{i}]={shp[i]} and shapes[{i + 1}]={shp[i + 1]} do not "
-                "chain; each matrix's columns must equal the next one's rows"
-            )
+    memory_limit = _check_chain(shp, mesh, memory_limit)
     dtype = _check_dtype(dtype)
     link = _interconnect(interconnect)
     ctx = _Ctx(
@@ -451,31 +437,10 @@ def matmul_chain(
     for length in range(2, n + 1):
         for i in range(n - length + 1):
             j = i + length - 1
-            shape = (shp[i][0], shp[j][1])
-            targets = cands(shape)
+            targets = cands((shp[i][0], shp[j][1]))
             if j - i == n - 1 and target_out is not None:
                 targets = (target_out,)
-            table: dict[PartitionSpec, list[_Option]] = {}
-            for k in range(i, j):
-                lshape, rshape = (shp[i][0], shp[k][1]), (shp[k + 1][0], shp[j][1])
-                for sl, lopts in best[i, k].items():
-                    res_l = 0 if k == i else ctx.block(lshape, sl)
-                    for sr, ropts in best[k + 1, j].items():
-                        res_r = 0 if k + 1 == j else ctx.block(rshape, sr)
-                        for t in targets:
-                            for step in step_options(ctx, lshape, rshape, sl, sr, t):
-                                for lo in lopts:
-                                    for ro in ropts:
-                                        cost, peak = combine(lo, ro, res_l, res_r, step)
-                                        if peak <= limit:
-                                            table.setdefault(t, []).append(
-                                                _Option(
-                                                    cost,
-                                                    peak,
-                                                    lo.leaves + ro.leaves,
-                                                    ("node", lo, ro, t, step[2]),
-                                                )
-                                            )
+            table = _product_options(ctx, shp, best, (i, j), targets, limit)
             best[i, j] = {t: _pareto(opts) for t, opts in table.items()}
     finals = [o for opts in best[0, n - 1].values() for o in opts]
     if not finals:
@@ -488,7 +453,65 @@ def matmul_chain(
     return _to_plan(top, mesh, shp, memory_limit, dtype.name)
 
 
+def _product_options(
+    ctx: _Ctx,
+    shp: tuple[MatrixShape, ...],
+    best: dict[tuple[int, int], dict[PartitionSpec, list[_Option]]],
+    span: tuple[int, int],
+    targets: tuple[PartitionSpec, ...],
+    limit: float,
+) -> dict[PartitionSpec, list[_Option]]:
+    """Every option within ``limit`` for the product ``A_i..A_j`` (``span``), by its spec.
+
+    Each split ``A_i..A_k @ A_k+1..A_j`` combines the two sides' options (``best``)
+    with every step that makes a ``targets`` spec of their product.
+    """
+    i, j = span
+    table: dict[PartitionSpec, list[_Option]] = {}
+    for k in range(i, j):
+        lshape, rshape = (shp[i][0], shp[k][1]), (shp[k + 1][0], shp[j][1])
+        for sl, lopts in best[i, k].items():
+            res_l = 0 if k == i else ctx.block(lshape, sl)
+            for sr, ropts in best[k + 1, j].items():
+                res_r = 0 if k + 1 == j else ctx.block(rshape, sr)
+                for t in targets:
+                    for step in step_options(ctx, lshape, rshape, sl, sr, t):
+                        for lo in lopts:
+                            for ro in ropts:
+                                cost, peak = combine(lo, ro, res_l, res_r, step)
+                                if peak <= limit:
+                                    table.setdefault(t, []).append(
+                                        _Option(
+                                            cost,
+                                            peak,
+                                            lo.leaves + ro.leaves,
+                                            ("node", lo, ro, t, step[2]),
+                                        )
+                                    )
+    return table
+
+
 # ---- argument checks ------------------------------------------------------------------
+
+
+def _check_chain(shp: tuple[MatrixShape, ...], mesh: Any, memory_limit: int | None) -> int | None:
+    """``mesh`` a ``Mesh``, ``memory_limit`` a positive count or None, and the shapes chain."""
+    if not isinstance(mesh, Mesh):
+        raise TypeError(
+            f"matmul_chain: mesh={mesh!r} ({type(mesh).__name__}) must be a "
+            "jax.sharding.Mesh, e.g. shardkit.mesh('2x4', 'x,y')"
+        )
+    if memory_limit is not None:
+        memory_limit = as_count(
+            "matmul_chain", "memory_limit", memory_limit, minimum=1, fix="bytes per device, or None"
+        )
+    for i in range(len(shp) - 1):
+        if shp[i][1] != shp[i + 1][0]:
+            raise ValueError(
+                f"matmul_chain: shapes[{i}]={shp[i]} and shapes[{i + 1}]={shp[i + 1]} do not "
+                "chain; each matrix's columns must equal the next one's rows"
+            )
+    return memory_limit
 
 
 def _check_shapes(shapes: Any) -> tuple[MatrixShape, ...]:

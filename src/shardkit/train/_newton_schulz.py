@@ -295,6 +295,37 @@ class _Item:
     itemsize: int
 
 
+def _deal_seconds(net: Interconnect, lay: _Layout, size: int, p: int, total: float) -> float:
+    """Predicted time to deal a matrix out and back (two all-to-alls) and iterate on it whole."""
+    return 2 * net.time("all-to-all", p, p * lay.m * lay.width * size) + total / net.peak_flops
+
+
+def _dealt_owners(
+    todo: Sequence[_Item],
+    costs: Sequence[dict[NewtonSchulzVariant, tuple[float, float, float]]],
+    pick: dict[int, NewtonSchulzVariant],
+    p: int,
+    steps: int,
+    net: Interconnect,
+) -> dict[int, int]:
+    """``{matrix: device}`` for the matrices dealt whole to one device each.
+
+    Matrices of one working shape are dealt together, whatever their layouts, in full
+    rounds of ``p``, where dealing beats their picked products.
+    """
+    owner: dict[int, int] = {}
+    groups: dict[Any, list[_Item]] = {}
+    for it in todo:
+        groups.setdefault((it.lay.m, it.lay.n, it.lay.width, it.itemsize), []).append(it)
+    for members in groups.values():
+        lay, size = members[0].lay, members[0].itemsize
+        full = len(members) // p * p if p > 1 else 0
+        deal = _deal_seconds(net, lay, size, p, _iteration_flops(lay.m, lay.n) * steps)
+        if full and deal < sum(costs[it.index][pick[it.index]][2] for it in members[:p]):
+            owner.update({it.index: k % p for k, it in enumerate(members[:full])})
+    return owner
+
+
 def plan_matrices(
     items: Sequence[tuple[str, tuple[int, ...], P, int]],
     mesh: Mesh,
@@ -315,17 +346,7 @@ def plan_matrices(
     pick: dict[int, NewtonSchulzVariant] = {
         it.index: min(_VARIANTS, key=lambda v: costs[it.index][v][2]) for it in todo
     }
-    owner: dict[int, int] = {}
-    groups: dict[Any, list[_Item]] = {}
-    for it in todo:  # one working shape: dealt together, whatever their layouts
-        groups.setdefault((it.lay.m, it.lay.n, it.lay.width, it.itemsize), []).append(it)
-    for members in groups.values():
-        lay, size = members[0].lay, members[0].itemsize
-        full = len(members) // p * p if p > 1 else 0
-        total = _iteration_flops(lay.m, lay.n) * steps
-        deal = 2 * net.time("all-to-all", p, p * lay.m * lay.width * size) + total / net.peak_flops
-        if full and deal < sum(costs[it.index][pick[it.index]][2] for it in members[:p]):
-            owner.update({it.index: k % p for k, it in enumerate(members[:full])})
+    owner = _dealt_owners(todo, costs, pick, p, steps, net)
     # The step's products may cost a device 1.25x its share of the flops in all: trade
     # the cheapest seconds for fewer flops where the sum is over (A^2 whole, A X twice).
     shares = [_iteration_flops(it.lay.m, it.lay.n) * steps / p for it in todo]
@@ -351,9 +372,7 @@ def plan_matrices(
         if it.index in owner:
             lay, size = it.lay, it.itemsize
             deal_bytes = 2 * (p - 1) * lay.m * lay.width * size / p
-            deal = 2 * net.time("all-to-all", p, p * lay.m * lay.width * size) + total / (
-                net.peak_flops
-            )
+            deal = _deal_seconds(net, lay, size, p, total)
             out.append(
                 MuonMatrix(
                     it.path,

@@ -302,7 +302,7 @@ def _deal_seconds(net: Interconnect, lay: _Layout, size: int, p: int, total: flo
 
 def _dealt_owners(
     todo: Sequence[_Item],
-    costs: Sequence[dict[NewtonSchulzVariant, tuple[float, float, float]]],
+    costs: Sequence[dict[str, tuple[float, float, float]]],
     pick: dict[int, NewtonSchulzVariant],
     p: int,
     steps: int,

@@ -201,40 +201,46 @@ def _chol_stages(
         yield s0, s1, _CholeskyStage(plan, tab, eye, r0, c0, rows, g_r, g_c, at_c)
 
 
+class _PanelAt(NamedTuple):
+    """Where panel ``e`` sits: its device column's slot, device row and local row."""
+
+    e: jax.Array
+    cs: jax.Array  # the panel's block-column slot on its mesh column
+    re: jax.Array  # the mesh row holding its diagonal block
+    le: jax.Array  # that block's first row among the active local rows
+
+
 def _diagonal_block(
-    ctx: _CholeskyStage, e: jax.Array, a: jax.Array, le: jax.Array, status: jax.Array
+    ctx: _CholeskyStage, at: _PanelAt, owner: jax.Array, a: jax.Array, status: jax.Array
 ) -> tuple[jax.Array, jax.Array]:
     """Panel ``e``'s ``L11`` (summed down its mesh column, one ``nb x nb`` all-reduce) and status.
 
     The mesh column owning the panel factors it alone; the other columns factor an
     identity and receive L21 afterwards. A failed block factors as the identity.
     """
-    tab, nb = ctx.tab, ctx.plan.nb
-    cs, re = tab.slot_c[e], tab.own_r[e]
-    owner = tab.c == tab.own_c[e]
+    nb = ctx.plan.nb
+    mine = ctx.tab.r == at.re
     d = psum(
-        jnp.where(tab.r == re, dslice(a, (ctx.r0 + le, cs * nb), (nb, nb)), 0), ctx.plan.row_axes
+        jnp.where(mine, dslice(a, (ctx.r0 + at.le, at.cs * nb), (nb, nb)), 0), ctx.plan.row_axes
     )
     d = jnp.where(owner, jnp.tril(d), ctx.eye)  # NaN above the diagonal is ignored
     l11, first = _chol_block(d)
     failed = (first >= 0) | ~jnp.isfinite(d).all()
     first = jnp.maximum(first, 0)
-    status = jnp.where((status == 0) & failed, e * nb + first + 1, status)
+    status = jnp.where((status == 0) & failed, at.e * nb + first + 1, status)
     return jnp.where(failed, ctx.eye, l11), status
 
 
 def _solve_panel(
-    ctx: _CholeskyStage, e: jax.Array, l11: jax.Array, le: jax.Array, a: jax.Array
+    ctx: _CholeskyStage, at: _PanelAt, l11: jax.Array, below: jax.Array, a: jax.Array
 ) -> tuple[jax.Array, jax.Array]:
     """On the owner column: ``L21 = pan L11^-H``, written into ``a``; returns ``(a, L21)``."""
-    tab, nb, r0 = ctx.tab, ctx.plan.nb, ctx.r0
-    cs, re = tab.slot_c[e], tab.own_r[e]
-    below = (ctx.g_r >= (e + 1) * nb)[:, None]
-    pan = dslice(a, (r0, cs * nb), (ctx.rows, nb))
+    nb, r0, le = ctx.plan.nb, ctx.r0, at.le
+    pan = dslice(a, (r0, at.cs * nb), (ctx.rows, nb))
     l21 = trsm(jnp.conj(l11).T, pan, lower=False, left=False)  # pan @ L11^-H
     new = jnp.where(below, l21, pan)
-    new = dupdate(new, jnp.where(tab.r == re, l11, dslice(new, (le, 0), (nb, nb))), (le, 0))
-    return dupdate(a, new, (r0, cs * nb)), jnp.where(below, l21, 0)
+    new = dupdate(new, jnp.where(ctx.tab.r == at.re, l11, dslice(new, (le, 0), (nb, nb))), (le, 0))
+    return dupdate(a, new, (r0, at.cs * nb)), jnp.where(below, l21, 0)
 
 
 def _idle_panel(ctx: _CholeskyStage, a: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -271,11 +277,14 @@ def _trailing_update(ctx: _CholeskyStage, e: jax.Array, a: jax.Array, l21: jax.A
 def _chol_step(ctx: _CholeskyStage, e: jax.Array, carry: _CholeskyCarry) -> _CholeskyCarry:
     """Step ``e``: panel ``e`` factored by its mesh column, broadcast, the trailing update."""
     tab, nb = ctx.tab, ctx.plan.nb
-    le = jnp.clip(tab.slot_r[e] * nb - ctx.r0, 0, ctx.rows - nb)
-    l11, status = _diagonal_block(ctx, e, carry.a, le, carry.status)
+    ce, cs = tab.own_c[e], tab.slot_c[e]
+    re, rs = tab.own_r[e], tab.slot_r[e]
+    owner = tab.c == ce
+    at = _PanelAt(e, cs, re, jnp.clip(rs * nb - ctx.r0, 0, ctx.rows - nb))
+    l11, status = _diagonal_block(ctx, at, owner, carry.a, carry.status)
+    below = (ctx.g_r >= (e + 1) * nb)[:, None]
     # Only the owner column solves and writes its panel.
-    owner = tab.c == tab.own_c[e]
-    solve = functools.partial(_solve_panel, ctx, e, l11, le)
+    solve = functools.partial(_solve_panel, ctx, at, l11, below)
     a, l21 = on_owner(owner, ctx.plan.col_axes, solve, functools.partial(_idle_panel, ctx), carry.a)
     # L21 along the mesh row, from its owner.
     l21 = psum(l21, ctx.plan.col_axes)

@@ -250,13 +250,13 @@ def _backward_panel(
 
 
 def _r_and_qtb(
-    ctx: _TallPanels, done: _Reflectors, n: int, npd: int, extra: bool, rest: bool
+    ctx: _TallPanels, done: _Reflectors, gcol: jax.Array, n: int, extra: bool, rest: bool
 ) -> dict[str, jax.Array]:
     """``r`` (and ``qtb``, ``rest``), replicated: one all-reduce (two with ``rest``)."""
     nb, grow, ri, axes, x = ctx.nb, ctx.grow, ctx.ri, ctx.axes, done.x
     out: dict[str, jax.Array] = {}
+    npd = gcol.shape[0]
     # r: above each diagonal block what the updates left in a, the blocks S R, zeros.
-    gcol = jnp.arange(npd, dtype=jnp.int32)
     head = jnp.where(ri == 0, x[:npd], 0)  # r's rows: all on the first device
     rr = grow[:npd]
     upper = jnp.where(rr[:, None] < (gcol // nb * nb)[None, :], head[:, :npd], 0)
@@ -334,9 +334,9 @@ def householder_local(
     )
     step = functools.partial(_factor_panel, ctx, form_q)
     done = lax.fori_loop(jnp.int32(0), jnp.int32(panels), step, init)
-    out = _r_and_qtb(ctx, done, n, npd, extra is not None, rest)
+    gcol = jnp.arange(npd, dtype=jnp.int32)  # r's columns
+    out = _r_and_qtb(ctx, done, gcol, n, extra is not None, rest)
     if form_q:
-        gcol = jnp.arange(npd, dtype=jnp.int32)
         q = (grow[:, None] == gcol[None, :]).astype(dt)
         q = after(q, out["r"])
         backward = functools.partial(_backward_panel, ctx, done, panels)

@@ -22,6 +22,7 @@ from jax.sharding import PartitionSpec as P
 from _matrix import FULL
 from shardkit.inspect import comms
 from shardkit.layout import mesh, shard
+from shardkit.layout.internal import operand
 from shardkit.linalg import (
     NotPositiveDefiniteError,
     SingularMatrixError,
@@ -494,7 +495,7 @@ def test_overwrite_a_donates_the_matrix_and_saves_a_share() -> None:
     # copy, transposed and transposed back).
     n, nb = 256, 8
     struct = jax.ShapeDtypeStruct((n, n), jnp.float32, sharding=NamedSharding(m, P("x", None)))
-    _, p, plan, _ = square_plan("t", struct, m, P("x", None), nb, "cyclic")
+    _, p, plan, _ = square_plan(operand("t", "a", struct, mesh=m, spec=P("x", None)), nb, "cyclic")
     report = comms(_factor_program(plan, m, p, 2, "tournament").donating, struct)
     share = n * n * 4 // 8
     report.assert_peak_memory_at_most(share + 6 * n * nb * 4)

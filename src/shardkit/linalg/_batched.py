@@ -16,11 +16,11 @@ from jax.scipy.linalg import lu_solve as _lu_solve
 from jax.sharding import NamedSharding, PartitionSpec
 
 from shardkit._programs import cached, shard_jit
-from shardkit.layout.internal import check_same_devices, indivisible_error, placement
+from shardkit.layout.internal import check_same_devices, indivisible_error, operand
 from shardkit.linalg._blockcyclic import AnyMesh, SpecLike, place
 from shardkit.linalg._dtype import as_inexact, common
 from shardkit.linalg._inputs import ArrayInput, require_finite
-from shardkit.linalg._pad import choose, is_host, pad_rows, unpad_rows
+from shardkit.linalg._pad import choose, is_numpy, pad_rows, unpad_rows
 from shardkit.linalg._status import SingularMatrixError, is_traced
 
 __all__ = ["batched_solve"]
@@ -154,7 +154,7 @@ def batched_solve(
             f"{where}: b.shape={tuple(b.shape)} does not fit a.shape={tuple(a.shape)}; "
             "pass (batch, n) or (batch, n, nrhs)"
         )
-    found = placement(a, mesh=mesh, spec=spec)
+    found = operand(where, "a", a, mesh=mesh, spec=spec)
     m = found.mesh
     if m is None or m.empty:
         raise ValueError(
@@ -169,7 +169,7 @@ def batched_solve(
         parts *= m.shape[ax]
     entry = batch[0] if len(batch) == 1 else batch
     a_spec = PartitionSpec(entry, None, None)
-    if a.shape[0] % parts and not is_host(a0) and _split(a0):
+    if a.shape[0] % parts and not is_numpy(a0) and _split(a0):
         raise indivisible_error(where, tuple(a.shape), a_spec, m, 0, batch, parts)
     vec = b.ndim == 2
     b_spec = PartitionSpec(entry, None) if vec else PartitionSpec(entry, None, None)

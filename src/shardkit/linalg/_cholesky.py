@@ -32,6 +32,7 @@ from jax import lax
 from jax.sharding import PartitionSpec
 
 from shardkit._programs import cached
+from shardkit.layout.internal import Operand, operand
 from shardkit.linalg._blockcyclic import (
     DEFAULT_BLOCK,
     DEFAULT_STAGES,
@@ -46,6 +47,7 @@ from shardkit.linalg._blockcyclic import (
     dupdate,
     local_tables,
     make_plan,
+    matrix_operand,
     on_owner,
     place,
     psum,
@@ -72,7 +74,7 @@ from shardkit.linalg._pad import (
     unpad_rows,
     user_status,
 )
-from shardkit.linalg._partitioned import on_layout, unknown
+from shardkit.linalg._partitioned import on_layout
 from shardkit.linalg._status import Failure, Problem, finish, is_traced, succeeded
 from shardkit.linalg._tiles import active_update
 from shardkit.linalg._triangular import substitute
@@ -332,17 +334,10 @@ def _tril_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec) -> Any:
 
 
 def _factor(
-    where: str,
-    a: Any,
-    nb: int,
-    order: str,
-    mesh: AnyMesh | None,
-    spec: Any,
-    stages: int,
-    overwrite: bool = False,
+    a: Any, op: Operand, nb: int, order: str, stages: int, overwrite: bool = False
 ) -> CholeskyFactors:
-    a = as_inexact(where, "a", a)
-    m, p, plan, padding = square_plan(where, a, mesh, spec, nb, order)
+    """The Cholesky factor of the checked, inexact, placed-or-host matrix ``a`` (``op``)."""
+    m, p, plan, padding = square_plan(op, nb, order)
     x = pad_matrix(a, padding, plan, m, p)
     prog = _chol_program(plan, m, p, int(stages))
     # Donated, the factor takes x's buffer: one share of a per device less.
@@ -351,7 +346,7 @@ def _factor(
     return CholeskyFactors(out, status, plan, m, p, padding)
 
 
-def _on_layout(where: str, a: Any, nb: int, stages: int, tril: bool) -> tuple[jax.Array, ...]:
+def _on_layout(a: Any, op: Operand, nb: int, stages: int, tril: bool) -> tuple[jax.Array, ...]:
     """Auto mesh axes under ``jit``: ``(c, natural status)`` from one per-shard program.
 
     Natural order, so that the factor does not depend on the layout the partitioner
@@ -368,7 +363,7 @@ def _on_layout(where: str, a: Any, nb: int, stages: int, tril: bool) -> tuple[ja
 
         return local, (p,), (p, PartitionSpec())
 
-    return on_layout(where, a, (a,), make, "i j -> i j, ", nb=nb, order="natural")
+    return on_layout(op, (a,), make, "i j -> i j, ", nb=nb, order="natural")
 
 
 @overload
@@ -475,8 +470,9 @@ def cho_factor(
       True
     """
     a = as_inexact("cho_factor", "a", a)
+    op = matrix_operand("cho_factor", a, mesh, spec)
     ok = None
-    if check_finite and len(a.shape) == 2:
+    if check_finite:
         ok = require_finite("cho_factor", True, a=referenced(a, lower=True))
         a = gate(ok, a)
     if tuple(a.shape) == (0, 0):  # no layout holds it; cho_solve answers empty solutions
@@ -485,13 +481,13 @@ def cho_factor(
             jnp.zeros((0, 0), a.dtype), jnp.zeros((), jnp.int32), plan, None, None, Padding(0, 0, 1)
         )
         return (f, f.status) if return_status else f
-    if unknown(a, mesh, spec):
-        c, status = _on_layout("cho_factor", a, nb, stages, tril=False)
+    if op.unknown:
+        c, status = _on_layout(a, op, nb, stages, tril=False)
         n = int(a.shape[0])
         plan = make_plan(n, (), (), 1, 1, nb, "natural")
         f = CholeskyFactors(c, status, plan, None, None, Padding(n, n, 1))
     else:
-        f = _factor("cho_factor", a, nb, order, mesh, spec, stages, overwrite_a)
+        f = _factor(a, op, nb, order, stages, overwrite_a)
     if ok is not None:
         f = dataclasses.replace(f, c=nan_unless(f.c, ok))
     if return_status:
@@ -591,17 +587,18 @@ def cholesky(
       True
     """
     a = as_inexact("cholesky", "a", a)
+    op = matrix_operand("cholesky", a, mesh, spec)
     ok = None
-    if check_finite and len(a.shape) == 2:
+    if check_finite:
         ok = require_finite("cholesky", True, a=referenced(a, lower=True))
         a = gate(ok, a)
     if tuple(a.shape) == (0, 0):
         empty = jnp.zeros((0, 0), a.dtype)
         return succeeded(empty, return_status)
-    if unknown(a, mesh, spec):
-        out, status = _on_layout("cholesky", a, nb, 8, tril=True)
+    if op.unknown:
+        out, status = _on_layout(a, op, nb, 8, tril=True)
     else:
-        f = _factor("cholesky", a, nb, "natural", mesh, spec, 8, overwrite_a)
+        f = _factor(a, op, nb, "natural", 8, overwrite_a)
         m, p = f.mesh, f.spec
         assert m is not None
         assert p is not None
@@ -676,7 +673,12 @@ def cho_solve(
             return _cho_solve_program(plan, m, p).body, (p, rep), (out,)
 
         (x,) = on_layout(
-            "cho_solve", c, (c, b2), make, "i j, k l -> i l", nb=plan.nb, order="natural"
+            operand("cho_solve", "factors.c", c),
+            (c, b2),
+            make,
+            "i j, k l -> i l",
+            nb=plan.nb,
+            order="natural",
         )
         return nan_unless(x[:, 0] if vec else x, ok)
     b2 = place(pad_rows(b2, padding, factors.mesh), factors.mesh, PartitionSpec())

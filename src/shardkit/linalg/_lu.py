@@ -64,7 +64,7 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec
 
 from shardkit._programs import cached
-from shardkit.layout.internal import check_same_devices
+from shardkit.layout.internal import Operand, check_same_devices, operand
 from shardkit.linalg._blockcyclic import (
     DEFAULT_BLOCK,
     DEFAULT_STAGES,
@@ -76,6 +76,7 @@ from shardkit.linalg._blockcyclic import (
     dslice,
     local_tables,
     make_plan,
+    matrix_operand,
     place,
     psum,
 )
@@ -101,7 +102,7 @@ from shardkit.linalg._pad import (
     unpad_rows,
     user_status,
 )
-from shardkit.linalg._partitioned import on_layout, unknown
+from shardkit.linalg._partitioned import on_layout
 from shardkit.linalg._status import Failure, Problem, finish, is_traced, succeeded
 from shardkit.linalg._triangular import substitute
 from shardkit.linalg._wide import replicated
@@ -163,19 +164,8 @@ def _factor_program(
     )
 
 
-def _factor(
-    where: str,
-    a: Any,
-    nb: int,
-    order: str,
-    mesh: AnyMesh | None,
-    spec: Any,
-    stages: int,
-    pivoting: str,
-    overwrite: bool = False,
-    *,
-    lookahead: bool = False,
-) -> LUFactors:
+def _check_options(where: str, pivoting: Any, lookahead: Any) -> None:
+    """The LU options every public function checks once, before anything runs."""
     if pivoting not in PIVOTING_NAMES:
         raise ValueError(
             f"{where}: pivoting={pivoting!r} is not one of {list(PIVOTING_NAMES)}; "
@@ -184,8 +174,21 @@ def _factor(
         )
     if not isinstance(lookahead, bool):
         raise TypeError(f"{where}: lookahead={lookahead!r} must be True or False")
-    a = as_inexact(where, "a", a)
-    m, p, plan, padding = square_plan(where, a, mesh, spec, nb, order)
+
+
+def _factor(
+    a: Any,
+    op: Operand,
+    nb: int,
+    order: str,
+    stages: int,
+    pivoting: str,
+    overwrite: bool = False,
+    *,
+    lookahead: bool = False,
+) -> LUFactors:
+    """The LU factors of the checked, inexact, placed-or-host matrix ``a`` (``op``)."""
+    m, p, plan, padding = square_plan(op, nb, order)
     # The border max|a| I keeps the singularity tolerance n eps max|a| that of a.
     diag = scale(a) if padding.size != padding.n else 1.0
     x = pad_matrix(a, padding, plan, m, p, diag)
@@ -201,8 +204,8 @@ Tail = Any  # (plan, mesh, spec) -> (fn(lu, perm, swaps, *rest), rest specs, out
 
 
 def _on_layout(
-    where: str,
     a: Any,
+    op: Operand,
     rest: tuple[Any, ...],
     tail: Tail,
     rule: str,
@@ -217,11 +220,6 @@ def _on_layout(
 
     Returns ``tail``'s outputs and the natural status; see :mod:`shardkit.linalg._partitioned`.
     """
-    if pivoting not in PIVOTING_NAMES or not isinstance(lookahead, bool):
-        # raises the error
-        _factor(where, a, nb, order, None, None, stages, pivoting, lookahead=lookahead)
-    if not jnp.issubdtype(a.dtype, jnp.inexact):
-        a = a.astype(jnp.result_type(float))
 
     def make(plan: Plan, m: AnyMesh, p: PartitionSpec) -> Any:
         fac = _factor_program(plan, m, p, int(stages), pivoting, lookahead).body  # type: ignore[arg-type]
@@ -233,7 +231,7 @@ def _on_layout(
 
         return local, (p, *rest_specs), (*out_specs, PartitionSpec())
 
-    return on_layout(where, a, (a, *rest), make, rule, nb=nb, order=order)
+    return on_layout(op, (a, *rest), make, rule, nb=nb, order=order)
 
 
 def _problem(where: str, f: LUFactors) -> Problem:
@@ -378,6 +376,8 @@ def lu_factor(
       True
     """
     a = as_inexact("lu_factor", "a", a)
+    _check_options("lu_factor", pivoting, lookahead)
+    op = matrix_operand("lu_factor", a, mesh, spec)
     ok = require_finite("lu_factor", check_finite, a=a)
     a = gate(ok, a)
     if tuple(a.shape) == (0, 0):  # no layout holds it; lu_solve answers empty solutions
@@ -393,11 +393,11 @@ def lu_factor(
             Padding(0, 0, 1),
         )
         return (f, f.status) if return_status else f
-    if unknown(a, mesh, spec):
+    if op.unknown:
         rep = PartitionSpec()
         lu_, perm, swaps, status = _on_layout(
-            "lu_factor",
             a,
+            op,
             (),
             lambda plan, m, p: (lambda *f: f, (), (p, rep, rep)),
             "i j -> i j, k, , ",
@@ -411,18 +411,7 @@ def lu_factor(
         plan = make_plan(n, (), (), 1, 1, nb, "natural")
         f = LUFactors(lu_, perm, swaps, status, plan, None, None, Padding(n, n, 1))
     else:
-        f = _factor(
-            "lu_factor",
-            a,
-            nb,
-            order,
-            mesh,
-            spec,
-            stages,
-            pivoting,
-            overwrite_a,
-            lookahead=lookahead,
-        )
+        f = _factor(a, op, nb, order, stages, pivoting, overwrite_a, lookahead=lookahead)
     f = dataclasses.replace(f, lu=nan_unless(f.lu, ok))
     if return_status:
         return f, f.status
@@ -485,14 +474,22 @@ def lu_solve(
         raise ValueError(
             f"lu_solve: trans={trans!r} is not one of [0, 1, 2] (a x = b, a^T x = b, a^H x = b)"
         )
-    plan, padding = factors.plan, factors.padding
+    n = factors.padding.n
     dt = common("lu_solve", factors.lu.dtype, b)
     ok = require_finite("lu_solve", check_finite, b=b)
     b = gate(ok, b)
-    empty = empty_solution("lu_solve", jnp.zeros((padding.n, padding.n)), b, dt)
+    empty = empty_solution("lu_solve", jnp.zeros((n, n)), b, dt)
     if empty is not None:
         return empty
-    b2, vec = as_rhs("lu_solve", b, padding.n, dt)
+    b2, vec = as_rhs("lu_solve", b, n, dt)
+    x = _lu_solve(factors, b2, trans)
+    return nan_unless(x[:, 0] if vec else x, ok)
+
+
+def _lu_solve(factors: LUFactors, b2: jax.Array, trans: int) -> jax.Array:
+    """``x`` of ``a x = b2`` (``trans``: see :func:`lu_solve`), unchecked: ``b2`` is
+    ``(n, nrhs)`` of the result's dtype. The core of every LU solve."""
+    plan, padding, dt = factors.plan, factors.padding, b2.dtype
     lu_ = factors.lu if factors.lu.dtype == dt else factors.lu.astype(dt)
     conj = trans == 2 and jnp.iscomplexobj(b2)
     # a^H x = b  <=>  a^T conj(x) = conj(b).
@@ -505,8 +502,7 @@ def lu_solve(
             return _solve_program(plan, m, p, bool(trans)).body, (p, rep, rep), (out,)
 
         (x,) = on_layout(
-            "lu_solve",
-            lu_,
+            operand("lu_solve", "factors.lu", lu_),
             (lu_, factors.perm, b2),
             make,
             "i j, k, l m -> i m",
@@ -517,8 +513,7 @@ def lu_solve(
         b2 = place(pad_rows(b2, padding, factors.mesh), factors.mesh, PartitionSpec())
         x = _solve_program(plan, factors.mesh, factors.spec, bool(trans))(lu_, factors.perm, b2)
         x = unpad_rows(x, padding, factors.mesh, plan.row_axes)
-    x = jnp.conj(x) if conj else x
-    return nan_unless(x[:, 0] if vec else x, ok)
+    return jnp.conj(x) if conj else x
 
 
 @overload
@@ -663,16 +658,17 @@ def solve(
     """
     a = as_inexact("solve", "a", a)
     dt = common("solve", a.dtype, b)  # a bad b fails before the factorization
+    _check_options("solve", pivoting, lookahead)
     check_same_devices("solve", {"a": a, "b": b}, mesh=mesh)
-    a, mesh, spec, g = regrid("solve", a, mesh, spec)
+    a, op, g = regrid(a, matrix_operand("solve", a, mesh, spec))
     b = rhs_to_grid(b, g)
     ok = require_finite("solve", check_finite, a=a, b=b)
     a, b = gate(ok, a), gate(ok, b)
     empty = empty_solution("solve", a, b, dt)
     if empty is not None:  # 0x0, or no right-hand sides: nothing to factor
         return succeeded(empty, return_status)
-    if unknown(a, mesh, spec):
-        b2, vec = as_rhs("solve", b, int(a.shape[0]), dt)
+    b2, vec = as_rhs("solve", b, int(a.shape[0]), dt)
+    if op.unknown:
         a = a if a.dtype == dt else a.astype(dt)
 
         def tail(plan: Plan, m: AnyMesh, p: PartitionSpec) -> Any:
@@ -681,8 +677,8 @@ def solve(
             return (lambda lu_, perm, _, b: (sol(lu_, perm, b),)), (PartitionSpec(),), (out,)
 
         x, status = _on_layout(
-            "solve",
             a,
+            op,
             (b2,),
             tail,
             "i j, k l -> i l, ",
@@ -694,10 +690,9 @@ def solve(
         )
         x = nan_unless(x[:, 0] if vec else x, ok)
         return _finish_traced("solve", x, status, a, x.dtype, return_status)
-    f = _factor(
-        "solve", a, nb, "cyclic", mesh, spec, stages, pivoting, overwrite_a, lookahead=lookahead
-    )
-    x = nan_unless(lu_solve(f, b, check_finite=False), ok)
+    f = _factor(a, op, nb, "cyclic", stages, pivoting, overwrite_a, lookahead=lookahead)
+    x = _lu_solve(f, b2, 0)
+    x = nan_unless(x[:, 0] if vec else x, ok)
     out = finish(
         _problem("solve", f), x, f.status, traced=is_traced(a, b), return_status=return_status
     )
@@ -742,12 +737,13 @@ def _det_parts(
 ) -> tuple[jax.Array, jax.Array]:
     """``(sign, log|det a|)`` from the distributed LU; ``(1, 0)`` for a 0x0 ``a``."""
     a = as_inexact(where, "a", a)
-    a, mesh, spec, g = regrid(where, a, mesh, spec)
+    _check_options(where, pivoting, False)
+    a, op, g = regrid(a, matrix_operand(where, a, mesh, spec))
     ok = require_finite(where, check, a=a)
     a = gate(ok, a)
     if tuple(a.shape) == (0, 0):
         return jnp.ones((), a.dtype), jnp.zeros((), real_dtype(a.dtype))
-    if unknown(a, mesh, spec):
+    if op.unknown:
         rep = PartitionSpec()
 
         def tail(plan: Plan, m: AnyMesh, p: PartitionSpec) -> Any:
@@ -755,8 +751,8 @@ def _det_parts(
             return (lambda lu_, _, swaps: _sign_log(diag(lu_), swaps)), (), (rep, rep)
 
         sign, logabs, _ = _on_layout(
-            where,
             a,
+            op,
             (),
             tail,
             "i j -> , , ",
@@ -766,7 +762,7 @@ def _det_parts(
             pivoting=pivoting,
         )
     else:
-        f = _factor(where, a, nb, "cyclic", mesh, spec, DEFAULT_STAGES, pivoting)
+        f = _factor(a, op, nb, "cyclic", DEFAULT_STAGES, pivoting)
         sign, logabs = _sign_log(_u_diagonal(f), f.swaps)
     return home(nan_unless((sign, logabs), ok), g)
 
@@ -962,13 +958,14 @@ def inv(
       True
     """
     a = as_inexact("inv", "a", a)
-    a, mesh, spec, g = regrid("inv", a, mesh, spec)
+    _check_options("inv", pivoting, False)
+    a, op, g = regrid(a, matrix_operand("inv", a, mesh, spec))
     ok = require_finite("inv", check_finite, a=a)
     a = gate(ok, a)
     if tuple(a.shape) == (0, 0):
         empty = jnp.zeros((0, 0), a.dtype)
         return succeeded(empty, return_status)
-    if unknown(a, mesh, spec):
+    if op.unknown:
 
         def tail(plan: Plan, m: AnyMesh, p: PartitionSpec) -> Any:
             sol = _solve_program(plan, m, p, False).body
@@ -980,8 +977,8 @@ def inv(
             return fn, (), (out,)
 
         x, status = _on_layout(
-            "inv",
             a,
+            op,
             (),
             tail,
             "i j -> i k, ",
@@ -992,8 +989,8 @@ def inv(
         )
         x = nan_unless(x, ok)
         return _finish_traced("inv", x, status, a, x.dtype, return_status)
-    f = _factor("inv", a, nb, "cyclic", mesh, spec, DEFAULT_STAGES, pivoting)
-    x = lu_solve(f, jnp.eye(f.padding.n, dtype=f.lu.dtype), check_finite=False)
+    f = _factor(a, op, nb, "cyclic", DEFAULT_STAGES, pivoting)
+    x = _lu_solve(f, jnp.eye(f.padding.n, dtype=f.lu.dtype), 0)
     x = nan_unless(x, ok)
     out = finish(_problem("inv", f), x, f.status, traced=is_traced(a), return_status=return_status)
     return home(out, g)
@@ -1119,24 +1116,26 @@ def lu(
       True
     """
     a = as_inexact("lu", "a", a)
+    _check_options("lu", pivoting, False)
     ok = require_finite("lu", check_finite, a=a)
     a = gate(ok, a)
     if tuple(a.shape) == (0, 0):
         out = tuple(jnp.zeros((0, 0), a.dtype) for _ in range(3))
         return succeeded(out, return_status)
-    if len(a.shape) == 2 and a.shape[0] != a.shape[1]:  # no distributed kernel: gathered
-        out = tuple(jax.scipy.linalg.lu(replicated("lu", a, mesh, spec)))
+    op = matrix_operand("lu", a, mesh, spec, square=False)
+    if a.shape[0] != a.shape[1]:  # no distributed kernel: gathered
+        out = tuple(jax.scipy.linalg.lu(replicated(a, op)))
         out = nan_unless(out, ok)
         return succeeded(out, return_status)
-    if unknown(a, mesh, spec):
+    if op.unknown:
 
         def tail(plan: Plan, m: AnyMesh, p: PartitionSpec) -> Any:
             plu = _plu_program(plan, m, p).body
             return (lambda lu_, perm, _: plu(lu_, perm)), (), (p, p, p)
 
         *plu, status = _on_layout(
-            "lu",
             a,
+            op,
             (),
             tail,
             "i j -> i j, i j, i j, ",
@@ -1147,7 +1146,7 @@ def lu(
         )
         plu = nan_unless(tuple(plu), ok)
         return _finish_traced("lu", plu, status, a, plu[0].dtype, return_status)
-    f = _factor("lu", a, nb, "natural", mesh, spec, DEFAULT_STAGES, pivoting)
+    f = _factor(a, op, nb, "natural", DEFAULT_STAGES, pivoting)
     m, p = f.mesh, f.spec
     assert m is not None
     assert p is not None

@@ -77,10 +77,17 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 from jax.scipy.linalg import solve_triangular as _local_trsm
-from jax.sharding import NamedSharding, PartitionSpec
+from jax.sharding import PartitionSpec
 
 from shardkit._programs import cached
-from shardkit.layout.internal import check_same_devices, mesh_summary, spec_summary
+from shardkit.layout.internal import (
+    Operand,
+    check_same_devices,
+    mesh_summary,
+    normalize,
+    operand,
+    spec_summary,
+)
 from shardkit.linalg._blockcyclic import (
     AnyMesh,
     Plan,
@@ -90,18 +97,19 @@ from shardkit.linalg._blockcyclic import (
     axis_index,
     dslice,
     dupdate,
+    matrix_layout,
+    matrix_operand,
     on_owner,
     place,
     plan_for,
     psum,
-    resolve,
 )
 from shardkit.linalg._condest import inverse_condition
 from shardkit.linalg._dtype import as_inexact, common, real_dtype
 from shardkit.linalg._householder import householder_local
 from shardkit.linalg._inputs import ArrayInput, gate, nan_unless, require_finite, rhs_shape
 from shardkit.linalg._pad import cut, pad_tall, scale, tall_sizes
-from shardkit.linalg._partitioned import on_layout, unknown
+from shardkit.linalg._partitioned import on_layout
 from shardkit.linalg._status import (
     Failure,
     Problem,
@@ -168,15 +176,16 @@ class _Layout:
         return self.n // self.nr if self.r_spec[0] is not None else self.n
 
 
-def _layout(where: str, a: Any, mesh: AnyMesh | None, spec: Any, nb: Any) -> _Layout:
+def _layout(op: Operand, nb: Any) -> _Layout:
+    where = op.where
     if isinstance(nb, bool) or not isinstance(nb, int) or nb < 1:
         raise ValueError(
             f"{where}: nb={nb!r} is not a positive int; nb is the panel width of the "
             f"block Gram-Schmidt QR (default {DEFAULT_PANEL}, rounded down to divide the "
             "local column count)"
         )
-    m, p, rows, cols = resolve(where, a, mesh, spec, square=False, pad=True)
-    user = (int(a.shape[0]), int(a.shape[1]))
+    m, p, rows, cols = matrix_layout(op, pad=True)
+    user = (op.shape[0], op.shape[1])
     big, n = user
     nr = math.prod(m.shape[x] for x in rows)
     nc = math.prod(m.shape[x] for x in cols)
@@ -347,22 +356,20 @@ def _factor(a: Any, lay: _Layout, fill: bool) -> tuple[jax.Array, ...]:
     return _bcgs2_program(lay, fill)(x)
 
 
-def _on_layout(where: str, a: Any, rest: tuple[Any, ...], nb: int, make: Any, rule: str) -> Any:
+def _on_layout(a: Any, op: Operand, rest: tuple[Any, ...], nb: int, make: Any, rule: str) -> Any:
     """Auto mesh axes under ``jit``: ``make(lay)`` is the per-shard program (see _partitioned)."""
 
-    def layout(struct: Any) -> tuple[Any, PartitionSpec, _Layout]:
-        lay = _layout(where, struct, None, None, nb)
+    def layout(known: Operand) -> tuple[Any, PartitionSpec, _Layout]:
+        lay = _layout(known, nb)
         return lay.mesh, lay.spec, lay
 
     return on_layout(
-        where,
-        a,
+        op,
         (a, *rest),
         lambda lay, m, p: make(lay),
         rule,
         nb=nb,
         order="natural",
-        square=False,
         layout=layout,
     )
 
@@ -507,23 +514,24 @@ def qr(
       shardkit.linalg.RankDeficientError: qr: a (shape=(32, 32), dtype=float64) is numerically rank deficient: |r_jj| of column 1 is at most n * eps * max|r_jj| (or NaN), so block Gram-Schmidt cannot make q orthonormal. Check a for dependent columns, or use the layout P(rows, None) with M / R >= n (Householder TSQR copes with rank deficiency); under jax.jit pass return_status=True to receive this status instead.
     """
     a = as_inexact("qr", "a", a)
+    op = matrix_operand("qr", a, mesh, spec, square=False)
     ok = require_finite("qr", check_finite, a=a)
     a = gate(ok, a)
-    if len(a.shape) == 2 and a.shape[1] == 0:  # no columns: q (M, 0), r (0, 0)
+    if a.shape[1] == 0:  # no columns: q (M, 0), r (0, 0)
         out = (jnp.zeros((a.shape[0], 0), a.dtype), jnp.zeros((0, 0), a.dtype))
         return succeeded(out, return_status)
-    if len(a.shape) == 2 and a.shape[0] < a.shape[1]:  # wide: SciPy's economic QR
-        out = jnp.linalg.qr(a) if unknown(a, mesh, spec) else wide_qr("qr", a, mesh, spec)
+    if a.shape[0] < a.shape[1]:  # wide: SciPy's economic QR
+        out = jnp.linalg.qr(a) if op.unknown else wide_qr(a, op)
         out = nan_unless(tuple(out), ok)
         return succeeded(out, return_status)
     fill = is_traced(a) and not return_status
-    if unknown(a, mesh, spec):
+    if op.unknown:
         # r's rows follow a's only when a is square (a rule ties equal lengths alone).
         rule = "i j -> i j, i j, " if a.shape[0] == a.shape[1] else "i j -> i j, k j, "
-        q, r, status = _on_layout("qr", a, (), nb, lambda lay: _qr_local(lay, fill), rule)
+        q, r, status = _on_layout(a, op, (), nb, lambda lay: _qr_local(lay, fill), rule)
         q, r = nan_unless((q, r), ok)
         return _finish("qr", (q, r), status, a, fill=fill, return_status=return_status)
-    lay = _layout("qr", a, mesh, spec, nb)
+    lay = _layout(op, nb)
     q, r, status, _ = _factor(a, lay, fill)
     if lay.padded:
         big, n = lay.shape
@@ -649,10 +657,8 @@ def _r_plan(lay: _Layout) -> Plan | None:
     """The natural-order plan of BCGS2's ``r`` (None when ``r`` is replicated)."""
     if all(e is None for e in lay.r_spec):
         return None
-    struct = jax.ShapeDtypeStruct(
-        (lay.n, lay.n), jnp.float32, sharding=NamedSharding(lay.mesh, lay.r_spec)
-    )
-    return plan_for("lstsq", struct, None, None, lay.nb, "natural")[2]
+    r = Operand("lstsq", "r", (lay.n, lay.n), lay.mesh, normalize(lay.r_spec, 2), "concrete")
+    return plan_for(r, lay.nb, "natural")[2]
 
 
 def _inverse_condition_local(lay: _Layout) -> Any:
@@ -922,6 +928,7 @@ def lstsq(
         raise ValueError(
             f"{where}: a.shape={tuple(a.shape)} is not a matrix; pass a of shape (m, n)"
         )
+    op = operand(where, "a", a, mesh=mesh, spec=spec)
     rhs_shape(where, b, int(a.shape[0]), tuple(a.shape))
     b = jnp.asarray(b).astype(dt)
     tol = float(max(a.shape) * jnp.finfo(a.dtype).eps) if rcond is None else float(rcond)
@@ -932,53 +939,35 @@ def lstsq(
         s = jnp.zeros((0,), real_dtype(dt))
         out = (x, res, jnp.zeros((), jnp.int32), s)
         return succeeded(out, return_status)
-    if b.ndim == 2 and b.shape[1] == 0:  # rank and s still describe a
-        inner: Any = lstsq(  # one of lstsq's return types, by return_status
-            a,
-            jnp.zeros((a.shape[0],), dt),
-            rcond=rcond,
-            nb=nb,
-            mesh=mesh,
-            spec=spec,
-            return_status=return_status,
-            check_finite=False,
-        )
-        (x, res, rank, s), status = inner if return_status else (inner, jnp.zeros((), jnp.int32))
-        out = (jnp.zeros((a.shape[1], 0), dt), jnp.zeros((0,), res.dtype), rank, s)
-        return (out, status) if return_status else out
+    none = b.ndim == 2 and b.shape[1] == 0  # rank and s still describe a
+    rhs = jnp.zeros((a.shape[0],), dt) if none else b
     if a.shape[0] < a.shape[1]:
-        out, status = _wide(where, a, b, tol, mesh, spec), jnp.zeros((), jnp.int32)
+        out, status = _wide(a, op, rhs, tol), jnp.zeros((), jnp.int32)
     else:
-        out, status = _lstsq(where, a, b, tol, nb, mesh, spec, return_status)
+        out, status = _lstsq(a, op, rhs, tol, nb, return_status)
+    if none:
+        x, res, rank, s = out
+        out = (jnp.zeros((a.shape[1], 0), dt), jnp.zeros((0,), res.dtype), rank, s)
     out = nan_unless(out, ok)
     if return_status:
         return out, status
     return out
 
 
-def _wide(
-    where: str, a: Any, b: jax.Array, tol: float, mesh: AnyMesh | None, spec: Any
-) -> tuple[jax.Array, ...]:
+def _wide(a: Any, op: Operand, b: jax.Array, tol: float) -> tuple[jax.Array, ...]:
     """:func:`lstsq` of a wide ``a``: the minimum-norm solution (see :mod:`._wide`)."""
     b2 = b[:, None] if b.ndim == 1 else b
-    if unknown(a, mesh, spec):  # Auto axes under jit: XLA's partitioner places it
+    if op.unknown:  # Auto axes under jit: XLA's partitioner places it
         x, _, rank, s = jnp.linalg.lstsq(a, b2, rcond=tol)
         res = jnp.sum(jnp.abs(a @ x - b2) ** 2, axis=0)
         rank = rank.astype(jnp.int32)
     else:
-        x, res, rank, s = wide_lstsq(where, a, b2, tol, mesh, spec)
+        x, res, rank, s = wide_lstsq(a, op, b2, tol)
     return (x[:, 0] if b.ndim == 1 else x, res, rank, s)
 
 
 def _lstsq(
-    where: str,
-    a: Any,
-    b: jax.Array,
-    tol: float,
-    nb: int,
-    mesh: AnyMesh | None,
-    spec: Any,
-    return_status: bool,
+    a: Any, op: Operand, b: jax.Array, tol: float, nb: int, return_status: bool
 ) -> tuple[Any, jax.Array]:
     """:func:`lstsq` on a non-empty problem: ``(x, residuals, rank, s)`` and the status.
 
@@ -987,17 +976,17 @@ def _lstsq(
     """
     b2 = b[:, None] if b.ndim == 1 else b
     ok = jnp.zeros((), jnp.int32)
-    if unknown(a, mesh, spec):
+    if op.unknown:
         x, res, _, rank = _on_layout(
-            where,
             a,
+            op,
             (b2,),
             nb,
             lambda lay: _lstsq_local(lay, tol),
             "i j, i k -> j k, k, , ",
         )
         return (x[:, 0] if b.ndim == 1 else x, res, rank, None), ok
-    lay = _layout(where, a, mesh, spec, nb)
+    lay = _layout(op, nb)
     if lay.padded:
         b2 = pad_tall(b2, lay.big, b2.shape[1], 0.0, lay.mesh)
     b2 = place(b2, lay.mesh, PartitionSpec(lay.spec[0], None))

@@ -15,10 +15,10 @@ from typing import Any
 import jax
 import numpy as np
 import pytest
-from tests._meshes import make_mesh
 
 import shardkit
 import shardkit.layout._resolve as resolve_module
+from _meshes import make_mesh
 from shardkit import fft, linalg
 
 N = 16

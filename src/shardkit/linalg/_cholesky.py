@@ -16,7 +16,7 @@ or the block size does not divide is padded with an identity block (see
 :mod:`shardkit.linalg._pad`; Hermitian positive definiteness carries over).
 Nothing of matrix size moves. A non-positive (or NaN) pivot sets the status: eagerly
 :class:`~shardkit.linalg.NotPositiveDefiniteError`, under ``jit`` a NaN-filled result
-or ``return_status=True``.
+or, from ``cholesky.with_status(...)`` and ``cho_factor.with_status(...)``, the status.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Iterator
-from typing import Any, Literal, NamedTuple, overload
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -75,7 +75,15 @@ from shardkit.linalg._pad import (
     user_status,
 )
 from shardkit.linalg._partitioned import on_layout
-from shardkit.linalg._status import Failure, Problem, finish, is_traced, succeeded
+from shardkit.linalg._status import (
+    Checked,
+    Failure,
+    Problem,
+    checked,
+    is_traced,
+    reports_status,
+    succeeded,
+)
 from shardkit.linalg._tiles import active_update
 from shardkit.linalg._triangular import substitute
 
@@ -366,55 +374,8 @@ def _on_layout(a: Any, op: Operand, nb: int, stages: int, tril: bool) -> tuple[j
     return on_layout(op, (a,), make, "i j -> i j, ", nb=nb, order="natural")
 
 
-@overload
-def cho_factor(
-    a: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    order: Order = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    stages: int = ...,
-    return_status: Literal[False] = ...,
-    check_finite: bool = ...,
-    overwrite_a: bool = ...,
-) -> CholeskyFactors: ...
-
-
-@overload
-def cho_factor(
-    a: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    order: Order = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    stages: int = ...,
-    return_status: Literal[True],
-    check_finite: bool = ...,
-    overwrite_a: bool = ...,
-) -> tuple[CholeskyFactors, jax.Array]: ...
-
-
-@overload
-def cho_factor(
-    a: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    order: Order = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    stages: int = ...,
-    return_status: bool = ...,
-    check_finite: bool = ...,
-    overwrite_a: bool = ...,
-) -> CholeskyFactors | tuple[CholeskyFactors, jax.Array]: ...
-
-
-def cho_factor(
+def _cho_factor(
+    want_status: bool,
     a: ArrayInput,
     /,
     *,
@@ -423,10 +384,9 @@ def cho_factor(
     mesh: AnyMesh | None = None,
     spec: SpecLike = None,
     stages: int = DEFAULT_STAGES,
-    return_status: bool = False,
     check_finite: bool = True,
     overwrite_a: bool = False,
-) -> CholeskyFactors | tuple[CholeskyFactors, jax.Array]:
+) -> Checked[CholeskyFactors]:
     """Cholesky-factor a sharded Hermitian positive definite matrix, keeping it distributed.
 
     Reads only the lower triangle. Communication per panel: all-reduces of
@@ -445,7 +405,6 @@ def cho_factor(
       mesh: the mesh, when ``a`` does not carry it.
       spec: ``a``'s spec, likewise.
       stages: static sub-loops over which the panel steps' working set shrinks.
-      return_status: also return the status.
       overwrite_a: donate ``a``'s buffer to the factorization (as SciPy's
         ``overwrite_a``; eagerly only): the factors are written over it and ``a`` is
         deleted afterwards, which saves one share of ``a`` per device. When ``a`` is
@@ -456,7 +415,7 @@ def cho_factor(
         ``False`` skips the check.
 
     Returns:
-      :class:`CholeskyFactors` (and the status when ``return_status``).
+      :class:`CholeskyFactors`; ``cho_factor.with_status(...)``: ``(factors, status)``.
 
     Raises:
       NotPositiveDefiniteError: eagerly, for a matrix that is not positive definite.
@@ -480,7 +439,7 @@ def cho_factor(
         f = CholeskyFactors(
             jnp.zeros((0, 0), a.dtype), jnp.zeros((), jnp.int32), plan, None, None, Padding(0, 0, 1)
         )
-        return (f, f.status) if return_status else f
+        return succeeded(f)
     if op.unknown:
         c, status = _on_layout(a, op, nb, stages, tril=False)
         n = int(a.shape[0])
@@ -490,65 +449,24 @@ def cho_factor(
         f = _factor(a, op, nb, order, stages, overwrite_a)
     if ok is not None:
         f = dataclasses.replace(f, c=nan_unless(f.c, ok))
-    if return_status:
-        return f, f.status
     problem = Problem("cho_factor", Failure.NOT_POSITIVE_DEFINITE, (f.padding.n,) * 2, f.c.dtype)
-    return finish(problem, f, f.status, traced=is_traced(a), return_status=False)
+    return checked(problem, f, f.status, traced=is_traced(a))
 
 
-@overload
-def cholesky(
-    a: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    return_status: Literal[False] = ...,
-    check_finite: bool = ...,
-    overwrite_a: bool = ...,
-) -> jax.Array: ...
+cho_factor = reports_status(_cho_factor)
 
 
-@overload
-def cholesky(
-    a: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    return_status: Literal[True],
-    check_finite: bool = ...,
-    overwrite_a: bool = ...,
-) -> tuple[jax.Array, jax.Array]: ...
-
-
-@overload
-def cholesky(
-    a: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    return_status: bool = ...,
-    check_finite: bool = ...,
-    overwrite_a: bool = ...,
-) -> jax.Array | tuple[jax.Array, jax.Array]: ...
-
-
-def cholesky(
+def _cholesky(
+    want_status: bool,
     a: ArrayInput,
     /,
     *,
     nb: int = DEFAULT_BLOCK,
     mesh: AnyMesh | None = None,
     spec: SpecLike = None,
-    return_status: bool = False,
     check_finite: bool = True,
     overwrite_a: bool = False,
-) -> jax.Array | tuple[jax.Array, jax.Array]:
+) -> Checked[jax.Array]:
     """Lower Cholesky factor ``L`` (``a = L L^H``) of sharded ``a``, like ``jnp.linalg.cholesky``.
 
     Natural elimination order, so ``L`` is exactly LAPACK's, sharded like ``a`` (the
@@ -563,7 +481,6 @@ def cholesky(
       nb: block size.
       mesh: the mesh, when ``a`` does not carry it.
       spec: ``a``'s spec, likewise.
-      return_status: return ``(L, status)``.
       overwrite_a: donate ``a``'s buffer to the factorization (as SciPy's
         ``overwrite_a``; eagerly only): the factors are written over it and ``a`` is
         deleted afterwards, which saves one share of ``a`` per device. When ``a`` is
@@ -575,6 +492,7 @@ def cholesky(
 
     Returns:
       ``L``, sharded like ``a``; NaN-filled under ``jit`` when not positive definite.
+      ``cholesky.with_status(...)``: ``(L, status)``.
 
     Raises:
       NotPositiveDefiniteError: eagerly, for a matrix that is not positive definite.
@@ -594,7 +512,7 @@ def cholesky(
         a = gate(ok, a)
     if tuple(a.shape) == (0, 0):
         empty = jnp.zeros((0, 0), a.dtype)
-        return succeeded(empty, return_status)
+        return succeeded(empty)
     if op.unknown:
         out, status = _on_layout(a, op, nb, 8, tril=True)
     else:
@@ -609,7 +527,10 @@ def cholesky(
         out, status = unpad_matrix(tril, f.padding, f.plan, m, p), f.status
     out = nan_unless(out, ok)
     problem = Problem("cholesky", Failure.NOT_POSITIVE_DEFINITE, tuple(out.shape), out.dtype)
-    return finish(problem, out, status, traced=is_traced(a), return_status=return_status)
+    return checked(problem, out, status, traced=is_traced(a))
+
+
+cholesky = reports_status(_cholesky)
 
 
 @cached

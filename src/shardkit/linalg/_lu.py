@@ -42,8 +42,9 @@ public functions around it.
 
 A pivot with ``|u_jj| <= n * eps * max|a|`` marks the matrix (numerically) singular:
 eagerly :class:`~shardkit.linalg.SingularMatrixError` (a ``numpy.linalg.LinAlgError``)
-naming the column; under ``jax.jit`` ``return_status=True`` returns the status and
-otherwise the result is NaN-filled. An exactly zero pivot is skipped as LAPACK does,
+naming the column; under ``jax.jit`` ``f.with_status(...)`` (every public function
+here that can fail has it, e.g. ``solve.with_status(a, b)``) returns ``(result, status)``
+and otherwise the result is NaN-filled. An exactly zero pivot is skipped as LAPACK does,
 so the factorization itself never produces inf.
 
 Complex matrices are factored the same way (pivots by magnitude). An order ``n`` the
@@ -57,7 +58,7 @@ than ``a`` (``n = 999`` on 2x4: 1000, +16 KB in float64), listed by
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal, overload
+from typing import Any, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -103,11 +104,21 @@ from shardkit.linalg._pad import (
     user_status,
 )
 from shardkit.linalg._partitioned import on_layout
-from shardkit.linalg._status import Failure, Problem, finish, is_traced, succeeded
+from shardkit.linalg._status import (
+    Checked,
+    Failure,
+    Problem,
+    checked,
+    is_traced,
+    reports_status,
+    succeeded,
+)
 from shardkit.linalg._triangular import substitute
 from shardkit.linalg._wide import replicated
 
 __all__ = ["LUFactors", "det", "inv", "lu", "lu_factor", "lu_solve", "slogdet", "solve"]
+
+_T = TypeVar("_T")
 
 
 @jax.tree_util.register_dataclass
@@ -239,69 +250,14 @@ def _problem(where: str, f: LUFactors) -> Problem:
     return Problem(where, Failure.SINGULAR, (f.padding.n, f.padding.n), f.lu.dtype)
 
 
-def _finish_traced(
-    where: str, out: Any, status: jax.Array, a: Any, dtype: Any, return_status: bool
-) -> Any:
-    """:func:`finish` for the Auto-axes jit paths: always traced, a singular status."""
+def _traced_status(where: str, out: _T, status: jax.Array, a: Any, dtype: Any) -> Checked[_T]:
+    """The :class:`Checked` of the Auto-axes jit paths: always traced, a singular status."""
     problem = Problem(where, Failure.SINGULAR, tuple(a.shape), dtype)
-    return finish(problem, out, status, traced=True, return_status=return_status)
+    return checked(problem, out, status, traced=True)
 
 
-@overload
-def lu_factor(
-    a: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    order: Order = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    stages: int = ...,
-    pivoting: Pivoting = ...,
-    lookahead: bool = ...,
-    return_status: Literal[False] = ...,
-    check_finite: bool = ...,
-    overwrite_a: bool = ...,
-) -> LUFactors: ...
-
-
-@overload
-def lu_factor(
-    a: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    order: Order = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    stages: int = ...,
-    pivoting: Pivoting = ...,
-    lookahead: bool = ...,
-    return_status: Literal[True],
-    check_finite: bool = ...,
-    overwrite_a: bool = ...,
-) -> tuple[LUFactors, jax.Array]: ...
-
-
-@overload
-def lu_factor(
-    a: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    order: Order = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    stages: int = ...,
-    pivoting: Pivoting = ...,
-    lookahead: bool = ...,
-    return_status: bool = ...,
-    check_finite: bool = ...,
-    overwrite_a: bool = ...,
-) -> LUFactors | tuple[LUFactors, jax.Array]: ...
-
-
-def lu_factor(
+def _lu_factor(
+    want_status: bool,
     a: ArrayInput,
     /,
     *,
@@ -312,10 +268,9 @@ def lu_factor(
     stages: int = DEFAULT_STAGES,
     pivoting: Pivoting = "tournament",
     lookahead: bool = False,
-    return_status: bool = False,
     check_finite: bool = True,
     overwrite_a: bool = False,
-) -> LUFactors | tuple[LUFactors, jax.Array]:
+) -> Checked[LUFactors]:
     """Factor a sharded square matrix with pivoting over whole columns, keeping it distributed.
 
     Communication per panel: one ``(n/R) x nb`` all-reduce over the column axes
@@ -349,7 +304,6 @@ def lu_factor(
         panel's collectives can overlap the update. Same factors and communication;
         off by default: on simulated CPU devices sharing cores there is nothing to
         overlap, and it cost 20-35% more CPU time and a longer compile here.
-      return_status: also return the status (see the module docstring).
       overwrite_a: donate ``a``'s buffer to the factorization (as SciPy's
         ``overwrite_a``; eagerly only): the factors are written over it and ``a`` is
         deleted afterwards, which saves one share of ``a`` per device. When ``a`` is
@@ -360,7 +314,7 @@ def lu_factor(
         :mod:`shardkit.linalg._inputs`). ``False`` skips the check.
 
     Returns:
-      :class:`LUFactors` (and the status when ``return_status``).
+      :class:`LUFactors`; ``lu_factor.with_status(...)``: ``(factors, status)``.
 
     Raises:
       SingularMatrixError: eagerly, when a pivot is numerically zero.
@@ -392,7 +346,7 @@ def lu_factor(
             None,
             Padding(0, 0, 1),
         )
-        return (f, f.status) if return_status else f
+        return succeeded(f)
     if op.unknown:
         rep = PartitionSpec()
         lu_, perm, swaps, status = _on_layout(
@@ -413,9 +367,10 @@ def lu_factor(
     else:
         f = _factor(a, op, nb, order, stages, pivoting, overwrite_a, lookahead=lookahead)
     f = dataclasses.replace(f, lu=nan_unless(f.lu, ok))
-    if return_status:
-        return f, f.status
-    return finish(_problem("lu_factor", f), f, f.status, traced=is_traced(a), return_status=False)
+    return checked(_problem("lu_factor", f), f, f.status, traced=is_traced(a))
+
+
+lu_factor = reports_status(_lu_factor)
 
 
 @cached
@@ -516,61 +471,8 @@ def _lu_solve(factors: LUFactors, b2: jax.Array, trans: int) -> jax.Array:
     return jnp.conj(x) if conj else x
 
 
-@overload
-def solve(
-    a: ArrayInput,
-    b: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    stages: int = ...,
-    pivoting: Pivoting = ...,
-    lookahead: bool = ...,
-    return_status: Literal[False] = ...,
-    check_finite: bool = ...,
-    overwrite_a: bool = ...,
-) -> jax.Array: ...
-
-
-@overload
-def solve(
-    a: ArrayInput,
-    b: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    stages: int = ...,
-    pivoting: Pivoting = ...,
-    lookahead: bool = ...,
-    return_status: Literal[True],
-    check_finite: bool = ...,
-    overwrite_a: bool = ...,
-) -> tuple[jax.Array, jax.Array]: ...
-
-
-@overload
-def solve(
-    a: ArrayInput,
-    b: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    stages: int = ...,
-    pivoting: Pivoting = ...,
-    lookahead: bool = ...,
-    return_status: bool = ...,
-    check_finite: bool = ...,
-    overwrite_a: bool = ...,
-) -> jax.Array | tuple[jax.Array, jax.Array]: ...
-
-
-def solve(
+def _solve(
+    want_status: bool,
     a: ArrayInput,
     b: ArrayInput,
     /,
@@ -581,10 +483,9 @@ def solve(
     stages: int = DEFAULT_STAGES,
     pivoting: Pivoting = "tournament",
     lookahead: bool = False,
-    return_status: bool = False,
     check_finite: bool = True,
     overwrite_a: bool = False,
-) -> jax.Array | tuple[jax.Array, jax.Array]:
+) -> Checked[jax.Array]:
     """Solve ``a x = b`` for sharded ``a``, like ``jnp.linalg.solve``, without gathering ``a``.
 
     :func:`lu_factor` (balanced block-cyclic order) then :func:`lu_solve`; see them for
@@ -618,8 +519,6 @@ def solve(
       stages: see :func:`lu_factor`.
       pivoting: ``"tournament"`` or ``"partial"``; see :func:`lu_factor`.
       lookahead: see :func:`lu_factor`.
-      return_status: return ``(x, status)``; status ``j + 1`` names the first
-        numerically zero pivot column ``j``.
       overwrite_a: donate ``a``'s buffer to the factorization (as SciPy's
         ``overwrite_a``; eagerly only): the factors are written over it and ``a`` is
         deleted afterwards, which saves one share of ``a`` per device. When ``a`` is
@@ -631,8 +530,9 @@ def solve(
 
     Returns:
       ``x`` with ``b``'s shape (rows sharded like ``a``'s rows; replicated when the mesh
-      does not divide ``n``); NaN-filled under ``jit`` for a singular ``a`` unless
-      ``return_status``.
+      does not divide ``n``); NaN-filled under ``jit`` for a singular ``a``.
+      ``solve.with_status(...)``: ``(x, status)``, status ``j + 1`` naming the first
+      numerically zero pivot column ``j`` (never raises, never NaN-fills for it).
 
     Raises:
       SingularMatrixError: eagerly, when ``a`` is numerically singular.
@@ -654,7 +554,7 @@ def solve(
       >>> shardkit.linalg.solve(shardkit.shard(np.zeros((32, 32)), m, "x,y"), np.ones(32), nb=8)
       Traceback (most recent call last):
       ...
-      shardkit.linalg.SingularMatrixError: solve: the matrix (shape=(32, 32), dtype=float64) is singular to working precision: no pivot in column 0 is larger than n * eps * max|a|. Check the input for dependent rows or columns; under jax.jit pass return_status=True to receive this status instead.
+      shardkit.linalg.SingularMatrixError: solve: the matrix (shape=(32, 32), dtype=float64) is singular to working precision: no pivot in column 0 is larger than n * eps * max|a|. Check the input for dependent rows or columns; under jax.jit call shardkit.linalg.solve.with_status(...) to receive this status instead.
     """
     a = as_inexact("solve", "a", a)
     dt = common("solve", a.dtype, b)  # a bad b fails before the factorization
@@ -666,7 +566,7 @@ def solve(
     a, b = gate(ok, a), gate(ok, b)
     empty = empty_solution("solve", a, b, dt)
     if empty is not None:  # 0x0, or no right-hand sides: nothing to factor
-        return succeeded(empty, return_status)
+        return succeeded(empty)
     b2, vec = as_rhs("solve", b, int(a.shape[0]), dt)
     if op.unknown:
         a = a if a.dtype == dt else a.astype(dt)
@@ -689,14 +589,14 @@ def solve(
             lookahead=lookahead,
         )
         x = nan_unless(x[:, 0] if vec else x, ok)
-        return _finish_traced("solve", x, status, a, x.dtype, return_status)
+        return _traced_status("solve", x, status, a, x.dtype)
     f = _factor(a, op, nb, "cyclic", stages, pivoting, overwrite_a, lookahead=lookahead)
     x = _lu_solve(f, b2, 0)
     x = nan_unless(x[:, 0] if vec else x, ok)
-    out = finish(
-        _problem("solve", f), x, f.status, traced=is_traced(a, b), return_status=return_status
-    )
-    return home(out, g)
+    return checked(_problem("solve", f), home(x, g), home(f.status, g), traced=is_traced(a, b))
+
+
+solve = reports_status(_solve)
 
 
 @cached
@@ -875,49 +775,8 @@ def slogdet(
     return _det_parts("slogdet", a, nb, mesh, spec, pivoting, check_finite)
 
 
-@overload
-def inv(
-    a: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    pivoting: Pivoting = ...,
-    return_status: Literal[False] = ...,
-    check_finite: bool = ...,
-) -> jax.Array: ...
-
-
-@overload
-def inv(
-    a: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    pivoting: Pivoting = ...,
-    return_status: Literal[True],
-    check_finite: bool = ...,
-) -> tuple[jax.Array, jax.Array]: ...
-
-
-@overload
-def inv(
-    a: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    pivoting: Pivoting = ...,
-    return_status: bool = ...,
-    check_finite: bool = ...,
-) -> jax.Array | tuple[jax.Array, jax.Array]: ...
-
-
-def inv(
+def _inv(
+    want_status: bool,
     a: ArrayInput,
     /,
     *,
@@ -925,9 +784,8 @@ def inv(
     mesh: AnyMesh | None = None,
     spec: SpecLike = None,
     pivoting: Pivoting = "tournament",
-    return_status: bool = False,
     check_finite: bool = True,
-) -> jax.Array | tuple[jax.Array, jax.Array]:
+) -> Checked[jax.Array]:
     """Inverse of sharded ``a``, like ``jnp.linalg.inv``: ``solve(a, I)``.
 
     Cost: the factorization as :func:`solve`, then ``n`` right-hand sides, which are
@@ -941,12 +799,12 @@ def inv(
       mesh: the mesh, when ``a`` does not carry it.
       spec: ``a``'s spec, likewise.
       pivoting: ``"tournament"`` or ``"partial"``; see :func:`lu_factor`.
-      return_status: return ``(inverse, status)``.
       check_finite: eagerly, raise ``ValueError`` when ``a`` holds an inf or NaN
         (SciPy's default); under ``jit`` NaN-fill the result instead.
 
     Returns:
-      The inverse, rows sharded like ``a``'s rows.
+      The inverse, rows sharded like ``a``'s rows; ``inv.with_status(...)``:
+      ``(inverse, status)``.
 
     Raises:
       SingularMatrixError: eagerly, when ``a`` is numerically singular.
@@ -964,7 +822,7 @@ def inv(
     a = gate(ok, a)
     if tuple(a.shape) == (0, 0):
         empty = jnp.zeros((0, 0), a.dtype)
-        return succeeded(empty, return_status)
+        return succeeded(empty)
     if op.unknown:
 
         def tail(plan: Plan, m: AnyMesh, p: PartitionSpec) -> Any:
@@ -988,12 +846,14 @@ def inv(
             pivoting=pivoting,
         )
         x = nan_unless(x, ok)
-        return _finish_traced("inv", x, status, a, x.dtype, return_status)
+        return _traced_status("inv", x, status, a, x.dtype)
     f = _factor(a, op, nb, "cyclic", DEFAULT_STAGES, pivoting)
     x = _lu_solve(f, jnp.eye(f.padding.n, dtype=f.lu.dtype), 0)
     x = nan_unless(x, ok)
-    out = finish(_problem("inv", f), x, f.status, traced=is_traced(a), return_status=return_status)
-    return home(out, g)
+    return checked(_problem("inv", f), home(x, g), home(f.status, g), traced=is_traced(a))
+
+
+inv = reports_status(_inv)
 
 
 @cached
@@ -1016,52 +876,8 @@ def _plu_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec) -> Any:
     )
 
 
-@overload
-def lu(
-    a: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    pivoting: Pivoting = ...,
-    return_status: Literal[False] = ...,
-    check_finite: bool = ...,
-) -> tuple[jax.Array, jax.Array, jax.Array]: ...
-
-
-@overload
-def lu(
-    a: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    pivoting: Pivoting = ...,
-    return_status: Literal[True],
-    check_finite: bool = ...,
-) -> tuple[tuple[jax.Array, jax.Array, jax.Array], jax.Array]: ...
-
-
-@overload
-def lu(
-    a: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    pivoting: Pivoting = ...,
-    return_status: bool = ...,
-    check_finite: bool = ...,
-) -> (
-    tuple[jax.Array, jax.Array, jax.Array]
-    | tuple[tuple[jax.Array, jax.Array, jax.Array], jax.Array]
-): ...
-
-
-def lu(
+def _lu(
+    want_status: bool,
     a: ArrayInput,
     /,
     *,
@@ -1069,12 +885,8 @@ def lu(
     mesh: AnyMesh | None = None,
     spec: SpecLike = None,
     pivoting: Pivoting = "partial",
-    return_status: bool = False,
     check_finite: bool = True,
-) -> (
-    tuple[jax.Array, jax.Array, jax.Array]
-    | tuple[tuple[jax.Array, jax.Array, jax.Array], jax.Array]
-):
+) -> Checked[tuple[jax.Array, jax.Array, jax.Array]]:
     """``(p, l, u)`` with ``a = p @ l @ u``, like ``jax.scipy.linalg.lu``, all sharded like ``a``.
 
     Uses ``order="natural"`` so that the factors are exactly LAPACK's (partial pivoting
@@ -1098,12 +910,11 @@ def lu(
       spec: ``a``'s spec, likewise.
       pivoting: ``"partial"`` (LAPACK's factors) or ``"tournament"``; see
         :func:`lu_factor`.
-      return_status: return ``((p, l, u), status)``.
       check_finite: eagerly, raise ``ValueError`` when ``a`` holds an inf or NaN
         (SciPy's default); under ``jit`` NaN-fill the factors instead.
 
     Returns:
-      ``(p, l, u)``.
+      ``(p, l, u)``; ``lu.with_status(...)``: ``((p, l, u), status)``.
 
     Raises:
       SingularMatrixError: eagerly, when ``a`` is numerically singular.
@@ -1120,13 +931,13 @@ def lu(
     ok = require_finite("lu", check_finite, a=a)
     a = gate(ok, a)
     if tuple(a.shape) == (0, 0):
-        out = tuple(jnp.zeros((0, 0), a.dtype) for _ in range(3))
-        return succeeded(out, return_status)
+        z = jnp.zeros((0, 0), a.dtype)
+        return succeeded((z, z, z))
     op = matrix_operand("lu", a, mesh, spec, square=False)
     if a.shape[0] != a.shape[1]:  # no distributed kernel: gathered
         out = tuple(jax.scipy.linalg.lu(replicated(a, op)))
         out = nan_unless(out, ok)
-        return succeeded(out, return_status)
+        return succeeded(out)
     if op.unknown:
 
         def tail(plan: Plan, m: AnyMesh, p: PartitionSpec) -> Any:
@@ -1145,7 +956,7 @@ def lu(
             pivoting=pivoting,
         )
         plu = nan_unless(tuple(plu), ok)
-        return _finish_traced("lu", plu, status, a, plu[0].dtype, return_status)
+        return _traced_status("lu", plu, status, a, plu[0].dtype)
     f = _factor(a, op, nb, "natural", DEFAULT_STAGES, pivoting)
     m, p = f.mesh, f.spec
     assert m is not None
@@ -1153,6 +964,7 @@ def lu(
     out = _plu_program(f.plan, m, p)(f.lu, f.perm)
     out = tuple(unpad_matrix(x, f.padding, f.plan, m, p) for x in out)
     out = nan_unless(out, ok)
-    return finish(
-        _problem("lu", f), out, f.status, traced=is_traced(a), return_status=return_status
-    )
+    return checked(_problem("lu", f), out, f.status, traced=is_traced(a))
+
+
+lu = reports_status(_lu)

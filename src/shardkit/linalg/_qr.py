@@ -32,7 +32,7 @@ Two algorithms; the layout picks one (both give ``a = q r`` with orthonormal ``q
 
   Every collective is panel-sized (at most ``max(M, n) x nb`` elements). Memory per
   device: the input's share, ``q`` and ``r`` (each a share for a square matrix) plus
-  ``O(n nb)``; under ``jit`` without ``return_status`` the NaN fill may cost one more
+  ``O(n nb)``; under ``jit`` without ``qr.with_status`` the NaN fill may cost one more
   share (measured, float32, ``n = 2048``, ``nb = 64``, 8 devices: 4.2 to 4.4 shares,
   4.9 to 5.2 with the fill; ``jnp.linalg.qr`` gathers the matrix: 25 shares).
   Flops: about ``4 M n^2`` (``4 n^3`` square), against ``2 M n^2 - 2 n^3/3`` for
@@ -49,7 +49,7 @@ stays well below ``1 / eps`` (about ``1e15`` in float64, ``1e7`` in float32). A
 numerically rank-deficient ``a`` (a diagonal ``|r_jj| <= n * eps * max|r_jj|``, or NaN)
 gives a ``q`` that is not orthonormal: eagerly :class:`RankDeficientError` (a
 :class:`~shardkit.linalg.SingularMatrixError`, hence a ``numpy.linalg.LinAlgError``)
-names the column; under ``jax.jit`` ``return_status=True`` returns the status (``0``,
+names the column; under ``jax.jit`` ``qr.with_status(...)`` returns the status (``0``,
 or ``j + 1`` for column ``j``), otherwise the results are NaN-filled. :func:`lstsq`
 answers such an ``a`` with NumPy's minimum-norm solution instead (see there).
 
@@ -71,7 +71,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Literal, overload
+from typing import Any, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -111,11 +111,13 @@ from shardkit.linalg._inputs import ArrayInput, gate, nan_unless, require_finite
 from shardkit.linalg._pad import cut, pad_tall, scale, tall_sizes
 from shardkit.linalg._partitioned import on_layout
 from shardkit.linalg._status import (
+    Checked,
     Failure,
     Problem,
     RankDeficientError,
-    finish,
+    checked,
     is_traced,
+    reports_status,
     succeeded,
 )
 from shardkit.linalg._triangular import solve_triangular
@@ -123,6 +125,8 @@ from shardkit.linalg._triangular import triangular_program as _trsm_program
 from shardkit.linalg._wide import wide_lstsq, wide_qr
 
 __all__ = ["DEFAULT_PANEL", "MIN_NORM_GUARD", "RankDeficientError", "lstsq", "qr"]
+
+_T = TypeVar("_T")
 
 DEFAULT_PANEL = 64
 """Default panel width ``nb`` of BCGS2 (rounded down to divide the local column count)."""
@@ -392,65 +396,25 @@ def _qr_local(lay: _Layout, fill: bool) -> Any:
     return local_bcgs2, (lay.spec,), (lay.spec, lay.r_spec, rep)
 
 
-def _finish(
-    where: str, result: Any, status: jax.Array, a: Any, *, fill: bool, return_status: bool
-) -> Any:
-    """:func:`~shardkit.linalg._status.finish`, unless the program has NaN-filled already."""
-    if fill and not return_status:
-        return result
+def _rank_status(where: str, result: _T, status: jax.Array, a: Any, *, fill: bool) -> Checked[_T]:
+    """The :class:`Checked` of a BCGS2 result (``fill``: the program has NaN-filled it
+    already, the convention has nothing left to do)."""
+    if fill:
+        return Checked(result, status)
     problem = Problem(where, Failure.RANK_DEFICIENT, tuple(a.shape), a.dtype)
-    return finish(problem, result, status, traced=is_traced(status), return_status=return_status)
+    return checked(problem, result, status, traced=is_traced(status))
 
 
-@overload
-def qr(
-    a: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    return_status: Literal[False] = ...,
-    check_finite: bool = ...,
-) -> tuple[jax.Array, jax.Array]: ...
-
-
-@overload
-def qr(
-    a: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    return_status: Literal[True],
-    check_finite: bool = ...,
-) -> tuple[tuple[jax.Array, jax.Array], jax.Array]: ...
-
-
-@overload
-def qr(
-    a: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    return_status: bool = ...,
-    check_finite: bool = ...,
-) -> tuple[jax.Array, jax.Array] | tuple[tuple[jax.Array, jax.Array], jax.Array]: ...
-
-
-def qr(
+def _qr(
+    want_status: bool,
     a: ArrayInput,
     /,
     *,
     nb: int = DEFAULT_PANEL,
     mesh: AnyMesh | None = None,
     spec: SpecLike = None,
-    return_status: bool = False,
     check_finite: bool = True,
-) -> tuple[jax.Array, jax.Array] | tuple[tuple[jax.Array, jax.Array], jax.Array]:
+) -> Checked[tuple[jax.Array, jax.Array]]:
     """Reduced QR ``a = q r`` of a sharded ``(M, n)`` matrix, like ``jnp.linalg.qr``.
 
     Householder QR with TSQR panels for ``P(rows, None)`` with ``M / R >= n`` (per
@@ -478,8 +442,6 @@ def qr(
       mesh: the mesh, when ``a`` does not carry it (host data). Not needed under
         ``jit`` on Auto axes: the layout comes from the partitioner.
       spec: ``a``'s spec, likewise.
-      return_status: return ``((q, r), status)``; status ``j + 1`` names the first
-        numerically dependent column ``j`` (always ``0`` for TSQR).
       check_finite: eagerly, raise ``ValueError`` when ``a`` holds an inf or NaN
         (SciPy's default); under ``jit`` NaN-fill ``q`` and ``r`` instead.
 
@@ -487,7 +449,9 @@ def qr(
       ``(q, r)``: ``q`` ``(M, n)`` sharded like ``a``; ``r`` ``(n, n)`` upper triangular,
       replicated (TSQR) or sharded like ``a`` (BCGS2; rows replicated when the row split
       does not divide ``n``; replicated when ``a`` is padded). NaN-filled under ``jit``
-      for a rank-deficient ``a`` (BCGS2) unless ``return_status``.
+      for a rank-deficient ``a`` (BCGS2). ``qr.with_status(...)``: ``((q, r), status)``,
+      status ``j + 1`` naming the first numerically dependent column ``j`` (always
+      ``0`` for TSQR).
 
     Raises:
       RankDeficientError: eagerly, when BCGS2 finds ``a`` numerically rank deficient.
@@ -511,7 +475,7 @@ def qr(
       >>> shardkit.linalg.qr(shardkit.shard(np.ones((32, 32)), m, "x,y"))
       Traceback (most recent call last):
       ...
-      shardkit.linalg.RankDeficientError: qr: a (shape=(32, 32), dtype=float64) is numerically rank deficient: |r_jj| of column 1 is at most n * eps * max|r_jj| (or NaN), so block Gram-Schmidt cannot make q orthonormal. Check a for dependent columns, or use the layout P(rows, None) with M / R >= n (Householder TSQR copes with rank deficiency); under jax.jit pass return_status=True to receive this status instead.
+      shardkit.linalg.RankDeficientError: qr: a (shape=(32, 32), dtype=float64) is numerically rank deficient: |r_jj| of column 1 is at most n * eps * max|r_jj| (or NaN), so block Gram-Schmidt cannot make q orthonormal. Check a for dependent columns, or use the layout P(rows, None) with M / R >= n (Householder TSQR copes with rank deficiency); under jax.jit call shardkit.linalg.qr.with_status(...) to receive this status instead.
     """
     a = as_inexact("qr", "a", a)
     op = matrix_operand("qr", a, mesh, spec, square=False)
@@ -519,18 +483,18 @@ def qr(
     a = gate(ok, a)
     if a.shape[1] == 0:  # no columns: q (M, 0), r (0, 0)
         out = (jnp.zeros((a.shape[0], 0), a.dtype), jnp.zeros((0, 0), a.dtype))
-        return succeeded(out, return_status)
+        return succeeded(out)
     if a.shape[0] < a.shape[1]:  # wide: SciPy's economic QR
         out = jnp.linalg.qr(a) if op.unknown else wide_qr(a, op)
         out = nan_unless(tuple(out), ok)
-        return succeeded(out, return_status)
-    fill = is_traced(a) and not return_status
+        return succeeded(out)
+    fill = is_traced(a) and not want_status
     if op.unknown:
         # r's rows follow a's only when a is square (a rule ties equal lengths alone).
         rule = "i j -> i j, i j, " if a.shape[0] == a.shape[1] else "i j -> i j, k j, "
         q, r, status = _on_layout(a, op, (), nb, lambda lay: _qr_local(lay, fill), rule)
         q, r = nan_unless((q, r), ok)
-        return _finish("qr", (q, r), status, a, fill=fill, return_status=return_status)
+        return _rank_status("qr", (q, r), status, a, fill=fill)
     lay = _layout(op, nb)
     q, r, status, _ = _factor(a, lay, fill)
     if lay.padded:
@@ -538,7 +502,10 @@ def qr(
         q = cut(q, lay.mesh, lay.spec, (big, n))
         r = cut(r, lay.mesh, PartitionSpec() if lay.tsqr else lay.r_spec, (n, n))
     q, r = nan_unless((q, r), ok)
-    return _finish("qr", (q, r), status, a, fill=fill, return_status=return_status)
+    return _rank_status("qr", (q, r), status, a, fill=fill)
+
+
+qr = reports_status(_qr)
 
 
 # ---- least squares ------------------------------------------------------------------
@@ -767,52 +734,8 @@ _LstsqResult = tuple[jax.Array, jax.Array, jax.Array, jax.Array | None]
 """``(x, residuals, rank, s)``; ``s`` is None where no SVD is computed (see :func:`lstsq`)."""
 
 
-@overload
-def lstsq(
-    a: ArrayInput,
-    b: ArrayInput,
-    /,
-    *,
-    rcond: float | None = ...,
-    nb: int = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    return_status: Literal[False] = ...,
-    check_finite: bool = ...,
-) -> _LstsqResult: ...
-
-
-@overload
-def lstsq(
-    a: ArrayInput,
-    b: ArrayInput,
-    /,
-    *,
-    rcond: float | None = ...,
-    nb: int = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    return_status: Literal[True],
-    check_finite: bool = ...,
-) -> tuple[_LstsqResult, jax.Array]: ...
-
-
-@overload
-def lstsq(
-    a: ArrayInput,
-    b: ArrayInput,
-    /,
-    *,
-    rcond: float | None = ...,
-    nb: int = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    return_status: bool = ...,
-    check_finite: bool = ...,
-) -> _LstsqResult | tuple[_LstsqResult, jax.Array]: ...
-
-
-def lstsq(
+def _lstsq(
+    want_status: bool,
     a: ArrayInput,
     b: ArrayInput,
     /,
@@ -821,9 +744,8 @@ def lstsq(
     nb: int = DEFAULT_PANEL,
     mesh: AnyMesh | None = None,
     spec: SpecLike = None,
-    return_status: bool = False,
     check_finite: bool = True,
-) -> _LstsqResult | tuple[_LstsqResult, jax.Array]:
+) -> Checked[_LstsqResult]:
     """Least squares ``min ||a x - b||`` for sharded ``a``, like ``jnp.linalg.lstsq``.
 
     Through :func:`qr`. **Rank deficiency** is handled as ``numpy.linalg.lstsq`` handles
@@ -885,8 +807,6 @@ def lstsq(
       nb: BCGS2 panel width (see :func:`qr`).
       mesh: the mesh, when ``a`` does not carry it.
       spec: ``a``'s spec, likewise.
-      return_status: return ``((x, residuals, rank, s), status)``; the status is
-        always 0 (every rank is answered).
       check_finite: eagerly, raise ``ValueError`` when ``a`` or ``b`` holds an inf or
         NaN (SciPy's default); under ``jit`` NaN-fill the results instead.
 
@@ -938,20 +858,20 @@ def lstsq(
         res = jnp.sum(jnp.abs(b[:, None] if b.ndim == 1 else b) ** 2, axis=0)
         s = jnp.zeros((0,), real_dtype(dt))
         out = (x, res, jnp.zeros((), jnp.int32), s)
-        return succeeded(out, return_status)
+        return succeeded(out)
     none = b.ndim == 2 and b.shape[1] == 0  # rank and s still describe a
     rhs = jnp.zeros((a.shape[0],), dt) if none else b
     if a.shape[0] < a.shape[1]:
         out, status = _wide(a, op, rhs, tol), jnp.zeros((), jnp.int32)
     else:
-        out, status = _lstsq(a, op, rhs, tol, nb, return_status)
+        out, status = _tall_lstsq(a, op, rhs, tol, nb)
     if none:
         x, res, rank, s = out
         out = (jnp.zeros((a.shape[1], 0), dt), jnp.zeros((0,), res.dtype), rank, s)
-    out = nan_unless(out, ok)
-    if return_status:
-        return out, status
-    return out
+    return Checked(nan_unless(out, ok), status)
+
+
+lstsq = reports_status(_lstsq)
 
 
 def _wide(a: Any, op: Operand, b: jax.Array, tol: float) -> tuple[jax.Array, ...]:
@@ -966,9 +886,7 @@ def _wide(a: Any, op: Operand, b: jax.Array, tol: float) -> tuple[jax.Array, ...
     return (x[:, 0] if b.ndim == 1 else x, res, rank, s)
 
 
-def _lstsq(
-    a: Any, op: Operand, b: jax.Array, tol: float, nb: int, return_status: bool
-) -> tuple[Any, jax.Array]:
+def _tall_lstsq(a: Any, op: Operand, b: jax.Array, tol: float, nb: int) -> tuple[Any, jax.Array]:
     """:func:`lstsq` on a non-empty problem: ``(x, residuals, rank, s)`` and the status.
 
     The status is always 0: every path answers a rank-deficient ``a`` with NumPy's

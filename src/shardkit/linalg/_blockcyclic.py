@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
-from shardkit._programs import cached, shard_jit
+from shardkit._programs import after, cached, shard_jit
 from shardkit._types import AnyMesh
 from shardkit.layout.internal import (
     Operand,
@@ -55,6 +55,7 @@ __all__ = [
     "Order",
     "Plan",
     "Spmd",
+    "after",
     "check_nb",
     "from_block_cyclic",
     "matrix_layout",
@@ -385,26 +386,6 @@ def on_owner(
     no cond.
     """
     return jax.lax.cond(owner, work, idle, *ops) if axes else work(*ops)
-
-
-def after(x: Any, *deps: jax.Array) -> Any:
-    """``x`` unchanged, made to wait for ``deps`` (inside ``shard_map``, local arrays).
-
-    A data dependency XLA cannot fold away: a select on "``|d| > inf``" of one element
-    of each dep, never true. Independent collectives of one program must not run side
-    by side: XLA's CPU runtime starts them concurrently on a pool of one thread per
-    device, devices reach them in different orders and the rendezvous hangs (see
-    :mod:`shardkit.inspect._order`); ordering them costs one select over ``x``.
-    """
-    never = jnp.bool_(False)
-    for d in deps:
-        first = jnp.abs(jnp.ravel(d)[:1].astype(jnp.float32 if d.dtype == jnp.bool_ else d.dtype))
-        never = never | (first[0] > jnp.inf)
-
-    def wait(leaf: jax.Array) -> jax.Array:
-        return jnp.where(never, jnp.zeros_like(leaf), leaf)
-
-    return jax.tree.map(wait, x)
 
 
 class LocalTables(NamedTuple):

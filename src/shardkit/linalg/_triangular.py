@@ -61,8 +61,9 @@ __all__ = ["solve_triangular"]
 
 SPLIT_RHS = 256
 """From this many right-hand sides on, each step's diagonal solve is split over the mesh:
-every device solves ``nrhs / P`` of the columns and one all-gather joins them (below it
-every device solves all of them: a few microseconds against one more collective)."""
+every device solves ``nrhs / P`` of the columns (padded to a multiple of ``P``) and one
+all-gather per step joins them. Below it every device solves all of them rather than
+wait on one more collective per step."""
 
 
 class _Sweep(NamedTuple):
@@ -72,6 +73,7 @@ class _Sweep(NamedTuple):
       x: ``(n, nrhs)`` solution by elimination index (zero where not yet solved).
       xl: the solved entries this device multiplies, in its local slot order: by its
         column slots (``k`` rows) for ``op(T) = T``, by its row slots (``m``) for ``T^T``.
+        Empty in natural order, where those slots are a contiguous run of ``x``.
     """
 
     x: jax.Array
@@ -143,10 +145,10 @@ def _diagonal_blocks(
 def _done_product(
     a: jax.Array, xl: jax.Array, e: jax.Array, side: _Side, nb: int, *, forward: bool, trans: bool
 ) -> jax.Array:
-    # xl: the solved entries, this device's slots from row side.base on.
     """This device's share of block row (column) ``e`` of ``op(T)`` times the solved ``x``.
 
-    The solved slots are a run of this device's slot order (a prefix forward, a suffix
+    ``xl`` holds the solved entries of this device's slots from row ``side.base`` on
+    (``x`` itself in natural order, else the sweep's ``xl``). The solved slots are a run of this device's slot order (a prefix forward, a suffix
     backward): it is read as its binary decomposition, one static slice per set bit, so
     neither the unsolved part nor the other triangle (which may hold anything, NaN
     included) is read, and no flop is spent on them.

@@ -89,6 +89,7 @@ from shardkit.layout.internal import (
     spec_summary,
 )
 from shardkit.linalg._blockcyclic import (
+    DEFAULT_BLOCK,
     AnyMesh,
     Plan,
     SpecLike,
@@ -120,8 +121,8 @@ from shardkit.linalg._status import (
     reports_status,
     succeeded,
 )
-from shardkit.linalg._triangular import solve_triangular
 from shardkit.linalg._triangular import triangular_program as _trsm_program
+from shardkit.linalg._triangular import triangular_solve
 from shardkit.linalg._wide import wide_lstsq, wide_qr
 
 __all__ = ["DEFAULT_PANEL", "MIN_NORM_GUARD", "RankDeficientError", "lstsq", "qr"]
@@ -922,9 +923,8 @@ def _tall_lstsq(a: Any, op: Operand, b: jax.Array, tol: float, nb: int) -> tuple
     if all(e is None for e in lay.r_spec):
         x = _local_trsm(r, qtb, lower=False)
     else:
-        x = solve_triangular(
-            r, qtb, lower=False, mesh=lay.mesh, spec=lay.r_spec, check_finite=False
-        )
+        r_op = Operand("lstsq", "r", tuple(r.shape), lay.mesh, normalize(lay.r_spec, 2), "concrete")
+        x = triangular_solve(r, r_op, qtb, lower=False, unit=False, trans=0, nb=DEFAULT_BLOCK)
     xr = place(x, lay.mesh, PartitionSpec())
 
     def standing() -> tuple[jax.Array, ...]:

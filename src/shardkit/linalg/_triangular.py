@@ -25,7 +25,7 @@ from jax import lax
 from jax.sharding import PartitionSpec
 
 from shardkit._programs import cached
-from shardkit.layout.internal import check_same_devices
+from shardkit.layout.internal import Operand, check_same_devices
 from shardkit.linalg._blockcyclic import (
     DEFAULT_BLOCK,
     AnyMesh,
@@ -35,6 +35,7 @@ from shardkit.linalg._blockcyclic import (
     Spmd,
     after,
     axis_index,
+    check_nb,
     dslice,
     dupdate,
     local_tables,
@@ -46,17 +47,19 @@ from shardkit.linalg._blockcyclic import (
 from shardkit.linalg._dtype import as_inexact, common
 from shardkit.linalg._inputs import (
     ArrayInput,
+    Trans,
     as_rhs,
     empty_solution,
     gate,
     nan_unless,
     referenced,
     require_finite,
+    trans_code,
 )
 from shardkit.linalg._pad import pad_matrix, pad_rows, square_plan, unpad_rows
 from shardkit.linalg._partitioned import on_layout
 
-__all__ = ["solve_triangular"]
+__all__ = ["solve_triangular", "triangular_solve"]
 
 
 SPLIT_RHS = 256
@@ -256,7 +259,7 @@ def solve_triangular(
     b: ArrayInput,
     /,
     *,
-    trans: int | str = 0,
+    trans: Trans = 0,
     lower: bool = False,
     unit_diagonal: bool = False,
     nb: int = DEFAULT_BLOCK,
@@ -311,9 +314,8 @@ def solve_triangular(
       True
     """
     where = "solve_triangular"
-    tmap = {0: False, 1: True, 2: True, "N": False, "T": True, "C": True}
-    if isinstance(trans, bool) or trans not in tmap:
-        raise ValueError(f"{where}: trans={trans!r} is not one of {list(tmap)}")
+    code = trans_code(where, trans)
+    check_nb(where, nb)
     a = as_inexact(where, "a", a)
     dt = common(where, a.dtype, b)
     check_same_devices(where, {"a": a, "b": b}, mesh=mesh)
@@ -326,28 +328,33 @@ def solve_triangular(
         tri = referenced(a, lower=bool(lower), unit=bool(unit_diagonal))
         ok = require_finite(where, True, a=tri, b=b)
         a, b = gate(ok, a), gate(ok, b)
-    # Auto axes inside jit: the partitioner gives the layout.
-    layout = None if op.unknown else square_plan(op, nb, "natural")
     b2, vec = as_rhs(where, b, int(a.shape[0]), dt, tuple(a.shape))
+    a = a if a.dtype == dt else a.astype(dt)
+    x = triangular_solve(a, op, b2, lower=bool(lower), unit=bool(unit_diagonal), trans=code, nb=nb)
+    return nan_unless(x[:, 0] if vec else x, ok)
+
+
+def triangular_solve(
+    a: Any, op: Operand, b2: jax.Array, *, lower: bool, unit: bool, trans: int, nb: int
+) -> jax.Array:
+    """``x`` of ``op(a) x = b2``, unchecked: ``a`` (the record ``op``) and ``b2``
+    (``(n, nrhs)``) of the result's dtype. The core of :func:`solve_triangular`, which
+    other algorithms call (lstsq's ``r x = q^H b``)."""
     # op(a) = a^H: a^T conj(x) = conj(b).
-    conj = trans in (2, "C") and jnp.iscomplexobj(b2)
-    flags = (bool(lower), bool(unit_diagonal), tmap[trans])
+    conj = trans == 2 and jnp.iscomplexobj(b2)
+    flags = (lower, unit, trans != 0)
     b2 = jnp.conj(b2) if conj else b2
-    if layout is None:
+    if op.unknown:  # Auto axes inside jit: the partitioner gives the layout.
 
         def make(plan: Plan, m: AnyMesh, p: PartitionSpec) -> Any:
             out = PartitionSpec(plan.row_axes or None, None)
             return triangular_program(plan, m, p, *flags).body, (p, PartitionSpec()), (out,)
 
-        a = a if a.dtype == dt else a.astype(dt)
         (x,) = on_layout(op, (a, b2), make, "i j, k l -> i l", nb=nb, order="natural")
-        x = jnp.conj(x) if conj else x
-        return nan_unless(x[:, 0] if vec else x, ok)
-    m, p, plan, padding = layout
+        return jnp.conj(x) if conj else x
+    m, p, plan, padding = square_plan(op, nb, "natural")
     b2 = pad_rows(b2, padding, m)
     ap = pad_matrix(a, padding, plan, m, p)
-    ap = ap if ap.dtype == dt else ap.astype(dt)
     x = triangular_program(plan, m, p, *flags)(ap, place(b2, m, PartitionSpec()))
     x = unpad_rows(x, padding, m, plan.row_axes)
-    x = jnp.conj(x) if conj else x
-    return nan_unless(x[:, 0] if vec else x, ok)
+    return jnp.conj(x) if conj else x

@@ -273,7 +273,9 @@ def solve_triangular(
     (a vector-sized all-gather when it is sharded). Communication: one all-reduce of
     ``n x nb`` elements (the diagonal blocks), then ``n / nb`` all-reduces of
     ``nb x nrhs`` (and, from 256 right-hand sides on, as many all-gathers of
-    ``nb x nrhs``). Memory per device: its share of ``a`` plus ``O(n * (nrhs + nb))``. A zero on the diagonal gives inf, as in SciPy.
+    ``nb x nrhs``). Memory per device: its share of ``a`` plus ``O(n * (nrhs + nb))``.
+    A zero on the diagonal gives inf, as in ``jax.scipy.linalg.solve_triangular``
+    (SciPy raises).
     An order the mesh or ``nb`` does not divide is padded: one more array of
     ``size^2 / P`` elements per device, ``size`` the next multiple of
     ``lcm(R, C)`` times the block size (``n = 999`` on 2x4, ``nb=128``: 1000); ``x`` is

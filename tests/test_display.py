@@ -34,7 +34,7 @@ def test_html_text_sees_a_difference() -> None:
 
 def test_comm_report_html_has_the_text_lines() -> None:
     m = shardkit.mesh("2x4", "x,y")
-    a = shardkit.shard(np.ones((16, 16), np.float32), m, "x,y")
+    a = shardkit.shard(np.ones((16, 16), np.float32), mesh=m, spec="x,y")
     report = shardkit.comms(jax.jit(lambda v: jnp.sum(v, axis=0)), a)
     assert report.collectives  # the table has rows
     assert html_text(report._repr_html_()) == plain(report)
@@ -50,8 +50,8 @@ def test_chain_plan_html_has_the_text_lines() -> None:
 
 def test_matmul_explanation_html_has_the_text_lines() -> None:
     m = shardkit.mesh("2x4", "x,y")
-    a = shardkit.shard(np.ones((16, 8), np.float32), m, "x,y")
-    b = shardkit.shard(np.ones((8, 16), np.float32), m, "y,None")
+    a = shardkit.shard(np.ones((16, 8), np.float32), mesh=m, spec="x,y")
+    b = shardkit.shard(np.ones((8, 16), np.float32), mesh=m, spec="y,None")
     explanation = shardkit.linalg.matmul(a, b, explain=True)
     text = html_text(explanation._repr_html_())
     assert text == plain(explanation)

@@ -136,14 +136,14 @@ def test_a_batch_that_is_not_a_pair(setup: dict[str, Any]) -> None:
 
 def test_a_batch_on_another_mesh(setup: dict[str, Any]) -> None:
     other = shardkit.mesh("4", "data", axis_types="auto")
-    batch = tuple(shardkit.shard(np.ones(s), other, "data") for s in ((16, 4), (16, 2)))
+    batch = tuple(shardkit.shard(np.ones(s), mesh=other, spec="data") for s in ((16, 4), (16, 2)))
     pattern = r"the operands live on different devices: the target is on mesh\(data=8\).*inputs "
     with pytest.raises(ValueError, match=pattern + r".*jax\.device_put\(batch, layout\.batch\)"):
         _call(setup, batch)
 
 
 def test_a_batch_on_the_same_devices_with_another_layout(setup: dict[str, Any]) -> None:
-    batch = tuple(shardkit.shard(np.ones(s), setup["mesh"]) for s in ((16, 4), (16, 2)))
+    batch = tuple(shardkit.shard(np.ones(s), mesh=setup["mesh"]) for s in ((16, 4), (16, 2)))
     with pytest.raises(ValueError, match=r"inputs are placed as .*jax\.device_put\(inputs, layout"):
         _call(setup, batch)
 

@@ -168,7 +168,7 @@ def test_matches_numpy_eager_and_jit_with_only_padded_all_to_alls(
 ) -> None:
     m = make_mesh(mesh_shape, types)
     a = _data(shape, dtype)
-    x = shardkit.shard(a, m, spec)
+    x = shardkit.shard(a, mesh=m, spec=spec)
     ref = _reference(name, a, kwargs)
     tol = np.result_type(a.dtype, np.complex64)
 
@@ -256,7 +256,7 @@ def test_round_trip_restores_values_and_layout(
 ) -> None:
     real = forward.startswith("r")
     a = _data(shape, "float64" if real else "complex128")
-    x = shardkit.shard(a, make_mesh(mesh_shape, "explicit"), spec)
+    x = shardkit.shard(a, mesh=make_mesh(mesh_shape, "explicit"), spec=spec)
     y = getattr(skfft, forward)(x)
     z = getattr(skfft, inverse)(
         y, **({"s": shape if forward == "rfftn" else shape[-2:]} if real else {})
@@ -270,7 +270,7 @@ def test_grad_through_padded_moves(types: str) -> None:
     # 6x12x10 on 2x4: y moves onto axis 2 (10 -> 12, padded), the output comes back.
     m = make_mesh("2x4", types)
     a = _data((6, 12, 10), "complex128", seed=2)
-    x = shardkit.shard(a, m, "x,y")
+    x = shardkit.shard(a, mesh=m, spec="x,y")
 
     def loss(fn: Any) -> Any:
         def value(v: jax.Array) -> jax.Array:

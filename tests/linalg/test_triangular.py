@@ -35,7 +35,7 @@ def test_solve_triangular_matches_scipy(
                     continue
                 t = np.tril(a_np) if lower else np.triu(a_np)
                 x = solve_triangular(
-                    shard(a_np, m, sp), b, lower=lower, trans=trans, unit_diagonal=unit, nb=16
+                    shard(a_np, mesh=m, spec=sp), b, lower=lower, trans=trans, unit_diagonal=unit, nb=16
                 )
                 ref = sl.solve_triangular(t, b, lower=lower, trans=trans, unit_diagonal=unit)
                 assert_close(x, ref, scale=float(np.abs(ref).max()) * 10)
@@ -44,4 +44,4 @@ def test_solve_triangular_matches_scipy(
 def test_bad_trans_is_rejected() -> None:
     m = mesh("8", "x")
     with pytest.raises(ValueError, match="trans="):
-        solve_triangular(shard(np.eye(16), m, "x,None"), np.ones(16), trans=3)
+        solve_triangular(shard(np.eye(16), mesh=m, spec="x,None"), np.ones(16), trans=3)

@@ -233,7 +233,7 @@ class SoakResult:
 def _fftn_case(m: Any, cfg: Config, rng: np.random.Generator) -> tuple[Callable[[], Any], Any]:
     rows = m.size * cfg.k
     x = rng.standard_normal((rows, 6)) + 1j * rng.standard_normal((rows, 6))
-    xs = shard(x.astype(np.complex64), m, PartitionSpec(m.axis_names, None))
+    xs = shard(x.astype(np.complex64), mesh=m, spec=PartitionSpec(m.axis_names, None))
     return (lambda: fftn(xs)), np.fft.fftn(x)
 
 
@@ -248,7 +248,7 @@ def _solve_case(m: Any, cfg: Config, rng: np.random.Generator) -> tuple[Callable
 def _qr_case(m: Any, cfg: Config, rng: np.random.Generator) -> tuple[Callable[[], Any], Any]:
     n = 2 + cfg.k
     a = rng.standard_normal((m.size * n, n)).astype(np.float32)
-    placed = shard(a, m, PartitionSpec(m.axis_names, None))
+    placed = shard(a, mesh=m, spec=PartitionSpec(m.axis_names, None))
 
     def run() -> Any:
         q, r = qr(placed)
@@ -261,7 +261,7 @@ def _matmul_case(m: Any, cfg: Config, rng: np.random.Generator) -> tuple[Callabl
     rows, inner = m.size * cfg.k, 4 * cfg.k
     a = rng.standard_normal((rows, inner)).astype(np.float32)
     b = rng.standard_normal((inner, 5)).astype(np.float32)
-    placed = shard(a, m, PartitionSpec(m.axis_names, None))
+    placed = shard(a, mesh=m, spec=PartitionSpec(m.axis_names, None))
     return (lambda: matmul(placed, b)), a @ b
 
 

@@ -295,7 +295,7 @@ def plan(
       >>> p = shardkit.fft.plan("fftn", (16, 16, 16), "x,y,None", m)
       >>> p.out_spec, p.all_to_alls, p.decomposition
       (P(None, 'x', 'y'), 2, 'pencil')
-      >>> x = shardkit.shard(np.ones((16, 16, 16), np.complex64), m, "x,y,None")
+      >>> x = shardkit.shard(np.ones((16, 16, 16), np.complex64), mesh=m, spec="x,y,None")
       >>> f = jax.shard_map(p.local, mesh=m, in_specs=p.in_spec, out_specs=p.out_spec)
       >>> complex(np.asarray(f(x))[0, 0, 0])
       (4096+0j)
@@ -384,7 +384,7 @@ def fftfreq(
 
     Example:
       >>> m = shardkit.mesh("8", "x")
-      >>> y = shardkit.fft.fftn(shardkit.shard(np.ones((16, 8)), m, "x,None"))
+      >>> y = shardkit.fft.fftn(shardkit.shard(np.ones((16, 8)), mesh=m, spec="x,None"))
       >>> k = shardkit.fft.fftfreq(8, like=y, axis=1)
       >>> k.shape, k.sharding.spec
       ((1, 8), P(None, 'x'))

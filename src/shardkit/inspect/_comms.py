@@ -244,7 +244,7 @@ def comms(
 
     Example:
       >>> m = shardkit.mesh("8", "x", axis_types="auto")
-      >>> x = shardkit.shard(np.ones((16, 4), np.float32), m, "x,None")
+      >>> x = shardkit.shard(np.ones((16, 4), np.float32), mesh=m, spec="x,None")
       >>> report = comms(lambda a: a.sum(axis=0), x)
       >>> [(c.kind, c.axes, c.sent_bytes) for c in report.collectives]
       [('all-reduce', ('x',), 28)]

@@ -88,7 +88,7 @@ def shard(
     (strings, ``PartitionSpec``, ``None`` meaning replicated) cover whole subtrees.
     Every leaf is checked before any is placed; errors name the leaf's path.
 
-    The positional ``shard(x, mesh, spec)`` of earlier releases still works, with a
+    The positional ``shard(x, mesh=mesh, spec=spec)`` of earlier releases still works, with a
     ``DeprecationWarning``.
 
     Args:
@@ -97,7 +97,7 @@ def shard(
       sharding: a ``NamedSharding`` to place ``x`` with, as in
         ``jax.device_put(x, sharding)``; then ``mesh`` and ``spec`` are omitted.
       legacy_spec: deprecated; the third positional argument of
-        ``shard(x, mesh, spec)``. Pass ``spec=``.
+        ``shard(x, mesh=mesh, spec=spec)``. Pass ``spec=``.
       mesh: the mesh, keyword-only.
       spec: anything :func:`shardkit.spec` accepts; omitted means replicated. For a
         pytree ``x``, also a pytree of such specs shaped like ``x``.
@@ -139,7 +139,7 @@ def _target(
                 f"shard: got a mesh both positionally and as mesh={mesh!r}; "
                 "pass shard(x, mesh=mesh, spec=spec)"
             )
-        renamed("shard", "shard(x, mesh, spec)", "shard(x, mesh=mesh, spec=spec)")
+        renamed("shard", "shard(x, mesh=mesh, spec=spec)", "shard(x, mesh=mesh, spec=spec)")
         if legacy_spec is not None and spec_ is not None:
             raise TypeError(
                 f"shard: got a spec both positionally and as spec={spec_!r}; "
@@ -152,27 +152,29 @@ def _target(
             "only, which is deprecated; pass shard(x, mesh=mesh, spec=spec)"
         )
     if sharding is not None:
+        if not isinstance(sharding, NamedSharding):
+            raise TypeError(
+                f"shard: sharding={sharding!r} ({type(sharding).__name__}) must be a "
+                "NamedSharding; for a mesh write shard(x, mesh=mesh, spec=spec)"
+            )
         if mesh is not None or spec_ is not None:
             raise ValueError(
                 "shard: pass either a NamedSharding, or mesh= and spec=; got a "
                 f"NamedSharding and mesh={mesh!r}, spec={spec_!r}"
             )
-        return _as_target(sharding), None
+        return sharding, None
     if mesh is None:
         raise TypeError(
             "shard: where x goes is missing; pass mesh= (and spec=), e.g. "
             "shard(x, mesh=shardkit.mesh('2x4', 'x,y'), spec='x,y'), or a NamedSharding"
         )
-    return _as_target(mesh), spec_
-
-
-def _as_target(value: object) -> Mesh | NamedSharding:
-    if isinstance(value, Mesh | NamedSharding):
-        return value
-    raise TypeError(
-        f"shard: mesh={value!r} ({type(value).__name__}) must be a jax.sharding.Mesh "
-        "(e.g. shardkit.mesh('2x4', 'x,y')) or a NamedSharding"
-    )
+    if not isinstance(mesh, Mesh):
+        raise TypeError(
+            f"shard: mesh={mesh!r} ({type(mesh).__name__}) must be a jax.sharding.Mesh, "
+            "e.g. shardkit.mesh('2x4', 'x,y'); a NamedSharding goes in positionally, "
+            "shard(x, sharding)"
+        )
+    return mesh, spec_
 
 
 def _shard_tree(x: Any, mesh: Mesh | NamedSharding, spec_: Any) -> Any:

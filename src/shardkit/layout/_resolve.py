@@ -180,7 +180,7 @@ def placement(x: Any, /, *, mesh: AnyMesh | None = None, spec: SpecLike = None) 
 
     Example:
       >>> from shardkit.layout import mesh, shard
-      >>> p = placement(shard(np.ones((4, 8)), mesh("2x4", "x,y"), "x"))
+      >>> p = placement(shard(np.ones((4, 8)), mesh=mesh("2x4", "x,y"), spec="x"))
       >>> p.spec, p.how
       ((('x',), ()), 'concrete')
       >>> placement(np.ones(3)).how

@@ -232,8 +232,8 @@ def matmul(
 
     Example:
       >>> m = shardkit.mesh("2x4", "x,y")
-      >>> a = shardkit.shard(np.ones((8, 16), np.float32), m, "x,y")
-      >>> b = shardkit.shard(np.ones((16, 8), np.float32), m, "y,None")
+      >>> a = shardkit.shard(np.ones((8, 16), np.float32), mesh=m, spec="x,y")
+      >>> b = shardkit.shard(np.ones((16, 8), np.float32), mesh=m, spec="y,None")
       >>> c = matmul(a, b, algorithm="allreduce")
       >>> c.sharding.spec, float(np.asarray(c)[0, 0])
       (P('x', None), 16.0)
@@ -274,7 +274,7 @@ def matmul(
     if m is None:
         raise ValueError(
             "matmul: neither operand is sharded on a mesh; shard them first "
-            "(shardkit.shard(x, mesh, spec)) or pass mesh=... and in_specs=..."
+            "(shardkit.shard(x, mesh=mesh, spec=spec)) or pass mesh=... and in_specs=..."
         )
     for which, other in (("a", la.mesh), ("b", lb.mesh)):
         if other is not None and mesh is None and other.shape_tuple != m.shape_tuple:

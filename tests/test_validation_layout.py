@@ -151,8 +151,12 @@ def test_check_same_devices_refuses_two_explicit_meshes_over_the_same_devices() 
         ("auto", False),
     )
     for axis_types, refused in cases:
-        a = shardkit.shard(np.ones(8), mesh=shardkit.mesh("2x4", "x,y", axis_types=axis_types), spec="y")
-        b = shardkit.shard(np.ones(8), mesh=shardkit.mesh("8", "z", axis_types=axis_types), spec="z")
+        a = shardkit.shard(
+            np.ones(8), mesh=shardkit.mesh("2x4", "x,y", axis_types=axis_types), spec="y"
+        )
+        b = shardkit.shard(
+            np.ones(8), mesh=shardkit.mesh("8", "z", axis_types=axis_types), spec="z"
+        )
         if not refused:
             internal.check_same_devices("f", {"a": a, "b": b})  # jit reconciles Auto meshes
             continue

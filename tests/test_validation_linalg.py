@@ -77,7 +77,9 @@ def test_a_restart_below_one(a: jax.Array) -> None:
 
 def test_solver_operands_on_other_devices(a: jax.Array) -> None:
     other = shardkit.shard(np.ones(8), mesh=shardkit.mesh("4", "x", devices=[4, 5, 6, 7]), spec="x")
-    small = shardkit.shard(np.eye(8), mesh=shardkit.mesh("4", "x", devices=[0, 1, 2, 3]), spec="x,None")
+    small = shardkit.shard(
+        np.eye(8), mesh=shardkit.mesh("4", "x", devices=[0, 1, 2, 3]), spec="x,None"
+    )
     with pytest.raises(ValueError, match=r"cg: the operands live on different devices: a is on"):
         linalg.cg(small, other)
 
@@ -119,7 +121,9 @@ def test_matmul_operands_on_different_devices() -> None:
 def test_matmul_operands_on_an_explicit_and_an_auto_mesh() -> None:
     # Both used to fail inside shard_map ("in_specs ... does not match the specs").
     a = shardkit.shard(np.ones((8, 8)), mesh=shardkit.mesh("2x4", "x,y"), spec="x,y")
-    b = shardkit.shard(np.ones((8, 8)), mesh=shardkit.mesh("2x4", "x,y", axis_types="auto"), spec="x,y")
+    b = shardkit.shard(
+        np.ones((8, 8)), mesh=shardkit.mesh("2x4", "x,y", axis_types="auto"), spec="x,y"
+    )
     pattern = r"matmul: the operands are on different meshes.*a is on mesh\(x=2,y=4; Explicit\)"
     with pytest.raises(ValueError, match=pattern):
         linalg.matmul(a, b)

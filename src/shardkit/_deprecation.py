@@ -58,8 +58,6 @@ def pick(
     if isinstance(old_value, Unset):
         return new_value
     if not isinstance(new_value, Unset) and new_value is not None:
-        raise TypeError(
-            f"{where}: got both {old} (deprecated) and {new}; pass only {new}"
-        )
+        raise TypeError(f"{where}: got both {old} (deprecated) and {new}; pass only {new}")
     renamed(where, old, new, stacklevel=stacklevel)
     return old_value

@@ -80,7 +80,9 @@ def test_grad_jvp_vjp(name: str, dtype: str, norm: str | None, types: str) -> No
         g = jax.jit(jax.grad(_loss(ours, norm)))(x)
         assert_close(g, r["grad"], what="grad")
         t = np.roll(a, 1)
-        _, tan = jax.jvp(lambda v: ours(v, norm=norm), (x,), (shardkit.shard(t, mesh=m, spec="x,y,None"),))
+        _, tan = jax.jvp(
+            lambda v: ours(v, norm=norm), (x,), (shardkit.shard(t, mesh=m, spec="x,y,None"),)
+        )
         assert_close(tan, r["jvp"], what="jvp")
         y, pullback = jax.vjp(lambda v: ours(v, norm=norm), x)
         assert_close(y, r["ct"][::-1], what="forward")

@@ -229,7 +229,9 @@ def test_indivisible_output_error_names_spec_and_mesh() -> None:
 def test_split_1d_array_runs_four_step_or_is_rejected() -> None:
     a = data((64,), "complex64")
     assert_close(skfft.fft(shardkit.shard(a, mesh=make_mesh("8"), spec="x")), np.fft.fft(a))
-    x = shardkit.shard(data((24,), "complex64"), mesh=make_mesh("8"), spec="x")  # 8**2 does not divide 24
+    x = shardkit.shard(
+        data((24,), "complex64"), mesh=make_mesh("8"), spec="x"
+    )  # 8**2 does not divide 24
     with pytest.raises(NotImplementedError, match="four-step"):
         skfft.fft(x)
 

@@ -102,7 +102,9 @@ def test_shard_uneven_prime_sizes_rejected_or_placed() -> None:
 
 def test_shard_places_a_pytree_with_one_spec_or_a_tree_of_specs() -> None:
     m = mesh("8", "x")
-    one = shard({"w": np.ones((8, 4), np.float32), "pair": (np.ones(8), [1.0] * 8)}, mesh=m, spec="x")
+    one = shard(
+        {"w": np.ones((8, 4), np.float32), "pair": (np.ones(8), [1.0] * 8)}, mesh=m, spec="x"
+    )
     assert one["w"].sharding.spec == P("x")
     assert one["pair"][1].sharding.spec == P("x")
     tree = {"w": np.ones((8, 4), np.float32), "pair": (np.ones(8), 2.0)}

@@ -257,7 +257,10 @@ def test_replicated_operand_takes_the_eager_default_layout() -> None:
 
 def test_a_layout_the_algorithm_cannot_take_raises_its_error() -> None:
     m = mesh("2x4", "x,y", axis_types="auto")
-    a, b = shard(np.ones((16, 32)), mesh=m, spec="x,y"), shard(np.ones((32, 8)), mesh=m, spec="y,None")
+    a, b = (
+        shard(np.ones((16, 32)), mesh=m, spec="x,y"),
+        shard(np.ones((32, 8)), mesh=m, spec="y,None"),
+    )
     # Raised from the partitioner's callback, so wrapped in JAX's runtime error.
     with pytest.raises(Exception, match=r"local needs it whole.*Reshard the operands"):
         jax.jit(lambda p, q: linalg.matmul(p, q, algorithm="local"))(a, b)

@@ -127,7 +127,9 @@ def test_tournament_lu_factors_a_and_differs_from_lapack_only_in_pivots() -> Non
     # lower with |l| <= a small bound (no growth), u is upper.
     m = make_mesh("4x2")
     a_np = matrix("random", 64, np.float64, seed=5)
-    p, low, u = (np.asarray(v) for v in lu(shard(a_np, mesh=m, spec="x,y"), nb=8, pivoting="tournament"))
+    p, low, u = (
+        np.asarray(v) for v in lu(shard(a_np, mesh=m, spec="x,y"), nb=8, pivoting="tournament")
+    )
     assert_close(p @ low @ u, a_np)
     np.testing.assert_array_equal(np.tril(low), low)
     np.testing.assert_array_equal(np.diag(low), 1)

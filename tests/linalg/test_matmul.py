@@ -298,7 +298,9 @@ def test_errors_name_the_problem() -> None:
     with pytest.raises(ValueError, match="batch dims"):
         matmul(shard(np.ones((2, 8, 8)), mesh=m, spec="x"), np.ones((4, 8, 8)))
     with pytest.raises(ValueError, match="split a's batch dims"):
-        matmul(shard(np.ones((2, 8, 8)), mesh=m, spec="x"), shard(np.ones((8, 8)), mesh=m, spec="x"))
+        matmul(
+            shard(np.ones((2, 8, 8)), mesh=m, spec="x"), shard(np.ones((8, 8)), mesh=m, spec="x")
+        )
     with pytest.raises(ValueError, match=r"different|on mesh"):
         matmul(a, shard(y, mesh=make_mesh("8"), spec="x"))
 

@@ -418,7 +418,9 @@ def test_lstsq_rank_estimate_is_not_fooled_by_a_kahan_matrix(ms: str) -> None:
     kinds = ("explicit", "auto") if FULL else (("explicit",) if ms == "8" else ("auto",))
     for kind in kinds:
         arr = shard(
-            a, mesh=where["mesh"] if kind == "explicit" else mesh(ms, names, axis_types=kind), spec=sp
+            a,
+            mesh=where["mesh"] if kind == "explicit" else mesh(ms, names, axis_types=kind),
+            spec=sp,
         )
         f = jax.jit(lambda a, b: lstsq(a, b, nb=8))
         x, _, rank, s = f(arr, b)

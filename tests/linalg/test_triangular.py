@@ -35,7 +35,12 @@ def test_solve_triangular_matches_scipy(
                     continue
                 t = np.tril(a_np) if lower else np.triu(a_np)
                 x = solve_triangular(
-                    shard(a_np, mesh=m, spec=sp), b, lower=lower, trans=trans, unit_diagonal=unit, nb=16
+                    shard(a_np, mesh=m, spec=sp),
+                    b,
+                    lower=lower,
+                    trans=trans,
+                    unit_diagonal=unit,
+                    nb=16,
                 )
                 ref = sl.solve_triangular(t, b, lower=lower, trans=trans, unit_diagonal=unit)
                 assert_close(x, ref, scale=float(np.abs(ref).max()) * 10)

@@ -117,7 +117,8 @@ def three_ways(c: Checks) -> None:
     c.close("explicit axes: x sharded, W replicated", explicit, want, dtype=np.float32)
     c.check(
         "the contraction over sharded x all-reduces",
-        "all-reduce" in comms(_layer, shard(x, mesh=m, spec="x"), shard(w, mesh=m, spec="x"), b).kinds,
+        "all-reduce"
+        in comms(_layer, shard(x, mesh=m, spec="x"), shard(w, mesh=m, spec="x"), b).kinds,
     )
 
 

@@ -248,9 +248,9 @@ class MLP(Model):
     ) -> dict[str, jax.Array]:
         kw, kb = jax.random.split(key)
         n_in = shapes["w"][0]
-        w = sk_random.normal(kw, shapes["w"], shardings["w"], dtype=self.dtype)
+        w = sk_random.normal(kw, shapes["w"], out_sharding=shardings["w"], dtype=self.dtype)
         w = w * jnp.asarray(1.0 / n_in**0.5, self.dtype)
-        b = sk_random.normal(kb, shapes["b"], shardings["b"], dtype=self.dtype)
+        b = sk_random.normal(kb, shapes["b"], out_sharding=shardings["b"], dtype=self.dtype)
         return {"w": w, "b": b}
 
     def apply(self, params: Params, x: jax.Array, /, hooks: Hooks | None = None) -> jax.Array:
@@ -274,8 +274,8 @@ class MLP(Model):
     def _draw(self, k: jax.Array, batch_size: int, s: Sharding) -> tuple[jax.Array, jax.Array]:
         n_in, n_out = self.layer_sizes[0], self.layer_sizes[-1]
         kx, ky = jax.random.split(k)
-        x = sk_random.normal(kx, (batch_size, n_in), s, dtype=self.dtype)
-        return x, sk_random.normal(ky, (batch_size, n_out), s, dtype=self.dtype)
+        x = sk_random.normal(kx, (batch_size, n_in), out_sharding=s, dtype=self.dtype)
+        return x, sk_random.normal(ky, (batch_size, n_out), out_sharding=s, dtype=self.dtype)
 
 
 @dataclass(frozen=True)
@@ -331,6 +331,6 @@ class Logistic(Model):
     def _draw(self, k: jax.Array, batch_size: int, s: Sharding) -> tuple[jax.Array, jax.Array]:
         d = self.layer_sizes[0]
         kx, kw = jax.random.split(k)
-        x = sk_random.normal(kx, (batch_size, d), s, dtype=self.dtype)
+        x = sk_random.normal(kx, (batch_size, d), out_sharding=s, dtype=self.dtype)
         w_true = jax.random.normal(kw, (d, 1), self.dtype)
         return x, (x @ w_true > 0).astype(self.dtype)

@@ -61,7 +61,7 @@ def test_matmul_explanation_html_has_the_text_lines() -> None:
 @pytest.mark.parametrize(("spec", "moves"), [("x,y", 2), ("x", 1), (None, 0)])
 def test_fft_plan_display_shows_every_fact_of_its_text(spec: str | None, moves: int) -> None:
     m = shardkit.mesh("2x4", "x,y")
-    plan = shardkit.fft.plan("fftn", (8, 8, 8), spec, m)
+    plan = shardkit.fft.plan("fftn", (8, 8, 8), spec=spec, mesh=m)
     assert plan.all_to_alls == moves
     rich_form = plain(rich_text(plan, width=120))
     assert html_text(plan._repr_html_()) == rich_form

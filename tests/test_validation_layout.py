@@ -173,4 +173,4 @@ def test_check_same_devices_refuses_two_explicit_meshes_over_the_same_devices() 
 
 def test_fft_plan_with_a_string_mesh_names_the_fix() -> None:
     with pytest.raises(TypeError, match=r"plan: mesh='2x4' \(str\).*shardkit\.mesh\('2x4'\)"):
-        shardkit.fft.plan("fftn", (8, 8, 8), "x", "2x4")  # type: ignore[arg-type]
+        shardkit.fft.plan("fftn", (8, 8, 8), spec="x", mesh="2x4")  # type: ignore[arg-type]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import warnings
 from typing import TypeVar
 
-__all__ = ["UNSET", "Unset", "pick", "renamed"]
+__all__ = ["UNSET", "Unset", "moved", "pick", "renamed"]
 
 T = TypeVar("T")
 
@@ -39,6 +39,24 @@ def renamed(where: str, old: str, new: str, *, stacklevel: int = 3) -> None:
         DeprecationWarning,
         stacklevel=stacklevel,
     )
+
+
+def moved(
+    where: str, *, old: str, new: str, old_given: bool, new_given: bool, stacklevel: int = 4
+) -> bool:
+    """Whether the caller used the old spelling (then warned); raises if it used both.
+
+    For arguments that moved together (``f(x, mesh, spec)`` to ``f(x, mesh=, spec=)``):
+    the caller takes the old values where this returns True.
+
+    Raises:
+      TypeError: both spellings were given.
+    """
+    if old_given and new_given:
+        raise TypeError(f"{where}: got both {old} (deprecated) and {new}; pass only {new}")
+    if old_given:
+        renamed(where, old, new, stacklevel=stacklevel)
+    return old_given
 
 
 def pick(

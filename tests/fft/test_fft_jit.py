@@ -66,7 +66,7 @@ def test_auto_axes_partition_instead_of_gathering(
         y = f(x)
         assert_close(y, getattr(np.fft, name)(a))
         # The default layout, as on Explicit axes (the mesh is in the operand's type).
-        want = skfft.plan(name, a.shape, spec, m).out_spec
+        want = skfft.plan(name, a.shape, spec=spec, mesh=m).out_spec
         assert normalize_spec(y.sharding.spec, 3) == normalize_spec(want, 3)  # type: ignore[attr-defined]
     assert comms(jnp.fft.fftn, x).count("all-gather") >= 1
 

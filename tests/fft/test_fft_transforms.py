@@ -239,12 +239,12 @@ def test_split_1d_array_runs_four_step_or_is_rejected() -> None:
 def test_plan_runs_in_a_user_shard_map() -> None:
     m = make_mesh("2x4")
     a = data((16, 16, 16), "complex128")
-    p = skfft.plan("fftn", a.shape, "x,y,None", m, norm="ortho")
+    p = skfft.plan("fftn", a.shape, spec="x,y,None", mesh=m, norm="ortho")
     f = jax.shard_map(p.local, mesh=m, in_specs=p.in_spec, out_specs=p.out_spec)
     assert_close(f(shardkit.shard(a, mesh=m, spec="x,y,None")), np.fft.fftn(a, norm="ortho"))
     assert p.out_spec == P(None, "x", "y")
     with pytest.raises(ValueError, match="legal values"):
-        skfft.plan("dct", a.shape, "x", m)
+        skfft.plan("dct", a.shape, spec="x", mesh=m)
 
 
 @pytest.mark.parametrize("spec", ["x", "None,x"])

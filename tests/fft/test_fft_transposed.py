@@ -46,8 +46,8 @@ def test_the_order_rolls_the_transformed_axes() -> None:
 def test_plan_specs_and_no_final_transpose(mesh_shape: str) -> None:
     m = make_mesh(mesh_shape, "auto")
     spec = SPECS[mesh_shape]
-    default = skfft.plan("fftn", SHAPE, spec, m)
-    p = skfft.plan("fftn", SHAPE, spec, m, out_layout="transposed")
+    default = skfft.plan("fftn", SHAPE, spec=spec, mesh=m)
+    p = skfft.plan("fftn", SHAPE, spec=spec, mesh=m, out_layout="transposed")
     assert (p.out_shape, p.out_order, p.all_to_alls) == ((8, 24, 16), ROLL, default.all_to_alls)
     # The default layout's splits, stored in the rolled order (jaxDecomp's P('x', 'y')
     # for the pencil).
@@ -61,7 +61,7 @@ def test_plan_specs_and_no_final_transpose(mesh_shape: str) -> None:
 
     # One local transpose fewer: the output order is the one the last FFT leaves.
     assert transposes(p) == transposes(default) - 1
-    inv = skfft.plan("ifftn", p.out_shape, p.out_spec, m, in_layout="transposed")
+    inv = skfft.plan("ifftn", p.out_shape, spec=p.out_spec, mesh=m, in_layout="transposed")
     assert (inv.in_order, inv.out_shape, inv.out_spec) == (ROLL, SHAPE, default.in_spec)
 
 
@@ -133,8 +133,8 @@ def test_chunks_pipeline_each_move(mesh_shape: str) -> None:
     m = make_mesh(mesh_shape, "explicit")
     spec = SPECS[mesh_shape]
     x = shardkit.shard(a, mesh=m, spec=spec)
-    whole = skfft.plan("fftn", SHAPE, spec, m, out_layout="transposed")
-    p = skfft.plan("fftn", SHAPE, spec, m, out_layout="transposed", chunks=2)
+    whole = skfft.plan("fftn", SHAPE, spec=spec, mesh=m, out_layout="transposed")
+    p = skfft.plan("fftn", SHAPE, spec=spec, mesh=m, out_layout="transposed", chunks=2)
     assert p.chunks == 2
     f = jax.jit(jax.shard_map(p.local, mesh=m, in_specs=p.in_spec, out_specs=p.out_spec))
     assert_close(f(x), np.fft.fftn(a).transpose(ROLL))
@@ -147,9 +147,9 @@ def test_chunks_pipeline_each_move(mesh_shape: str) -> None:
 
 def test_planner_cuts_only_large_blocks() -> None:
     m = make_mesh("8", "explicit")
-    assert skfft.plan("fftn", (256, 256, 128), "x", m).chunks == 4  # 2**20 per device
-    assert skfft.plan("fftn", (256, 128, 128), "x", m).chunks == 1
-    assert skfft.plan("fftn", (256, 128, 128), "x", m, chunks=2).chunks == 2
+    assert skfft.plan("fftn", (256, 256, 128), spec="x", mesh=m).chunks == 4  # 2**20 per device
+    assert skfft.plan("fftn", (256, 128, 128), spec="x", mesh=m).chunks == 1
+    assert skfft.plan("fftn", (256, 128, 128), spec="x", mesh=m, chunks=2).chunks == 2
 
 
 def test_bad_layouts_and_chunks_are_refused() -> None:
@@ -160,4 +160,4 @@ def test_bad_layouts_and_chunks_are_refused() -> None:
     with pytest.raises(ValueError, match="'transposed'"):
         skfft.fftn(x, out_layout="swapped")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="chunks=0; legal values are None or ints >= 1"):
-        skfft.plan("fftn", SHAPE, P("x"), m, chunks=0)
+        skfft.plan("fftn", SHAPE, spec=P("x"), mesh=m, chunks=0)

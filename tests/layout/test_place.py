@@ -79,10 +79,11 @@ def test_shard_type_errors() -> None:
 
 def test_shard_positional_mesh_is_deprecated_and_still_places() -> None:
     m = mesh("2x4", "x,y")
-    with pytest.warns(DeprecationWarning, match=r"shard\(x, mesh=mesh, spec=spec\)"):
+    with pytest.warns(DeprecationWarning, match=r"shard\(x, mesh=mesh, spec=spec\)") as rec:
         a = shard(np.ones((4, 8)), m, "x,y")
+    assert rec[0].filename == __file__
     assert a.sharding == NamedSharding(m, P("x", "y"))
-    with pytest.raises(TypeError, match="both positionally"):
+    with pytest.raises(TypeError, match="got both"):
         shard(np.ones((4, 8)), m, mesh=m)
     with pytest.raises(TypeError, match="goes with a positional mesh"):
         shard(np.ones((4, 8)), None, "x")

@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from shardkit._deprecation import moved
 from shardkit._programs import cached, shard_jit
 from shardkit.fft._fourstep import planned
 from shardkit.fft._partition import apply, check_traced
@@ -51,6 +52,7 @@ from shardkit.layout.internal import (
     mesh_summary,
     normalize,
     parse_spec,
+    SpecLike,
     placement,
     spec_summary,
 )
@@ -243,10 +245,12 @@ def transform(
 def plan(
     name: str,
     shape: Sequence[int],
-    spec: PartitionSpec | str | None,
-    mesh: Mesh,
+    legacy_spec: SpecLike = None,
+    legacy_mesh: Mesh | None = None,
     /,
     *,
+    mesh: Mesh | None = None,
+    spec: SpecLike = None,
     s: Sequence[int] | None = None,
     axes: Sequence[int] | None = None,
     norm: str | None = None,
@@ -265,10 +269,13 @@ def plan(
       name: ``"fftn"``, ``"ifftn"``, ``"rfftn"`` or ``"irfftn"`` (``fft2`` and ``fft``
         are ``fftn`` with ``axes``).
       shape: the global input shape.
-      spec: the input's ``PartitionSpec`` (or a string for :func:`shardkit.spec`).
-        ``shape`` and ``spec`` are the input array's own (rolled when
-        ``in_layout="transposed"``).
-      mesh: the device mesh.
+      legacy_spec: deprecated; the third positional argument of
+        ``plan(name, shape, spec, mesh)``. Pass ``spec=``.
+      legacy_mesh: deprecated; the fourth positional argument. Pass ``mesh=``.
+      mesh: the device mesh (required).
+      spec: the input's ``PartitionSpec`` (or a string for :func:`shardkit.spec`);
+        omitted means replicated. ``shape`` and ``spec`` are the input array's own
+        (rolled when ``in_layout="transposed"``).
       s: transformed lengths, as in ``jnp.fft.fftn``.
       axes: transformed axes, as in ``jnp.fft.fftn``.
       norm: ``None``, ``"backward"``, ``"ortho"`` or ``"forward"``.
@@ -292,7 +299,7 @@ def plan(
 
     Example:
       >>> m = shardkit.mesh("2x4", "x,y")
-      >>> p = shardkit.fft.plan("fftn", (16, 16, 16), "x,y,None", m)
+      >>> p = shardkit.fft.plan("fftn", (16, 16, 16), mesh=m, spec="x,y,None")
       >>> p.out_spec, p.all_to_alls, p.decomposition
       (P(None, 'x', 'y'), 2, 'pencil')
       >>> x = shardkit.shard(np.ones((16, 16, 16), np.complex64), mesh=m, spec="x,y,None")
@@ -302,6 +309,19 @@ def plan(
     """
     if not is_name(name):
         raise ValueError(f"plan: name={name!r}; legal values are {sorted(KINDS)}")
+    if moved(
+        "plan",
+        old="plan(name, shape, spec, mesh)",
+        new="plan(name, shape, mesh=mesh, spec=spec)",
+        old_given=legacy_spec is not None or legacy_mesh is not None,
+        new_given=mesh is not None or spec is not None,
+    ):
+        spec, mesh = legacy_spec, legacy_mesh
+    if mesh is None:
+        raise TypeError(
+            "plan: mesh= is missing; pass the device mesh and the input's spec, e.g. "
+            "shardkit.fft.plan('fftn', shape, mesh=shardkit.mesh('2x4', 'x,y'), spec='x,y')"
+        )
     check_mesh_arg("plan", mesh)
     _check_options("plan", norm, out_layout, in_layout)
     shape_t = tuple(int(n) for n in shape)

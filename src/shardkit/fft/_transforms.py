@@ -108,7 +108,7 @@ def fftn(
       >>> z = shardkit.fft.fftn(shardkit.shard(w, mesh=m, spec="x"))
       >>> z.sharding.spec, bool(np.allclose(z, np.fft.fftn(w)))
       (P('x', None, None), True)
-      >>> p = shardkit.fft.plan("fftn", w.shape, "x", m)
+      >>> p = shardkit.fft.plan("fftn", w.shape, spec="x", mesh=m)
       >>> p.all_to_alls, p.sent_bytes(np.complex128), p.padding_bytes(np.complex128)
       (2, 8960, 2240)
     """
@@ -372,7 +372,7 @@ def fft(
       >>> y = shardkit.fft.fft(shardkit.shard(s, mesh=m, spec="x"))
       >>> y.sharding.spec, bool(np.allclose(y, np.fft.fft(s)))
       (P('x',), True)
-      >>> shardkit.fft.plan("fftn", (128,), "x", m).all_to_alls
+      >>> shardkit.fft.plan("fftn", (128,), spec="x", mesh=m).all_to_alls
       3
     """
     return transform("fftn", x, _one(n), (axis,), norm, out_layout)

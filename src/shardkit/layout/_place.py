@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from shardkit._deprecation import renamed
+from shardkit._deprecation import moved
 from shardkit.layout._checks import check_placement
 from shardkit._typing import PyTree
 from shardkit.layout._spec import spec as parse_spec
@@ -133,19 +133,15 @@ def _target(
     sharding: object, legacy_spec: PyTree, mesh: object, spec_: PyTree
 ) -> tuple[Mesh | NamedSharding, PyTree]:
     """The mesh (or sharding) and spec of the call, from its new or its old spelling."""
-    if isinstance(sharding, Mesh):
-        if mesh is not None:
-            raise TypeError(
-                f"shard: got a mesh both positionally and as mesh={mesh!r}; "
-                "pass shard(x, mesh=mesh, spec=spec)"
-            )
-        renamed("shard", "shard(x, mesh=mesh, spec=spec)", "shard(x, mesh=mesh, spec=spec)")
-        if legacy_spec is not None and spec_ is not None:
-            raise TypeError(
-                f"shard: got a spec both positionally and as spec={spec_!r}; "
-                "pass shard(x, mesh=mesh, spec=spec)"
-            )
-        return sharding, legacy_spec if legacy_spec is not None else spec_
+    if moved(
+        "shard",
+        old="shard(x, mesh, spec)",
+        new="shard(x, mesh=mesh, spec=spec)",
+        old_given=isinstance(sharding, Mesh),
+        new_given=mesh is not None or spec_ is not None,
+        stacklevel=5,
+    ):
+        return sharding, legacy_spec  # type: ignore[return-value]
     if legacy_spec is not None:
         raise TypeError(
             f"shard: a positional spec ({legacy_spec!r}) goes with a positional mesh "

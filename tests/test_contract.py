@@ -213,7 +213,7 @@ def _fft_inputs(rng: np.random.Generator, n: int, dtype: str) -> tuple[np.ndarra
 
 
 def _chain_call(a: Any, b: Any, c: Any, *, mesh: Any) -> Any:
-    p = plan.matmul_chain([a.shape, b.shape, c.shape], mesh, dtype=a.dtype)
+    p = plan.matmul_chain([a.shape, b.shape, c.shape], mesh=mesh, dtype=a.dtype)
     return p.apply(a, b, c)
 
 

@@ -43,7 +43,7 @@ def test_comm_report_html_has_the_text_lines() -> None:
 
 def test_chain_plan_html_has_the_text_lines() -> None:
     m = shardkit.mesh("8", "x")
-    plan = shardkit.plan.matmul_chain([(16, 8), (8, 16), (16, 8)], m, memory_limit=1024)
+    plan = shardkit.plan.matmul_chain([(16, 8), (8, 16), (16, 8)], mesh=m, memory_limit=1024)
     assert html_text(plan._repr_html_()) == plain(plan)
     assert plan.order in html_text(plan._repr_html_())
 

@@ -270,7 +270,7 @@ def test_a_layout_the_algorithm_cannot_take_raises_its_error() -> None:
 
 def test_matmul_chain_plan_applies_under_jit_on_auto_axes() -> None:
     m = mesh("2x4", "x,y", axis_types="auto")
-    plan = shardkit.plan.matmul_chain([(32, 16), (16, 32), (32, 8)], m, dtype=np.float64)
+    plan = shardkit.plan.matmul_chain([(32, 16), (16, 32), (32, 8)], mesh=m, dtype=np.float64)
     rng = np.random.default_rng(5)
     mats = [rng.standard_normal(s) for s in plan.shapes]
     placed = [shard(x, mesh=m, spec=s) for x, s in zip(mats, plan.in_specs, strict=True)]

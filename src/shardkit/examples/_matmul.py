@@ -181,14 +181,14 @@ def chain(c: Checks) -> None:
     mats = _mats(4)
     want = _ref(*mats)
     m = mesh("2x4", "x,y", axis_types="auto")
-    free = matmul_chain([x.shape for x in mats], m)
+    free = matmul_chain([x.shape for x in mats], mesh=m)
     c.items.append(free)
     c.check("without a memory limit: no communication at all", free.bytes_sent == 0, str(free))
     c.note(
         "Replicating is free but every device then holds all four matrices; with a "
         "per-device budget of a quarter of that (1 KiB), the planner must shard."
     )
-    tight = matmul_chain([x.shape for x in mats], m, memory_limit=1024)
+    tight = matmul_chain([x.shape for x in mats], mesh=m, memory_limit=1024)
     c.items.append(tight)
     c.close("the 1 KiB plan computes A @ B @ C @ D", tight.apply(*mats), want, dtype=np.float32)
     report = comms(tight.apply, *tight.place(*mats))
@@ -211,7 +211,7 @@ def chain(c: Checks) -> None:
         "column-sharding every input does not fit the 1 KiB budget",
         ValueError,
         lambda: matmul_chain(
-            [x.shape for x in mats], m, memory_limit=1024, in_specs=["None,(x,y)"] * 4
+            [x.shape for x in mats], mesh=m, memory_limit=1024, in_specs=["None,(x,y)"] * 4
         ),
         "fits memory_limit=1024",
     )

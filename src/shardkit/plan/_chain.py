@@ -178,7 +178,11 @@ class ChainPlan:
                     f"ChainPlan.apply: operand {i} has shape {tuple(np.shape(x))}, planned "
                     f"for {self.shapes[i]}"
                 )
-            dt = np.dtype(x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype)
+            dt = np.dtype(
+                x.dtype
+                if isinstance(x, jax.Array | np.ndarray | np.generic)
+                else np.asarray(x).dtype
+            )
             if dt.name != self.dtype:
                 raise ValueError(
                     f"ChainPlan.apply: operand {i} is {dt.name} but the plan "

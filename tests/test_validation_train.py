@@ -6,6 +6,7 @@ beyond the first state; the checkpoint is saved once per module.
 
 from __future__ import annotations
 
+import io
 import shutil
 import time
 from pathlib import Path
@@ -16,7 +17,6 @@ import numpy as np
 import optax
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec
-from rich.console import Console
 
 import shardkit
 from shardkit import train
@@ -179,11 +179,11 @@ def test_lower_checks_the_batch_too(setup: dict[str, Any]) -> None:
 
 def test_run_training_stops_after_max_skipped_steps_in_a_row() -> None:
     # keep_going=True is covered in tests/train/test_run.py
-    console = Console(record=True, width=120)
+    console = io.StringIO()
     pattern = r"stopped at step 6 of 9: steps 2 to 6 were skipped, 5 in a row.*keep_going=True"
     with pytest.raises(FloatingPointError, match=pattern):
         train.run_training(
-            console,
+            progress=console,
             strategy="dp",
             mesh="8",
             steps=np.int64(9),  # type: ignore[arg-type]
@@ -191,9 +191,9 @@ def test_run_training_stops_after_max_skipped_steps_in_a_row() -> None:
             batch_size=8,
             learning_rate=1e30,
         )
-    assert "training 6/9 loss inf (skipped)" in console.export_text()
+    assert "training 6/9 loss inf (skipped)" in console.getvalue()
     with pytest.raises(ValueError, match=r"max_skipped=0 must be a positive integer"):
-        train.run_training(console, max_skipped=0)
+        train.run_training(progress=console, max_skipped=0)
 
 
 # ---- checkpoints -------------------------------------------------------------------------

@@ -46,13 +46,13 @@ from shardkit.fft._problem import (
 )
 from shardkit.fft._route import Route, route
 from shardkit.layout.internal import (
+    SpecLike,
     check_mesh_arg,
     check_placement,
     is_traced,
     mesh_summary,
     normalize,
     parse_spec,
-    SpecLike,
     placement,
     spec_summary,
 )

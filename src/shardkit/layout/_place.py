@@ -11,8 +11,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from shardkit._deprecation import moved
-from shardkit.layout._checks import check_placement
 from shardkit._typing import PyTree
+from shardkit.layout._checks import check_placement
 from shardkit.layout._spec import spec as parse_spec
 
 __all__ = ["shard"]

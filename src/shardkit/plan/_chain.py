@@ -34,6 +34,7 @@ from shardkit.inspect import Interconnect
 from shardkit.inspect import interconnect as _interconnect
 from shardkit.layout import format_bytes
 from shardkit.layout.internal import (
+    SpecLike,
     as_count,
     canonical,
     check_mesh_arg,
@@ -44,7 +45,6 @@ from shardkit.layout.internal import (
     is_int,
     is_traced,
     mesh_summary,
-    SpecLike,
     normalize,
     parse_spec,
     spec_summary,

@@ -63,7 +63,7 @@ Auto and Explicit meshes
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -71,12 +71,13 @@ import jax
 from jax.sharding import AxisType, Mesh, NamedSharding, Sharding, SingleDeviceSharding
 from jax.sharding import PartitionSpec as P
 
+from shardkit._typing import PyTree
 from shardkit.layout.internal import check_placement, mesh_summary
 from shardkit.train._adapters import Trainable, as_trainable
 from shardkit.train._models import Role, tp_roles
 from shardkit.train._opt_state import opt_state_shardings
 from shardkit.train._pipeline import PIPELINE_STRATEGIES, PipelinePlan, plan_pipeline
-from shardkit.train._rules import check_rules, param_specs
+from shardkit.train._rules import Rules, check_rules, param_specs
 
 __all__ = ["STRATEGIES", "Strategy", "StrategyLayout", "strategy_layout", "tp_roles"]
 
@@ -236,7 +237,13 @@ def _axes(strategy: str, mesh: Mesh) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def strategy_layout(
-    model: Any, /, *, strategy: str, mesh: Mesh | None, rules: Any = None, loss: Any = None
+    model: PyTree,
+    /,
+    *,
+    strategy: str,
+    mesh: Mesh | None = None,
+    rules: Rules | None = None,
+    loss: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
 ) -> StrategyLayout:
     """The shardings a strategy gives a model's parameters and batches on ``mesh``.
 
@@ -249,7 +256,8 @@ def strategy_layout(
         your own model: a parameter pytree, an Equinox module or a Flax NNX module.
       strategy: one of ``single``, ``dp``, ``fsdp``, ``tp``, ``dp_tp``, ``pp``, ``dp_pp``.
       mesh: the mesh, with Auto or Explicit axes (the shardings are on it either
-        way); ``single`` uses its first device, or the first device when None.
+        way); None (the default) takes the mesh set with ``jax.set_mesh``, if any.
+        ``single`` uses the mesh's first device, or the first device without one.
       rules: ``(regex, template)`` pairs mapping parameter paths to specs, where
         ``"model"`` stands for the axes the strategy splits parameters over, e.g.
         ``[(r"w1$", (None, "model")), (r"w2$", ("model", None))]``. Not for ``pp``
@@ -276,6 +284,8 @@ def strategy_layout(
       ([P(None, 'model'), P('model', None), P()], P('data',))
     """
     where = "strategy_layout"
+    if mesh is None and not jax.sharding.get_mesh().empty:
+        mesh = jax.sharding.get_mesh()  # the mesh of `with jax.set_mesh(...)`
     t = model if isinstance(model, Trainable) else as_trainable(where, model, need_loss=False)
     compiled = check_rules(where, rules)
     if strategy not in STRATEGIES:
@@ -287,6 +297,12 @@ def strategy_layout(
         one = SingleDeviceSharding(device)
         params = jax.tree.map(lambda _: one, t.abstract)
         return StrategyLayout("single", mesh, params, one, (), (), False, ())
+    if mesh is None:
+        raise TypeError(
+            f"make_train_step(strategy={strategy!r}): mesh= is missing and no mesh is set; "
+            "pass mesh=shardkit.mesh('4x2', 'data,model'), or call inside "
+            "`with jax.set_mesh(mesh):`"
+        )
     if not isinstance(mesh, Mesh):
         raise TypeError(
             f"make_train_step(strategy={strategy!r}): mesh={mesh!r} must be a jax.sharding.Mesh, "

@@ -49,12 +49,16 @@ def test_uniform_needs_minval_below_maxval(
     sharding: NamedSharding, minval: object, maxval: object, match: str
 ) -> None:
     with pytest.raises(ValueError, match=rf"^uniform: {match}.*swap them"):
-        sk_random.uniform(KEY, (8,), out_sharding=sharding, minval=minval, maxval=maxval)
+        sk_random.uniform(KEY, (8,), out_sharding=sharding, minval=minval, maxval=maxval)  # type: ignore[arg-type]
     # Constants are known at trace time, so jit raises the same.
     with pytest.raises(ValueError, match=rf"^uniform: {match}"):
         jax.jit(
             lambda k: sk_random.uniform(
-                k, (8,), out_sharding=sharding, minval=minval, maxval=maxval
+                k,
+                (8,),
+                out_sharding=sharding,
+                minval=minval,  # type: ignore[arg-type]
+                maxval=maxval,  # type: ignore[arg-type]
             )
         )(KEY)
 
@@ -70,7 +74,7 @@ def test_uniform_bounds_are_compared_in_the_drawn_dtype(sharding: NamedSharding)
 @pytest.mark.parametrize("p", [2.0, -0.5, float("nan"), np.array([0.5, 1.5])])
 def test_bernoulli_needs_a_probability(sharding: NamedSharding, p: object) -> None:
     with pytest.raises(ValueError, match=r"^bernoulli: p=.* must be a probability in \[0, 1\]"):
-        sk_random.bernoulli(KEY, (8,), out_sharding=sharding, p=p)
+        sk_random.bernoulli(KEY, (8,), out_sharding=sharding, p=p)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("p", [0.0, 1.0])
@@ -106,12 +110,12 @@ def test_traced_bounds_are_not_checked_and_follow_jax(sharding: NamedSharding) -
     ("draw", "match"),
     [
         pytest.param(
-            lambda s: sk_random.uniform(KEY, (8,), out_sharding=s, minval="a"),
+            lambda s: sk_random.uniform(KEY, (8,), out_sharding=s, minval="a"),  # type: ignore[arg-type]
             r"^uniform: minval='a' \(str\) must be a real number .* e\.g\. minval=0\.0",
             id="uniform-str",
         ),
         pytest.param(
-            lambda s: sk_random.uniform(KEY, (8,), out_sharding=s, maxval=None),
+            lambda s: sk_random.uniform(KEY, (8,), out_sharding=s, maxval=None),  # type: ignore[arg-type]
             r"^uniform: maxval=None \(NoneType\) must be a real number",
             id="uniform-none",
         ),
@@ -121,7 +125,7 @@ def test_traced_bounds_are_not_checked_and_follow_jax(sharding: NamedSharding) -
             id="bernoulli-complex",
         ),
         pytest.param(
-            lambda s: sk_random.randint(KEY, (8,), out_sharding=s, minval=0, maxval="10"),
+            lambda s: sk_random.randint(KEY, (8,), out_sharding=s, minval=0, maxval="10"),  # type: ignore[arg-type]
             r"^randint: maxval='10' \(str\) must be a real number .* e\.g\. maxval=10",
             id="randint-str",
         ),

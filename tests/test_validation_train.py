@@ -69,7 +69,11 @@ def test_an_optimizer_given_as_a_string(setup: dict[str, Any]) -> None:
     pattern = r"make_train_step: optimizer='sgd' \(str\) is not an optax optimizer.*optax\.sgd\("
     with pytest.raises(TypeError, match=pattern):
         train.make_train_step(
-            setup["model"], "sgd", strategy="dp", mesh=setup["mesh"], key=jax.random.key(0)
+            setup["model"],
+            "sgd",  # type: ignore[arg-type]
+            strategy="dp",
+            mesh=setup["mesh"],
+            key=jax.random.key(0),
         )
 
 

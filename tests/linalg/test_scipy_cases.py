@@ -340,6 +340,7 @@ def test_rank_deficient_lstsq_matches_numpy() -> None:
     xr, _, rank_r, sr = np.linalg.lstsq(a, b, rcond=None)
     assert int(rank) == rank_r == 3
     assert_close(x, xr)
+    assert s is not None
     assert_close(s, sr)
     assert_close(res, np.sum(np.abs(a @ xr - b) ** 2, axis=0), what="residuals")
     # The zero matrix: x = 0, rank 0, the residual |b|^2 (not NaN/inf).

@@ -231,4 +231,5 @@ def test_the_mesh_set_with_jax_set_mesh_is_the_default() -> None:
     with jax.set_mesh(m):
         ambient = train.strategy_layout(model, strategy="dp_tp")
     assert ambient.mesh == m
-    assert ambient.params == given.params and ambient.batch == given.batch
+    assert ambient.params == given.params
+    assert ambient.batch == given.batch

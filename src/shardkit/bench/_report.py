@@ -54,7 +54,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from rich.table import Table
 
@@ -126,13 +126,14 @@ def _check_fields(where: str, obj: Any, fields: Mapping[str, type]) -> None:
             )
 
 
-def validate_results(data: Any, /) -> None:
+def validate_results(data: object, /) -> None:
     """Raise unless ``data`` follows the ``shardkit.bench/1`` schema (module docstring).
 
     Raises:
       ValueError: naming the first missing key or wrongly typed value.
     """
     _check_fields("results", data, _TOP)
+    data = cast("dict[str, Any]", data)  # _check_fields raised unless it is a mapping
     if data["schema"] != SCHEMA:
         raise ValueError(f"results['schema']={data['schema']!r}; expected {SCHEMA!r}")
     for name, suite in data["suites"].items():

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, Sharding, SingleDeviceSharding
 
+from shardkit._typing import PyTree
 from shardkit.layout._checks import entry_axes
 from shardkit.layout._errors import mesh_summary
 
@@ -119,7 +120,7 @@ def _sharding_only(sharding: Sharding) -> str:
     return f"{type(sharding).__name__} on {where}: {len(sharding.device_set)} device(s)"
 
 
-def describe(x: Any, /, *, shape: Sequence[int] | None = None) -> str:
+def describe(x: PyTree, /, *, shape: Sequence[int] | None = None) -> str:
     """Describe in one line how ``x`` is laid out over devices.
 
     Works on ``jax.Array``, ``jax.ShapeDtypeStruct`` (with a sharding), abstract

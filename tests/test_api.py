@@ -64,14 +64,9 @@ def test_import_changes_no_global_config() -> None:
 
 
 # The bare ``Any`` left in exported signatures, each with its reason (issue 30: at most
-# 10). Pytrees are typed ``shardkit._typing.PyTree``, an alias of ``Any`` whose reason
-# is written there once: JAX has no type for a pytree.
+# 10). Two aliases of ``Any`` carry their reason once, in ``shardkit._typing``:
+# ``PyTree`` (JAX has no type for a pytree) and ``JSONObject`` (a JSON document).
 ANY_ALLOWED: dict[str, str] = {
-    "shardkit.bench.measure_case": "returns bench records: JSON objects of the "
-    "shardkit.bench/1 schema (bench/_report.py), whose values differ by key",
-    "shardkit.bench.read_results": "returns a results document parsed from JSON; "
-    "validate_results checks its schema",
-    "shardkit.bench.write_report": "takes a results document (JSON), as read_results returns",
     "shardkit.linalg.eigh": "spec= and the return (arrays or EighResult): the linalg "
     "factorizations' signatures are the lead's part of issue 30 item 2",
     "shardkit.linalg.eigvalsh": "spec=: as eigh",

@@ -59,6 +59,7 @@ from typing import Any, cast
 from rich.table import Table
 
 from shardkit._preflight import require
+from shardkit._typing import JSONObject
 
 __all__ = [
     "SCHEMA",
@@ -152,7 +153,7 @@ def validate_results(data: object, /) -> None:
             raise ValueError(f"{where}: len(times_s) != repeats")
 
 
-def read_results(path: str | Path, /) -> dict[str, Any]:
+def read_results(path: str | Path, /) -> JSONObject:
     """Load and validate a ``results.json``."""
     data = json.loads(Path(path).read_text())
     validate_results(data)
@@ -389,7 +390,7 @@ def write_html(data: Mapping[str, Any], path: str | Path, /) -> Path:
     return p
 
 
-def write_report(data: Mapping[str, Any], out_dir: str | Path, /) -> list[Path]:
+def write_report(data: Mapping[str, object], out_dir: str | Path, /) -> list[Path]:
     """Validate ``data`` and write ``results.json``, the PNG plots, ``report.md`` and
     ``report.html`` into ``out_dir`` (created if needed).
 

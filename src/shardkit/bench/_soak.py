@@ -30,6 +30,7 @@ from jax.sharding import PartitionSpec
 from rich.table import Table
 
 from shardkit._programs import ProgramCacheInfo, clear_program_cache, program_cache_info
+from shardkit._typing import JSONObject
 from shardkit.fft import fftn
 from shardkit.layout import mesh, shard
 from shardkit.linalg import matmul, qr, solve
@@ -172,7 +173,7 @@ class SoakResult:
         """Bounded cache, RSS growth within the target, every result right."""
         return self.bounded and self.rss_growth_mib <= RSS_TARGET_MIB and self.wrong == 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """A JSON-ready summary with every sample."""
         return {
             "calls": self.calls,

@@ -22,8 +22,9 @@ from jax.sharding import Sharding
 
 from shardkit import random as sk_random
 from shardkit._programs import cached
+from shardkit._typing import DTypeLike, PyTree
 from shardkit.layout.internal import as_count, check_key, is_int
-from shardkit.train._rules import MODEL
+from shardkit.train._rules import MODEL, Rules
 
 __all__ = ["MLP", "Hooks", "Logistic", "Model", "Params", "tp_roles"]
 
@@ -100,7 +101,7 @@ class Model:
     """
 
     layer_sizes: tuple[int, ...]
-    dtype: Any = jnp.float32
+    dtype: DTypeLike = jnp.float32
 
     @property
     def num_layers(self) -> int:
@@ -112,7 +113,7 @@ class Model:
         pairs = zip(self.layer_sizes[:-1], self.layer_sizes[1:], strict=True)
         return tuple({"w": (i, o), "b": (o,)} for i, o in pairs)
 
-    def partition_rules(self, strategy: str, parts: int, /) -> tuple[tuple[str, Any], ...]:
+    def partition_rules(self, strategy: str, parts: int, /) -> Rules:
         """The path rules (:data:`~shardkit.train.Rules`) of every layer under ``strategy``.
 
         ``tp``/``dp_tp``: layers in column/row pairs (``tp_roles``); ``fsdp``: each
@@ -136,7 +137,7 @@ class Model:
                 rules.append((rf"^\[{i}\]\['{name}'\]$", template))
         return tuple(rules)
 
-    def init(self, key: jax.Array, /, shardings: Any = None) -> Params:
+    def init(self, key: jax.Array, /, shardings: PyTree = None) -> Params:
         """Initial parameters, each drawn in place with its sharding (None: one device).
 
         The values do not depend on ``shardings`` (see :mod:`shardkit.random`), so

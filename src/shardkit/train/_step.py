@@ -43,10 +43,10 @@ class TrainState(NamedTuple):
         finite (``on_nonfinite="skip"``; an int32 scalar, replicated).
     """
 
-    params: Any
-    opt_state: Any
-    step: Any
-    skipped: Any
+    params: PyTree
+    opt_state: PyTree
+    step: PyTree  # an int32 scalar; PyTree since the same tuple carries shardings too
+    skipped: PyTree
 
 
 NonFinite = Literal["skip", "raise", "apply"]

@@ -65,7 +65,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import jax
 from jax.sharding import AxisType, Mesh, NamedSharding, Sharding, SingleDeviceSharding
@@ -78,6 +78,9 @@ from shardkit.train._models import Role, tp_roles
 from shardkit.train._opt_state import opt_state_shardings
 from shardkit.train._pipeline import PIPELINE_STRATEGIES, PipelinePlan, plan_pipeline
 from shardkit.train._rules import Rules, check_rules, param_specs
+
+if TYPE_CHECKING:
+    import optax
 
 __all__ = ["STRATEGIES", "Strategy", "StrategyLayout", "strategy_layout", "tp_roles"]
 
@@ -110,7 +113,7 @@ class StrategyLayout:
 
     strategy: str
     mesh: Mesh | None
-    params: Any
+    params: PyTree
     batch: Sharding
     data_axes: tuple[str, ...]
     model_axes: tuple[str, ...]
@@ -138,7 +141,7 @@ class StrategyLayout:
             return self.batch
         return NamedSharding(_auto_view(self.mesh), P(*entries))
 
-    def param_constraints(self) -> Any:
+    def param_constraints(self) -> PyTree:
         """The parameters' shardings as ``with_sharding_constraint`` takes them (Auto view)."""
         if self.mesh is None or not self.explicit:
             return self.params
@@ -149,7 +152,7 @@ class StrategyLayout:
 
         return jax.tree.map(on_auto, self.params, is_leaf=_is_sharding)
 
-    def gather_all(self, params: Any, /) -> Any:
+    def gather_all(self, params: PyTree, /) -> PyTree:
         """fsdp of a user model: every parameter constrained to replicated (gathered) at once."""
         if not self.gather:
             return params
@@ -178,7 +181,7 @@ class StrategyLayout:
 
     # ---- optimizer state and checks --------------------------------------------------
 
-    def opt_state(self, optimizer: Any, params: Any, /) -> Any:
+    def opt_state(self, optimizer: optax.GradientTransformation, params: PyTree, /) -> PyTree:
         """Shardings of ``optimizer.init(params)``: the parts that mirror a parameter like it.
 
         Each leaf of the state is placed by its key path and shape: a leaf whose path

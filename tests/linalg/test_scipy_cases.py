@@ -461,6 +461,7 @@ def test_wide_qr_lstsq_and_rectangular_lu_match_scipy(ms: str) -> None:
         xr, _, rank_r, sr = np.linalg.lstsq(a, b, rcond=None)
         assert int(rank) == rank_r
         assert_close(x, xr, what=f"x of {a.shape}")
+        assert s is not None
         assert_close(s, sr, what=f"s of {a.shape}")
         assert_close(res, np.sum(np.abs((a @ xr - b).reshape(len(b), -1)) ** 2, axis=0))
     for a in (rng.standard_normal((8, 5)), wide):

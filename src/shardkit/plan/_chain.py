@@ -28,7 +28,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from shardkit._deprecation import UNSET, pick
+from shardkit._deprecation import UNSET, moved, pick
 from shardkit._typing import ArrayLike, DTypeLike
 from shardkit.inspect import Interconnect
 from shardkit.inspect import interconnect as _interconnect
@@ -413,13 +413,14 @@ def matmul_chain(
       True
     """
     shp = _check_shapes(shapes)
-    mesh = pick(
+    if moved(
         "matmul_chain",
         old="the positional mesh, matmul_chain(shapes, mesh)",
-        old_value=UNSET if legacy_mesh is None else legacy_mesh,
         new="matmul_chain(shapes, mesh=mesh)",
-        new_value=mesh,
-    )
+        old_given=legacy_mesh is not None,
+        new_given=mesh is not None,
+    ):
+        mesh = legacy_mesh
     candidates = pick(
         "matmul_chain",
         old="specs=",

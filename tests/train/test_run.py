@@ -112,19 +112,21 @@ def test_progress_option_and_the_deprecated_console() -> None:
     from shardkit.train.internal import progress_console
 
     options: dict[str, Any] = {"strategy": "dp", "mesh": "8", "sizes": (8, 8), "batch_size": 8}
-    quiet = train.run_training(steps=1, **options)  # progress=False: prints nothing, returns all
-    assert len(quiet.losses) == 1
     lent = Console(record=True, width=120)
     with progress_console(lent):  # how `shardkit train` lends its console
-        train.run_training(steps=1, progress=True, **options)
+        run = train.run_training(steps=1, progress=True, **options)
+    assert len(run.losses) == 1
     assert "training 1/1 loss" in lent.export_text()
+    # The old spelling warns first; steps=0 then fails before anything is compiled.
     old = Console(record=True, width=120)
-    with pytest.warns(
-        DeprecationWarning, match=r"run_training\(console, \.\.\.\) is deprecated"
-    ) as rec:
-        train.run_training(old, steps=1, **options)
+    with (
+        pytest.warns(
+            DeprecationWarning, match=r"run_training\(console, \.\.\.\) is deprecated"
+        ) as rec,
+        pytest.raises(ValueError, match="steps"),
+    ):
+        train.run_training(old, steps=0, **options)
     assert rec[0].filename == __file__
-    assert "training 1/1 loss" in old.export_text()
     with pytest.raises(TypeError, match="got both"):
         train.run_training(old, steps=1, progress=True, **options)
     with pytest.raises(TypeError, match=r"progress=.*must be True"):

@@ -213,7 +213,7 @@ def _fft_inputs(rng: np.random.Generator, n: int, dtype: str) -> tuple[np.ndarra
 
 
 def _chain_call(a: Any, b: Any, c: Any, *, mesh: Any) -> Any:
-    p = plan.matmul_chain([a.shape, b.shape, c.shape], mesh, dtype=a.dtype)
+    p = plan.matmul_chain([a.shape, b.shape, c.shape], mesh=mesh, dtype=a.dtype)
     return p.apply(a, b, c)
 
 
@@ -445,7 +445,7 @@ def _prepare(op: Op, cell: Cell) -> tuple[tuple[np.ndarray, ...], list[Any], dic
     specs = op.specs(cell.mesh)
     if cell.size == "indiv" and op.host_layout:
         return ops, [jnp.asarray(x) for x in ops], {"mesh": m, "spec": specs[0]}
-    args = [shardkit.shard(x, m, s or "") for x, s in zip(ops, specs, strict=True)]
+    args = [shardkit.shard(x, mesh=m, spec=s or "") for x, s in zip(ops, specs, strict=True)]
     return ops, args, {} if op.host_layout else {"mesh": m}
 
 

@@ -163,7 +163,7 @@ def program_cache_info() -> ProgramCacheInfo:
 
     Example:
       >>> m = shardkit.mesh("8", "x")
-      >>> x = shardkit.shard(np.ones((16, 4), np.complex64), m, "x,None")
+      >>> x = shardkit.shard(np.ones((16, 4), np.complex64), mesh=m, spec="x,None")
       >>> before = shardkit.program_cache_info()
       >>> _ = shardkit.fft.fftn(x); _ = shardkit.fft.fftn(x)
       >>> info = shardkit.program_cache_info()

@@ -74,13 +74,15 @@ def test_grad_jvp_vjp(name: str, dtype: str, norm: str | None, types: str) -> No
     m = shardkit.mesh("2x4", "x,y", axis_types=types)  # type: ignore[arg-type]
     a = _input(name, dtype)
     r = _reference(name, dtype, norm)
-    x = shardkit.shard(a, m, "x,y,None")
+    x = shardkit.shard(a, mesh=m, spec="x,y,None")
     ours = getattr(skfft, name)
     with jax.set_mesh(m):
         g = jax.jit(jax.grad(_loss(ours, norm)))(x)
         assert_close(g, r["grad"], what="grad")
         t = np.roll(a, 1)
-        _, tan = jax.jvp(lambda v: ours(v, norm=norm), (x,), (shardkit.shard(t, m, "x,y,None"),))
+        _, tan = jax.jvp(
+            lambda v: ours(v, norm=norm), (x,), (shardkit.shard(t, mesh=m, spec="x,y,None"),)
+        )
         assert_close(tan, r["jvp"], what="jvp")
         y, pullback = jax.vjp(lambda v: ours(v, norm=norm), x)
         assert_close(y, r["ct"][::-1], what="forward")

@@ -55,7 +55,7 @@ def test_halo_exchange_matches_numpy(
 ) -> None:
     m = make_mesh(mesh_shape)
     a = np.random.default_rng(0).standard_normal(shape)
-    x = shardkit.shard(a, m, spec)
+    x = shardkit.shard(a, mesh=m, spec=spec)
     y = skfft.halo_exchange(x, widths, periodic=periodic)
     assert_close(y, _reference(a, parts, widths, periodic))
     assert normalize_spec(y.sharding.spec, y.ndim) == normalize_spec(x.sharding.spec, x.ndim)  # type: ignore[attr-defined]
@@ -68,7 +68,7 @@ def test_halo_exchange_matches_numpy(
 def test_halo_exchange_auto_axes_in_jit_needs_spec() -> None:
     m = make_mesh("2x4", "auto")
     a = np.arange(64.0).reshape(8, 8)
-    x = shardkit.shard(a, m, "x,y")
+    x = shardkit.shard(a, mesh=m, spec="x,y")
     with jax.set_mesh(m):
         with pytest.raises(ValueError, match="pass spec="):
             jax.jit(lambda v: skfft.halo_exchange(v, 1))(x)
@@ -78,7 +78,7 @@ def test_halo_exchange_auto_axes_in_jit_needs_spec() -> None:
 
 def test_halo_exchange_rejects_a_halo_wider_than_the_block() -> None:
     m = make_mesh("8")
-    x = shardkit.shard(np.ones(16), m, "x")
+    x = shardkit.shard(np.ones(16), mesh=m, spec="x")
     with pytest.raises(ValueError, match=r"asks 3 cells on axis 0, whose blocks hold 2"):
         skfft.halo_exchange(x, 3)
 
@@ -87,7 +87,7 @@ def test_halo_exchange_rejects_a_halo_wider_than_the_block() -> None:
 def test_pencil_round_trip(types: str) -> None:
     m = make_mesh("2x4", types)
     a = np.random.default_rng(1).standard_normal((8, 8, 8)) + 0j
-    x = shardkit.shard(a, m, "None,x,y")  # X pencil
+    x = shardkit.shard(a, mesh=m, spec="None,x,y")  # X pencil
     with jax.set_mesh(m):
         y = skfft.x_to_y(x)
         z = skfft.y_to_z(y)
@@ -109,7 +109,7 @@ def test_pencil_round_trip(types: str) -> None:
 
 def test_transpose_split_errors_name_the_problem() -> None:
     m = make_mesh("8")
-    x = shardkit.shard(np.ones((8, 6)), m, "x")
+    x = shardkit.shard(np.ones((8, 6)), mesh=m, spec="x")
     with pytest.raises(ValueError, match=r"axis 1 \(length 6\) cannot take axis 0's split"):
         skfft.transpose_split(x, src=0, dst=1)
     with pytest.raises(ValueError, match="axis 1 is not split"):

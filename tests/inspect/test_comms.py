@@ -130,8 +130,8 @@ def test_row_by_column_matmul_communicates_nothing(
 ) -> None:
     _need(8)
     m = shardkit.mesh("2x4", "x,y", axis_types=axis_types)
-    a = shardkit.shard(np.ones((32, 16), np.float32), m, "x,None")
-    b = shardkit.shard(np.ones((16, 32), np.float32), m, "None,y")
+    a = shardkit.shard(np.ones((32, 16), np.float32), mesh=m, spec="x,None")
+    b = shardkit.shard(np.ones((16, 32), np.float32), mesh=m, spec="None,y")
     r = comms(jnp.matmul, a, b)
     r.assert_none()
     r.assert_only(set())
@@ -215,7 +215,7 @@ def test_comms_lists_the_padding_of_a_size_the_mesh_does_not_divide() -> None:
 
 def test_comms_lists_the_fft_blocks_padded_per_device() -> None:
     m = shardkit.mesh("8", "x")
-    x = shardkit.shard(np.ones((16, 12, 10), np.complex64), m, "x")
+    x = shardkit.shard(np.ones((16, 12, 10), np.complex64), mesh=m, spec="x")
     report = shardkit.comms(shardkit.fft.fftn, x)
     # The all-to-all that splits 12 over 8 pads each device's (2, 12, 10) block to 16.
     assert [(p.what, p.shape, p.padded_shape, p.per_device) for p in report.padding] == [
@@ -223,5 +223,5 @@ def test_comms_lists_the_fft_blocks_padded_per_device() -> None:
     ]
     assert report.padding[0].extra_bytes == 2 * 4 * 10 * 8
     assert "padding +640 B per device" in report.summary()
-    full = shardkit.shard(np.ones((16, 16, 8), np.complex64), m, "x")
+    full = shardkit.shard(np.ones((16, 16, 8), np.complex64), mesh=m, spec="x")
     assert shardkit.comms(shardkit.fft.fftn, full).padding == ()

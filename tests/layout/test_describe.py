@@ -14,19 +14,19 @@ def m() -> jax.sharding.Mesh:
 
 
 def test_describe_block(m: jax.sharding.Mesh) -> None:
-    x = shard(np.zeros((16, 16), np.float32), m, "x,y")
+    x = shard(np.zeros((16, 16), np.float32), mesh=m, spec="x,y")
     assert describe(x) == (
         "float32[16@x,16@y] on mesh(x=2,y=4): 8 shards of float32[8,4] (128 B each), 1 copy"
     )
 
 
 def test_describe_replication(m: jax.sharding.Mesh) -> None:
-    x = shard(np.zeros((16, 16), np.float32), m, "x,None")
+    x = shard(np.zeros((16, 16), np.float32), mesh=m, spec="x,None")
     assert describe(x) == (
         "float32[16@x,16] on mesh(x=2,y=4): 2 shards of float32[8,16] (512 B each), "
         "4 copies of each over y (8 devices)"
     )
-    full = shard(np.zeros((16, 16), np.float64), m, "")
+    full = shard(np.zeros((16, 16), np.float64), mesh=m, spec="")
     assert describe(full) == (
         "float64[16,16] on mesh(x=2,y=4): 1 shard of float64[16,16] (2.0 KiB), "
         "8 copies over x,y (8 devices)"
@@ -35,10 +35,10 @@ def test_describe_replication(m: jax.sharding.Mesh) -> None:
 
 def test_describe_multi_axis_explicit_and_sub_mesh() -> None:
     ex = mesh("2x4", "x,y")
-    x = shard(np.zeros((16, 4), np.int32), ex, "(y,x)")
+    x = shard(np.zeros((16, 4), np.int32), mesh=ex, spec="(y,x)")
     assert describe(x).startswith("int32[16@(y,x),4] on mesh(x=2,y=4; Explicit): 8 shards")
     sub = mesh("2x2", "a,b", devices=[0, 2, 4, 6], axis_types=("auto", "explicit"))
-    y = shard(np.zeros((4, 4), np.float32), sub, "a")
+    y = shard(np.zeros((4, 4), np.float32), mesh=sub, spec="a")
     assert "mesh(a=2:Auto,b=2:Explicit)" in describe(y)
     assert "2 copies of each over b (4 devices)" in describe(y)
 
@@ -71,7 +71,7 @@ def test_describe_inside_jit_explicit() -> None:
         seen.append(describe(jax.typeof(a)))
         return a
 
-    f(shard(np.zeros((16, 16), np.float32), ex, "x,y"))
+    f(shard(np.zeros((16, 16), np.float32), mesh=ex, spec="x,y"))
     assert seen == [
         "float32[16@x,16@y] on mesh(x=2,y=4; Explicit) (traced): shards of float32[8,4]"
     ]
@@ -91,7 +91,7 @@ def test_format_bytes(n: int, text: str) -> None:
 
 def test_describe_a_pytree_gives_one_line_per_leaf_with_its_path() -> None:
     tree = {
-        "w": shard(np.zeros((8, 2), np.float32), mesh("8", "x", axis_types="auto"), "x"),
+        "w": shard(np.zeros((8, 2), np.float32), mesh=mesh("8", "x", axis_types="auto"), spec="x"),
         "n": [np.zeros(3)],
     }
     assert describe(tree).splitlines() == [

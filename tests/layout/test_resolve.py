@@ -24,7 +24,7 @@ from shardkit.layout.internal import (
 
 def test_concrete_host_and_struct() -> None:
     m = mesh("2x4", "x,y")
-    found = operand("t", "x", shard(np.ones((4, 8)), m, "y"))
+    found = operand("t", "x", shard(np.ones((4, 8)), mesh=m, spec="y"))
     assert (found.mesh, found.spec, found.how, found.pspec) == (m, (("y",), ()), "concrete", P("y"))
     host = operand("t", "x", np.ones((4, 8)))
     assert (host.mesh, host.spec, host.how) == (None, None, "host")
@@ -35,7 +35,7 @@ def test_concrete_host_and_struct() -> None:
 
 def test_given_mesh_and_spec_override() -> None:
     m, other = mesh("2x4", "x,y"), mesh("8", "x")
-    a = shard(np.ones((8, 8)), m, "x,y")
+    a = shard(np.ones((8, 8)), mesh=m, spec="x,y")
     assert operand("t", "x", a, spec="y").spec == (("y",), ())
     assert operand("t", "x", a, mesh=m).spec == (("x",), ("y",))  # its own spec on its own mesh
     moved = operand("t", "x", a, mesh=other)  # another mesh: replicated unless spec= says
@@ -47,7 +47,7 @@ def test_given_mesh_and_spec_override() -> None:
 @pytest.mark.parametrize("types", ["explicit", "auto"])
 def test_traced_values(types: Any) -> None:
     m = mesh("2x4", "x,y", axis_types=types)
-    a = shard(np.ones((8, 8)), m, "x,y")
+    a = shard(np.ones((8, 8)), mesh=m, spec="x,y")
     seen: dict[str, Any] = {}
 
     def f(x: jax.Array) -> jax.Array:

@@ -31,7 +31,7 @@ def _spd(n: int, dtype: type, seed: int = 0) -> np.ndarray:
 def test_cholesky_and_cho_solve_match_numpy(shape, names, sp, types, n, dtype) -> None:  # type: ignore[no-untyped-def]
     m = mesh(shape, names, axis_types=types)
     a_np = _spd(n, dtype)
-    a = shard(a_np, m, sp)
+    a = shard(a_np, mesh=m, spec=sp)
     assert_close(cholesky(a, nb=16), np.linalg.cholesky(a_np.astype(np.float64)), dtype=dtype)
     b = np.arange(n, dtype=dtype)
     x = cho_solve(cho_factor(a, nb=16), b)
@@ -47,7 +47,7 @@ def test_not_positive_definite_raises_and_reports_status() -> None:
     m = mesh("2x4", "x,y")
     a_np = _spd(32, np.float64)
     a_np[7, 7] = -50.0
-    a = shard(a_np, m, "x,y")
+    a = shard(a_np, mesh=m, spec="x,y")
     with pytest.raises(NotPositiveDefiniteError, match="column 7") as info:
         cholesky(a, nb=8)
     assert isinstance(info.value, np.linalg.LinAlgError)
@@ -65,7 +65,7 @@ def test_the_first_failure_is_reported_whichever_mesh_column_owns_it(shape: str)
     a_np = np.eye(64)
     a_np[45, 45] = -1.0  # panel 5 (nb=8)
     a_np[21, 21] = -1.0  # panel 2: the first failure
-    a = shard(a_np, m, "x,y")
+    a = shard(a_np, mesh=m, spec="x,y")
     with pytest.raises(NotPositiveDefiniteError, match="column 21"):
         cholesky(a, nb=8)
     with pytest.raises(NotPositiveDefiniteError, match="column 21"):

@@ -61,7 +61,7 @@ def test_one_dimensional_layouts_match_numpy_and_keep_their_layout(  # type: ign
     m = mesh(shape, names, axis_types=types)
     a_np = _matrix(N, dtype)
     b_np = np.arange(N, dtype=dtype)
-    a = shard(a_np, m, sp)
+    a = shard(a_np, mesh=m, spec=sp)
     ref = a_np.astype(np.complex128 if np.iscomplexobj(a_np) else np.float64)
     wrap = jax.jit if how == "jit" else (lambda f: f)
     # Under jit on Auto axes the layout is known only when given; else the partitioner
@@ -119,19 +119,19 @@ def test_which_layouts_take_a_grid() -> None:
     assert grid_module._split(7) == (1, 7)
     n = grid_module.GRID_MIN_ORDER
     on8 = mesh("8", "x")
-    rows = shard(np.zeros((n, n), np.float32), on8, "x,None")
+    rows = shard(np.zeros((n, n), np.float32), mesh=on8, spec="x,None")
     g = grid_module.grid_for(operand("t", "a", rows))
     assert g is not None
     assert g.mesh.shape == {"grid_rows": 2, "grid_cols": 4}
     assert list(np.asarray(g.mesh.devices).flat) == list(np.asarray(on8.devices).flat)
-    small = shard(np.zeros((n - 8, n - 8), np.float32), on8, "x,None")
+    small = shard(np.zeros((n - 8, n - 8), np.float32), mesh=on8, spec="x,None")
     assert grid_module.grid_for(operand("t", "a", small)) is None  # below GRID_MIN_ORDER
     on2x4 = mesh("2x4", "x,y")
-    both = shard(np.zeros((n, n), np.float32), on2x4, "x,y")
+    both = shard(np.zeros((n, n), np.float32), mesh=on2x4, spec="x,y")
     assert grid_module.grid_for(operand("t", "a", both)) is None  # already two-dimensional
-    half = shard(np.zeros((n, n), np.float32), on2x4, "x,None")
+    half = shard(np.zeros((n, n), np.float32), mesh=on2x4, spec="x,None")
     assert grid_module.grid_for(operand("t", "a", half)) is None  # replicated over y
-    flat = shard(np.zeros((n, n), np.float32), on2x4, "(y,x),None")
+    flat = shard(np.zeros((n, n), np.float32), mesh=on2x4, spec="(y,x),None")
     g = grid_module.grid_for(operand("t", "a", flat))
     assert g is not None  # the grid follows the split's device order: y, then x
     want = np.asarray(on2x4.devices).T.reshape(2, 4)

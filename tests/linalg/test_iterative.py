@@ -24,7 +24,7 @@ def test_krylov_solvers_converge(shape: str, names: str, sp: str) -> None:
     m = mesh(shape, names, axis_types="explicit")
     a_np = _spd()
     b = np.random.default_rng(1).standard_normal(N)
-    a = shard(a_np, m, sp)
+    a = shard(a_np, mesh=m, spec=sp)
     for solver in (cg, bicgstab, gmres):
         x, info = solver(a, b, tol=1e-10)
         assert int(info.status) == 0, (solver.__name__, info)
@@ -36,11 +36,11 @@ def test_krylov_solvers_converge(shape: str, names: str, sp: str) -> None:
 def test_linear_operator_and_iteration_limit() -> None:
     m = mesh("8", "x", axis_types="explicit")
     a_np = _spd()
-    b = shard(np.ones(N), m, "x")
-    d = shard(np.diag(a_np).copy(), m, "x")
+    b = shard(np.ones(N), mesh=m, spec="x")
+    d = shard(np.diag(a_np).copy(), mesh=m, spec="x")
     x, info = cg(lambda v: d * v, b, tol=1e-12)
     np.testing.assert_allclose(np.asarray(x), 1 / np.diag(a_np), rtol=1e-10)
-    _, info = cg(shard(a_np, m, "x,None"), np.ones(N), tol=1e-14, maxiter=2)
+    _, info = cg(shard(a_np, mesh=m, spec="x,None"), np.ones(N), tol=1e-14, maxiter=2)
     assert int(info.status) == 2
 
 

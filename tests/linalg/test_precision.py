@@ -31,7 +31,7 @@ CASES = {
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_every_product_of_a_factorization_is_highest_precision(name: str) -> None:
     m = mesh("2x4", "x,y")
-    a = shard(np.eye(64, dtype=np.float32) * 3 + 0.01, m, "x,y")
+    a = shard(np.eye(64, dtype=np.float32) * 3 + 0.01, mesh=m, spec="x,y")
     with jax.default_matmul_precision("bfloat16"):
         text = jax.jit(CASES[name]).lower(a).as_text()
     dots = re.findall(r"stablehlo\.dot_general[^\n]*", text)

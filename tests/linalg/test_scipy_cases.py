@@ -338,14 +338,15 @@ def test_rank_deficient_lstsq_matches_numpy() -> None:
     rng = np.random.default_rng(3)
     a = rng.standard_normal((64, 3)) @ rng.standard_normal((3, 4))  # rank 3
     b = rng.standard_normal((64, 2))
-    x, res, rank, s = lstsq(shard(a, m, "x,None"), b)
+    x, res, rank, s = lstsq(shard(a, mesh=m, spec="x,None"), b)
     xr, _, rank_r, sr = np.linalg.lstsq(a, b, rcond=None)
     assert int(rank) == rank_r == 3
     assert_close(x, xr)
+    assert s is not None
     assert_close(s, sr)
     assert_close(res, np.sum(np.abs(a @ xr - b) ** 2, axis=0), what="residuals")
     # The zero matrix: x = 0, rank 0, the residual |b|^2 (not NaN/inf).
-    x, res, rank, s = lstsq(shard(np.zeros((64, 4)), m, "x,None"), np.ones((64, 2)))
+    x, res, rank, s = lstsq(shard(np.zeros((64, 4)), mesh=m, spec="x,None"), np.ones((64, 2)))
     assert int(rank) == 0
     assert_close(x, np.zeros((4, 2)))
     assert_close(res, np.array([64.0, 64.0]))
@@ -420,7 +421,9 @@ def test_lstsq_rank_estimate_is_not_fooled_by_a_kahan_matrix(ms: str) -> None:
     kinds = ("explicit", "auto") if FULL else (("explicit",) if ms == "8" else ("auto",))
     for kind in kinds:
         arr = shard(
-            a, where["mesh"] if kind == "explicit" else mesh(ms, names, axis_types=kind), sp
+            a,
+            mesh=where["mesh"] if kind == "explicit" else mesh(ms, names, axis_types=kind),
+            spec=sp,
         )
         f = jax.jit(lambda a, b: lstsq(a, b, nb=8))
         x, _, rank, s = f(arr, b)
@@ -458,6 +461,7 @@ def test_wide_qr_lstsq_and_rectangular_lu_match_scipy(ms: str) -> None:
         xr, _, rank_r, sr = np.linalg.lstsq(a, b, rcond=None)
         assert int(rank) == rank_r
         assert_close(x, xr, what=f"x of {a.shape}")
+        assert s is not None
         assert_close(s, sr, what=f"s of {a.shape}")
         assert_close(res, np.sum(np.abs((a @ xr - b).reshape(len(b), -1)) ** 2, axis=0))
     for a in (rng.standard_normal((8, 5)), wide):
@@ -476,16 +480,16 @@ def test_overwrite_a_donates_the_matrix_and_saves_a_share() -> None:
     m = mesh("8", "x")
     rng = np.random.default_rng(4)
     a_np = rng.standard_normal((16, 16)) + 16 * np.eye(16)
-    a = shard(a_np, m, "x,None")
+    a = shard(a_np, mesh=m, spec="x,None")
     x = solve(a, np.ones(16), nb=4, overwrite_a=True)
     assert a.is_deleted()
     assert_close(a_np @ np.asarray(x), np.ones(16))
     if FULL:
-        spd = shard(a_np @ a_np.T, m, "x,None")
+        spd = shard(a_np @ a_np.T, mesh=m, spec="x,None")
         f = cho_factor(spd, nb=4, overwrite_a=True)
         assert spd.is_deleted()
         assert_close(a_np @ a_np.T @ np.asarray(cho_solve(f, np.ones(16))), np.ones(16))
-        kept = shard(a_np, m, "x,None")
+        kept = shard(a_np, mesh=m, spec="x,None")
         solve(kept, np.ones(16), nb=4)
         assert not kept.is_deleted()
     # Peak per-device memory of the donated factorization: one share of a (its buffer

@@ -38,7 +38,12 @@ def test_solve_triangular_matches_scipy(
                     continue
                 t = np.tril(a_np) if lower else np.triu(a_np)
                 x = solve_triangular(
-                    shard(a_np, m, sp), b, lower=lower, trans=trans, unit_diagonal=unit, nb=16
+                    shard(a_np, mesh=m, spec=sp),
+                    b,
+                    lower=lower,
+                    trans=trans,
+                    unit_diagonal=unit,
+                    nb=16,
                 )
                 ref = sl.solve_triangular(t, b, lower=lower, trans=trans, unit_diagonal=unit)
                 assert_close(x, ref, scale=float(np.abs(ref).max()) * 10)
@@ -47,7 +52,7 @@ def test_solve_triangular_matches_scipy(
 def test_bad_trans_is_rejected() -> None:
     m = mesh("8", "x")
     with pytest.raises(ValueError, match="trans="):
-        solve_triangular(shard(np.eye(16), m, "x,None"), np.ones(16), trans=3)
+        solve_triangular(shard(np.eye(16), mesh=m, spec="x,None"), np.ones(16), trans=3)
 
 
 @pytest.mark.parametrize(("shape", "names", "sp", "types"), [("2x4", "x,y", "x,y", "auto")])
@@ -71,11 +76,11 @@ def test_many_right_hand_sides_split_the_diagonal_solves(
         fn = jax.jit(
             lambda a, b, lo=lower, tr=trans: solve_triangular(a, b, lower=lo, trans=tr, nb=8)
         )
-        x = fn(shard(junk, m, sp), b)
+        x = fn(shard(junk, mesh=m, spec=sp), b)
         ref = sl.solve_triangular(t, b, lower=lower, trans=trans)
         assert_close(x, ref, scale=float(np.abs(ref).max()) * 10)
     report = comms(
-        lambda a, b: solve_triangular(a, b, nb=8, check_finite=False), shard(a_np, m, sp), b
+        lambda a, b: solve_triangular(a, b, nb=8, check_finite=False), shard(a_np, mesh=m, spec=sp), b
     )
     kinds = {c.kind for c in report.collectives}
     assert kinds == {"all-reduce", "all-gather"}, kinds

@@ -98,9 +98,9 @@ def test_dynamic_programming_is_optimal_under_the_model(mesh_shape, shapes, pool
     want = brute_force([tuple(s) for s in shapes], m, pool_, limit)
     if not math.isfinite(want):
         with pytest.raises(ValueError, match="fits memory_limit"):
-            matmul_chain(shapes, m, memory_limit=limit, specs=pool_)
+            matmul_chain(shapes, mesh=m, memory_limit=limit, candidates=pool_)
         return
-    plan = matmul_chain(shapes, m, memory_limit=limit, specs=pool_)
+    plan = matmul_chain(shapes, mesh=m, memory_limit=limit, candidates=pool_)
     assert plan.comm_time_s == pytest.approx(want, rel=1e-12, abs=1e-15)
     assert plan.peak_bytes <= limit
 
@@ -124,7 +124,7 @@ def _run_and_compare(plan: ChainPlan) -> None:
 @pytest.mark.parametrize("types", ["explicit", "auto"])
 def test_seed_chain_on_2x4_runs_as_predicted(limit, types) -> None:  # type: ignore[no-untyped-def]
     m = mesh("2x4", "x,y", axis_types=types)
-    plan = matmul_chain([(16, 16)] * 4, m, memory_limit=limit, dtype=np.float64)
+    plan = matmul_chain([(16, 16)] * 4, mesh=m, memory_limit=limit, dtype=np.float64)
     if limit is None:
         assert plan.bytes_sent == 0
     else:
@@ -137,7 +137,7 @@ def test_out_spec_and_in_specs_are_respected() -> None:
     m = mesh("8", "x")
     plan = matmul_chain(
         [(16, 8), (8, 16), (16, 8)],
-        m,
+        mesh=m,
         memory_limit=4096,
         out_spec="None",
         in_specs=["x", None, None],
@@ -152,11 +152,27 @@ def test_out_spec_and_in_specs_are_respected() -> None:
 def test_errors() -> None:
     m = mesh("8", "x")
     with pytest.raises(ValueError, match="do not chain"):
-        matmul_chain([(4, 8), (4, 8)], m)
+        matmul_chain([(4, 8), (4, 8)], mesh=m)
     with pytest.raises(ValueError, match="fits memory_limit=16"):
-        matmul_chain([(16, 16)] * 2, m, memory_limit=16)
+        matmul_chain([(16, 16)] * 2, mesh=m, memory_limit=16)
     with pytest.raises(ValueError, match="empty"):
-        matmul_chain([], m)
-    plan = matmul_chain([(8, 8)] * 2, m)
+        matmul_chain([], mesh=m)
+    plan = matmul_chain([(8, 8)] * 2, mesh=m)
     with pytest.raises(ValueError, match="priced for float32"):
         plan.apply(np.ones((8, 8)), np.ones((8, 8)))
+
+
+def test_positional_mesh_and_specs_are_deprecated() -> None:
+    m = mesh("8", "x")
+    shapes = [(16, 8), (8, 16)]
+    new = matmul_chain(shapes, mesh=m, memory_limit=4096, candidates=["x", None])
+    with pytest.warns(DeprecationWarning, match=r"write matmul_chain\(shapes, mesh=mesh\)") as rec:
+        old = matmul_chain(shapes, m, memory_limit=4096, candidates=["x", None])
+    assert rec[0].filename == __file__
+    with pytest.warns(DeprecationWarning, match="specs= is deprecated.*write candidates="):
+        renamed = matmul_chain(shapes, mesh=m, memory_limit=4096, specs=["x", None])
+    assert old.in_specs == new.in_specs == renamed.in_specs
+    with pytest.raises(TypeError, match="got both"):
+        matmul_chain(shapes, m, mesh=m)
+    with pytest.raises(TypeError, match="matmul_chain: mesh= is missing"):
+        matmul_chain(shapes)

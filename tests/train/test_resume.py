@@ -24,7 +24,6 @@ import numpy as np
 import optax
 import pytest
 from _train_util import RUN_ARGS, RUN_OPTIONS, make_mesh
-from rich.console import Console
 from typer.testing import CliRunner
 
 from shardkit import train
@@ -39,9 +38,9 @@ TMP_SUFFIX = ".orbax-checkpoint-tmp"
 
 
 def _run(**kwargs: Any) -> tuple[train.TrainRun, str]:
-    console = Console(file=io.StringIO(), width=200)
-    run = train.run_training(console, **OPTIONS, **kwargs)
-    return run, console.file.getvalue()  # type: ignore[attr-defined]
+    console = io.StringIO()
+    run = train.run_training(progress=console, **OPTIONS, **kwargs)
+    return run, console.getvalue()
 
 
 @pytest.fixture(scope="module")
@@ -134,9 +133,7 @@ def test_a_resumed_run_repeats_the_uninterrupted_losses(tmp_path: Path, referenc
     assert done.losses == ()
     assert f"step {STEPS} already reaches --steps {STEPS}" in text
     with pytest.raises(ValueError, match=r"holds a run with --sizes 16,32,8, not 16,24,8; rerun"):
-        train.run_training(
-            Console(file=io.StringIO()), **{**OPTIONS, "sizes": (16, 24, 8)}, checkpoint_dir=ckpt
-        )
+        train.run_training(**{**OPTIONS, "sizes": (16, 24, 8)}, checkpoint_dir=ckpt)
 
 
 def test_sigint_finishes_the_step_saves_and_exits_130(tmp_path: Path) -> None:

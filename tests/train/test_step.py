@@ -171,8 +171,10 @@ def test_bad_configurations_raise() -> None:
         train.make_train_step(model, opt, strategy="zero", mesh=make_mesh("8"), key=key)
     with pytest.raises(ValueError, match=r"mesh=mesh\(x=8\) must be 2-D"):
         train.make_train_step(model, opt, strategy="dp_tp", mesh=make_mesh("8"), key=key)
+    with pytest.raises(TypeError, match=r"mesh= is missing and no mesh is set.*jax\.set_mesh"):
+        train.make_train_step(model, opt, strategy="dp", key=key)
     with pytest.raises(TypeError, match=r"must be a jax\.sharding\.Mesh"):
-        train.make_train_step(model, opt, strategy="dp", mesh=None, key=key)
+        train.make_train_step(model, opt, strategy="dp", mesh="8", key=key)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"layer 0 w: array shape=\(16, 36\).*not divisible by 8"):
         train.make_train_step(
             small_mlp((16, 36, 8)), opt, strategy="tp", mesh=make_mesh("8"), key=key
@@ -220,3 +222,14 @@ def test_a_list_batch_trains_like_a_pair() -> None:
     )
     state, loss = step(state, [x, y])
     np.testing.assert_allclose(float(loss), np.mean((x @ params["w"] - y) ** 2), rtol=1e-5)
+
+
+def test_the_mesh_set_with_jax_set_mesh_is_the_default() -> None:
+    model = small_mlp((16, 32, 8))
+    m = shardkit.mesh("4x2", "data,model")
+    given = train.strategy_layout(model, strategy="dp_tp", mesh=m)
+    with jax.set_mesh(m):
+        ambient = train.strategy_layout(model, strategy="dp_tp")
+    assert ambient.mesh == m
+    assert ambient.params == given.params
+    assert ambient.batch == given.batch

@@ -54,11 +54,12 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from rich.table import Table
 
 from shardkit._preflight import require
+from shardkit._typing import JSONObject
 
 __all__ = [
     "SCHEMA",
@@ -126,13 +127,14 @@ def _check_fields(where: str, obj: Any, fields: Mapping[str, type]) -> None:
             )
 
 
-def validate_results(data: Any, /) -> None:
+def validate_results(data: object, /) -> None:
     """Raise unless ``data`` follows the ``shardkit.bench/1`` schema (module docstring).
 
     Raises:
       ValueError: naming the first missing key or wrongly typed value.
     """
     _check_fields("results", data, _TOP)
+    data = cast("dict[str, Any]", data)  # _check_fields raised unless it is a mapping
     if data["schema"] != SCHEMA:
         raise ValueError(f"results['schema']={data['schema']!r}; expected {SCHEMA!r}")
     for name, suite in data["suites"].items():
@@ -151,7 +153,7 @@ def validate_results(data: Any, /) -> None:
             raise ValueError(f"{where}: len(times_s) != repeats")
 
 
-def read_results(path: str | Path, /) -> dict[str, Any]:
+def read_results(path: str | Path, /) -> JSONObject:
     """Load and validate a ``results.json``."""
     data = json.loads(Path(path).read_text())
     validate_results(data)
@@ -388,7 +390,7 @@ def write_html(data: Mapping[str, Any], path: str | Path, /) -> Path:
     return p
 
 
-def write_report(data: Mapping[str, Any], out_dir: str | Path, /) -> list[Path]:
+def write_report(data: Mapping[str, object], out_dir: str | Path, /) -> list[Path]:
     """Validate ``data`` and write ``results.json``, the PNG plots, ``report.md`` and
     ``report.html`` into ``out_dir`` (created if needed).
 

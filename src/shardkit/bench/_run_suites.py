@@ -21,6 +21,7 @@ from rich.table import Table
 from shardkit._display import rich_html, rich_text
 from shardkit._preflight import check_output_dir, require
 from shardkit._progress import busy
+from shardkit._typing import JSONObject
 from shardkit.bench._catalog import suites as builtin_suites
 from shardkit.bench._env import environment
 from shardkit.bench._report import (
@@ -79,11 +80,11 @@ class BenchResult:
       files: the files written (empty without ``out``).
     """
 
-    data: dict[str, Any]
+    data: JSONObject
     files: tuple[Path, ...] = ()
 
     @property
-    def records(self) -> list[dict[str, Any]]:
+    def records(self) -> list[JSONObject]:
         """One record per (case, function), in run order."""
         return self.data["records"]
 

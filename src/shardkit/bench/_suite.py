@@ -7,9 +7,11 @@ plotted, so that the report writer needs no suite-specific code.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from shardkit._typing import JSONObject
 
 if TYPE_CHECKING:
     from jax.sharding import Mesh
@@ -119,4 +121,4 @@ class Suite:
     plots: Sequence[PlotSpec] = field(default_factory=tuple)
     key_params: Sequence[str] = field(default_factory=tuple)
     notes: Callable[[], list[str]] = list
-    conclusions: Callable[[Sequence[Mapping[str, Any]]], list[str]] = lambda records: []
+    conclusions: Callable[[Sequence[JSONObject]], list[str]] = lambda records: []

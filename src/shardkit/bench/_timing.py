@@ -23,6 +23,7 @@ from typing import Any
 
 import jax
 
+from shardkit._typing import JSONObject, PyTree
 from shardkit.bench._stats import ratio_median, summarize
 
 __all__ = ["FULL_TIMING", "QUICK_TIMING", "Case", "Timing", "interleave", "measure_case"]
@@ -86,11 +87,11 @@ class Case:
     """
 
     name: str
-    params: Mapping[str, Any]
-    candidates: Mapping[str, Callable[..., Any]]
-    baseline: Callable[..., Any] | None = None
+    params: JSONObject
+    candidates: Mapping[str, Callable[..., PyTree]]
+    baseline: Callable[..., PyTree] | None = None
     baseline_name: str = "baseline"
-    make_args: Callable[[], tuple[Any, ...]] = tuple
+    make_args: Callable[[], tuple[PyTree, ...]] = tuple
     metrics: Metrics | None = None
 
 
@@ -154,7 +155,7 @@ def measure_case(
     timing: Timing,
     clock: Clock = time.perf_counter,
     compiler: Compiler = _jit_compile,
-) -> list[dict[str, Any]]:
+) -> list[JSONObject]:
     """Compile, warm up and time one case; one record per function (schema in ``report``).
 
     Args:

@@ -127,7 +127,7 @@ def halo_exchange(
 
     Example:
       >>> m = shardkit.mesh("8", "x")
-      >>> y = shardkit.fft.halo_exchange(shardkit.shard(np.arange(16.0), m, "x"), 1)
+      >>> y = shardkit.fft.halo_exchange(shardkit.shard(np.arange(16.0), mesh=m, spec="x"), 1)
       >>> y.shape, np.asarray(y)[:4].tolist()
       ((32,), [15.0, 0.0, 1.0, 2.0])
     """

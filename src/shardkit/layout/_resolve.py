@@ -241,7 +241,7 @@ def operand(
 
     Example:
       >>> from shardkit.layout import mesh, shard
-      >>> op = operand("f", "a", shard(np.ones((4, 8)), mesh("2x4", "x,y"), "x"))
+      >>> op = operand("f", "a", shard(np.ones((4, 8)), mesh=mesh("2x4", "x,y"), spec="x"))
       >>> op.spec, op.how, op.parts(0)
       ((('x',), ()), 'concrete', 2)
       >>> operand("f", "a", np.ones(3)).how

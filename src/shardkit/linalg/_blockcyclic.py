@@ -264,7 +264,7 @@ def matrix_layout(
         raise ValueError(
             f"{where}: cannot tell the layout of {op.name} (shape={shape}): it is not a "
             "sharded jax.Array on a mesh (or is traced on an Auto mesh). Shard it with "
-            f"shardkit.shard({op.name}, mesh, 'x,y'), or pass mesh=... (and spec=...)."
+            f"shardkit.shard({op.name}, mesh=mesh, spec='x,y'), or pass mesh=... (and spec=...)."
         )
     p = to_pspec(norm)
     rows, cols = norm
@@ -555,7 +555,7 @@ def to_block_cyclic(
 
     Example:
       >>> m = shardkit.mesh("2x4", "x,y")
-      >>> a = shardkit.shard(np.arange(256.0).reshape(16, 16), m, "x,y")
+      >>> a = shardkit.shard(np.arange(256.0).reshape(16, 16), mesh=m, spec="x,y")
       >>> bc = shardkit.linalg.to_block_cyclic(a, nb=2)
       >>> bc.plan.nb, bc.plan.order
       (2, (0, 2, 4, 6, 1, 3, 5, 7))
@@ -573,7 +573,7 @@ def from_block_cyclic(bc: BlockCyclic, /) -> jax.Array:
 
     Example:
       >>> m = shardkit.mesh("8", "x")
-      >>> a = shardkit.shard(np.eye(16), m, "x,None")
+      >>> a = shardkit.shard(np.eye(16), mesh=m, spec="x,None")
       >>> bool((shardkit.linalg.from_block_cyclic(shardkit.linalg.to_block_cyclic(a)) == a).all())
       True
     """

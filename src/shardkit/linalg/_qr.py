@@ -462,7 +462,7 @@ def _qr(
     Example:
       >>> m = shardkit.mesh("2x4", "x,y")
       >>> a_np = np.random.default_rng(0).standard_normal((32, 32))
-      >>> q, r = shardkit.linalg.qr(shardkit.shard(a_np, m, "x,y"), nb=4)
+      >>> q, r = shardkit.linalg.qr(shardkit.shard(a_np, mesh=m, spec="x,y"), nb=4)
       >>> q.sharding.spec, r.sharding.spec
       (P('x', 'y'), P('x', 'y'))
       >>> q_np, r_np = np.asarray(q), np.asarray(r)
@@ -470,10 +470,10 @@ def _qr(
       (True, True)
       >>> bool(np.allclose(np.tril(r_np, -1), 0))
       True
-      >>> t = shardkit.linalg.qr(shardkit.shard(a_np[:, :4], shardkit.mesh("8", "x"), "x,None"))
+      >>> t = shardkit.linalg.qr(shardkit.shard(a_np[:, :4], mesh=shardkit.mesh("8", "x"), spec="x,None"))
       >>> t[1].shape, t[1].sharding.is_fully_replicated  # tall-skinny: TSQR, r replicated
       ((4, 4), True)
-      >>> shardkit.linalg.qr(shardkit.shard(np.ones((32, 32)), m, "x,y"))
+      >>> shardkit.linalg.qr(shardkit.shard(np.ones((32, 32)), mesh=m, spec="x,y"))
       Traceback (most recent call last):
       ...
       shardkit.linalg.RankDeficientError: qr: a (shape=(32, 32), dtype=float64) is numerically rank deficient: |r_jj| of column 1 is at most n * eps * max|r_jj| (or NaN), so block Gram-Schmidt cannot make q orthonormal. Check a for dependent columns, or use the layout P(rows, None) with M / R >= n (Householder TSQR copes with rank deficiency); under jax.jit call shardkit.linalg.qr.with_status(...) to receive this status instead.
@@ -826,15 +826,15 @@ def _lstsq(
     Example:
       >>> m = shardkit.mesh("8", "x")
       >>> a_np = np.random.default_rng(0).standard_normal((64, 3))
-      >>> x, res, rank, s = shardkit.linalg.lstsq(shardkit.shard(a_np, m, "x,None"), a_np @ np.ones(3))
+      >>> x, res, rank, s = shardkit.linalg.lstsq(shardkit.shard(a_np, mesh=m, spec="x,None"), a_np @ np.ones(3))
       >>> bool(np.allclose(np.asarray(x), 1)), int(rank)
       (True, 3)
-      >>> dup = shardkit.shard(np.repeat(a_np[:, :2], [2, 1], axis=1), m, "x,None")  # rank 2
+      >>> dup = shardkit.shard(np.repeat(a_np[:, :2], [2, 1], axis=1), mesh=m, spec="x,None")  # rank 2
       >>> x, res, rank, s = shardkit.linalg.lstsq(dup, a_np[:, 0])
       >>> (np.asarray(x).round(6) + 0.0).tolist(), int(rank)
       ([0.5, 0.5, 0.0], 2)
       >>> sq = np.random.default_rng(1).standard_normal((32, 32))
-      >>> x, res, rank, s = shardkit.linalg.lstsq(shardkit.shard(sq, shardkit.mesh("2x4", "x,y"), "x,y"), sq @ np.ones(32), nb=4)
+      >>> x, res, rank, s = shardkit.linalg.lstsq(shardkit.shard(sq, mesh=shardkit.mesh("2x4", "x,y"), spec="x,y"), sq @ np.ones(32), nb=4)
       >>> bool(np.allclose(np.asarray(x), 1)), int(rank)
       (True, 32)
     """

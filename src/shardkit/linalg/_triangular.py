@@ -311,7 +311,7 @@ def solve_triangular(
     Example:
       >>> m = shardkit.mesh("2x4", "x,y")
       >>> t = np.tril(np.ones((16, 16))) + 15 * np.eye(16)
-      >>> x = shardkit.linalg.solve_triangular(shardkit.shard(t, m, "x,y"), np.ones(16), lower=True)
+      >>> x = shardkit.linalg.solve_triangular(shardkit.shard(t, mesh=m, spec="x,y"), np.ones(16), lower=True)
       >>> bool(np.allclose(t @ np.asarray(x), 1))
       True
     """

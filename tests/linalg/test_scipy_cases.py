@@ -41,6 +41,7 @@ from shardkit.linalg import (
     solve,
     solve_triangular,
 )
+from shardkit.linalg._inputs import Trans
 from shardkit.linalg._lu import _factor_program
 from shardkit.linalg._pad import square_plan
 from shardkit.testing import assert_close
@@ -134,7 +135,8 @@ def test_the_unused_triangle_is_never_read(ms: str) -> None:
         ref_t = np.where(keep, t, 0)
         # Each (lower, trans, unit) is its own program: by default lower meets the plain
         # solve and the unit diagonal, upper the transpose (both read the other block).
-        for trans in (0, 1) if FULL else (int(not lower),):
+        choices: tuple[Trans, ...] = (0, 1) if FULL else ((0 if lower else 1),)
+        for trans in choices:
             x = solve_triangular(a, b, lower=lower, trans=trans, nb=4, **where)
             assert_close(x, sl.solve_triangular(ref_t, b, lower=lower, trans=trans))
         if not (lower or FULL):

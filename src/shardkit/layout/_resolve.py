@@ -34,7 +34,7 @@ import jax.core as jax_core
 import numpy as np
 from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
-from shardkit._types import AnyMesh
+from shardkit._typing import AnyMesh
 from shardkit.layout._checks import entry_axes
 from shardkit.layout._spec import SpecLike
 from shardkit.layout._spec import spec as parse_spec

@@ -34,7 +34,7 @@ import numpy as np
 from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
 from shardkit._programs import after, cached, shard_jit
-from shardkit._types import AnyMesh
+from shardkit._typing import AnyMesh
 from shardkit.layout.internal import (
     Operand,
     SpecLike,

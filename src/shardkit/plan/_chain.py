@@ -414,7 +414,7 @@ def matmul_chain(
     """
     shp = _check_shapes(shapes)
     mesh, candidates = _legacy_arguments(legacy_mesh, mesh, specs, candidates)
-    memory_limit = _check_chain(shp, mesh, memory_limit)
+    memory_limit = _check_chain(shp, memory_limit)
     dtype = _check_dtype(dtype)
     link = _interconnect(interconnect)
     ctx = _Ctx(
@@ -507,7 +507,7 @@ def _product_options(
 # ---- argument checks ------------------------------------------------------------------
 
 
-def _legacy_arguments(legacy_mesh: Any, mesh: Any, specs: Any, candidates: Any) -> tuple[Any, Any]:
+def _legacy_arguments(legacy_mesh: Any, mesh: Any, specs: Any, candidates: Any) -> tuple[Mesh, Any]:
     """``(mesh, candidates)`` from the new keywords, or the old spellings (deprecated)."""
     if moved(
         "matmul_chain",
@@ -529,16 +529,16 @@ def _legacy_arguments(legacy_mesh: Any, mesh: Any, specs: Any, candidates: Any) 
             "matmul_chain: mesh= is missing; pass the device mesh, e.g. "
             "matmul_chain(shapes, mesh=shardkit.mesh('2x4', 'x,y'))"
         )
-    return mesh, candidates
-
-
-def _check_chain(shp: tuple[MatrixShape, ...], mesh: Any, memory_limit: int | None) -> int | None:
-    """``mesh`` a ``Mesh``, ``memory_limit`` a positive count or None, and the shapes chain."""
     if not isinstance(mesh, Mesh):
         raise TypeError(
             f"matmul_chain: mesh={mesh!r} ({type(mesh).__name__}) must be a "
             "jax.sharding.Mesh, e.g. shardkit.mesh('2x4', 'x,y')"
         )
+    return mesh, candidates
+
+
+def _check_chain(shp: tuple[MatrixShape, ...], memory_limit: int | None) -> int | None:
+    """``memory_limit`` a positive count or None, and the shapes chain."""
     if memory_limit is not None:
         memory_limit = as_count(
             "matmul_chain", "memory_limit", memory_limit, minimum=1, fix="bytes per device, or None"

@@ -32,8 +32,7 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 from shardkit._programs import cached, shard_jit
-from shardkit._types import AnyMesh
-from shardkit._typing import ArrayLike
+from shardkit._typing import AnyMesh, ArrayLike
 from shardkit.inspect import Interconnect
 from shardkit.inspect import interconnect as _interconnect
 from shardkit.layout.internal import (

@@ -17,13 +17,13 @@ import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-import shardkit
+from _meshes import make_mesh
 from shardkit import random as sk_random
 
 
 @pytest.fixture(scope="module")
 def sharding() -> NamedSharding:
-    return NamedSharding(shardkit.mesh("8", "x", axis_types="auto"), P("x"))
+    return NamedSharding(make_mesh("8", "auto"), P("x"))
 
 
 KEY = jax.random.key(0)

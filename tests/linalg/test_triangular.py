@@ -9,7 +9,8 @@ import pytest
 import scipy.linalg as sl
 
 from _matrix import FULL
-from shardkit.layout import mesh, shard
+from _meshes import make_mesh
+from shardkit.layout import shard
 from shardkit.linalg import solve_triangular
 from shardkit.testing import assert_close
 
@@ -21,7 +22,7 @@ from shardkit.testing import assert_close
 def test_solve_triangular_matches_scipy(
     shape: str, names: str, sp: str, types: Any, n: int
 ) -> None:
-    m = mesh(shape, names, axis_types=types)
+    m = make_mesh(shape, types, names=names)
     rng = np.random.default_rng(0)
     a_np = rng.standard_normal((n, n)) + n * np.eye(n)
     b = rng.standard_normal((n, 2))
@@ -42,6 +43,6 @@ def test_solve_triangular_matches_scipy(
 
 
 def test_bad_trans_is_rejected() -> None:
-    m = mesh("8", "x")
+    m = make_mesh("8")
     with pytest.raises(ValueError, match="trans="):
         solve_triangular(shard(np.eye(16), m, "x,None"), np.ones(16), trans=3)

@@ -23,9 +23,10 @@ import jax
 import numpy as np
 import optax
 import pytest
-from _train_util import AXIS_TYPES, losses, make_mesh, numpy_batch, small_mlp
+from _train_util import AXIS_TYPES, TRAIN_NAMES, losses, numpy_batch, small_mlp
 
 from _matrix import FULL
+from _meshes import make_mesh
 from shardkit import train
 from shardkit.testing import assert_close
 
@@ -155,7 +156,7 @@ def test_optimizer_trains_like_one_device(
     references: dict[str, np.ndarray],
 ) -> None:
     model = small_mlp(SIZES)
-    mesh = make_mesh(mesh_shape, axis_types)
+    mesh = make_mesh(mesh_shape, axis_types, TRAIN_NAMES)
     step, state = train.make_train_step(
         model, OPTIMIZERS[name][0](), strategy=strategy, mesh=mesh, key=jax.random.key(0)
     )
@@ -183,7 +184,11 @@ def test_a_state_that_is_not_an_array_is_named() -> None:
     )
     with pytest.raises(TypeError, match=pattern):
         train.make_train_step(
-            small_mlp(SIZES), opt, strategy="fsdp", mesh=make_mesh("8"), key=jax.random.key(0)
+            small_mlp(SIZES),
+            opt,
+            strategy="fsdp",
+            mesh=make_mesh("8", "auto", TRAIN_NAMES),
+            key=jax.random.key(0),
         )
 
 
@@ -198,7 +203,11 @@ def test_labels_that_do_not_fit_the_parameters_name_the_optimizer() -> None:
     )
     with pytest.raises(ValueError, match=pattern):
         train.make_train_step(
-            small_mlp(SIZES), opt, strategy="dp", mesh=make_mesh("8"), key=jax.random.key(0)
+            small_mlp(SIZES),
+            opt,
+            strategy="dp",
+            mesh=make_mesh("8", "auto", TRAIN_NAMES),
+            key=jax.random.key(0),
         )
 
 
@@ -216,7 +225,7 @@ def test_an_update_that_changes_the_state_structure_is_named() -> None:
         model,
         optax.GradientTransformation(init, update),
         strategy="dp",
-        mesh=make_mesh("8"),
+        mesh=make_mesh("8", "auto", TRAIN_NAMES),
         key=jax.random.key(0),
     )
     pattern = (

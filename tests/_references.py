@@ -7,7 +7,9 @@ import numpy as np
 __all__ = ["halo_reference"]
 
 
-def halo_reference(a: np.ndarray, parts: list[int], widths: list[int], periodic: bool) -> np.ndarray:
+def halo_reference(
+    a: np.ndarray, parts: list[int], widths: list[int], periodic: bool
+) -> np.ndarray:
     """Blocks extended axis by axis from their neighbours, as NumPy slices."""
     out = a
     for axis, (p, w) in enumerate(zip(parts, widths, strict=True)):

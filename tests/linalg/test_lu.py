@@ -32,6 +32,7 @@ from shardkit.linalg import (
     solve,
     to_block_cyclic,
 )
+from shardkit.linalg._inputs import Trans
 from shardkit.linalg._lu_kernel import BULK_SCOPE, _panel_permutation
 from shardkit.testing import assert_close
 
@@ -199,7 +200,7 @@ def test_singular_raises_eagerly_and_reports_status_under_jit() -> None:
         solve(a, np.ones(32), nb=8)
     assert info.value.column in (3, 5)
     assert isinstance(info.value, np.linalg.LinAlgError)
-    _, status = jax.jit(lambda a, b: solve(a, b, nb=8, return_status=True))(a, np.ones(32))
+    _, status = jax.jit(lambda a, b: solve.with_status(a, b, nb=8))(a, np.ones(32))
     assert int(status) - 1 in (3, 5)
     x_nan = jax.jit(lambda a, b: solve(a, b, nb=8))(a, np.ones(32))
     assert np.isnan(np.asarray(x_nan)).all()
@@ -370,3 +371,51 @@ def test_lookahead_gives_the_same_factors(shape: str, sp: P, pivoting: Any, n: i
     assert_close(a_np @ np.asarray(x), b)
     with pytest.raises(TypeError, match="lookahead='yes' must be True or False"):
         solve(a, b, lookahead="yes", **kw)  # type: ignore[arg-type]
+
+
+def test_with_status_and_the_deprecated_keyword() -> None:
+    # One status convention for every function that can fail: f(...) raises eagerly,
+    # f.with_status(...) returns (result, status); the old return_status=True spelling
+    # still works for one release, with a DeprecationWarning naming the new one.
+    import inspect
+
+    m = make_mesh("8")
+    a = shard(np.zeros((16, 16)), m, "x,None")
+    x, status = solve.with_status(a, np.ones(16), nb=4)
+    assert int(status) == 1
+    assert x.shape == (16,)
+    with pytest.warns(DeprecationWarning, match=r"solve\.with_status"):
+        _, old = solve(a, np.ones(16), nb=4, return_status=True)  # pyright: ignore[reportCallIssue]
+    assert int(old) == 1
+    params = inspect.signature(solve).parameters
+    assert "return_status" not in params
+    assert "want_status" not in params
+    assert solve.__name__ == "solve"
+    assert "with_status" in (solve.__doc__ or "")
+
+
+def test_one_option_vocabulary() -> None:
+    # The same options with the same names and types across the LU family: order= and
+    # stages= wherever a factorization runs, trans= as in solve_triangular.
+    m = make_mesh("8")
+    a_np = np.random.default_rng(3).standard_normal((16, 16)) + 4 * np.eye(16)
+    a = shard(a_np, m, "x,None")
+    b = np.arange(16.0)
+    for order in ("cyclic", "natural"):
+        np.testing.assert_allclose(
+            a_np @ np.asarray(solve(a, b, nb=4, order=order, stages=2)), b, atol=1e-10
+        )
+        np.testing.assert_allclose(
+            float(det(a, nb=4, order=order, stages=2)), np.linalg.det(a_np), rtol=1e-10
+        )
+        np.testing.assert_allclose(
+            np.asarray(inv(a, nb=4, order=order, stages=2)), np.linalg.inv(a_np), atol=1e-10
+        )
+    f = lu_factor(a, nb=4)
+    cases: list[tuple[Trans, np.ndarray]] = [(1, a_np.T), ("T", a_np.T), ("N", a_np), ("C", a_np.T)]
+    for trans, op in cases:
+        np.testing.assert_allclose(op @ np.asarray(lu_solve(f, b, trans=trans)), b, atol=1e-10)
+    with pytest.raises(ValueError, match=r"trans='X' is not one of"):
+        lu_solve(f, b, trans="X")  # pyright: ignore[reportArgumentType]
+    with pytest.raises(ValueError, match=r"order='bad'"):
+        solve(a, b, order="bad")  # pyright: ignore[reportArgumentType]

@@ -34,7 +34,9 @@ block is all-gathered over them at the end.
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+import functools
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -118,6 +120,161 @@ def signs(top: jax.Array) -> jax.Array:
     return s
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class _TallPanels:
+    """What every panel step of the tall QR reads; built once, outside its loops.
+
+    Attributes:
+      axes: the mesh axes splitting the rows here (``rows + spare``).
+      parts_total: the devices over ``axes``.
+      nb: the panel width.
+      m: this device's rows.
+      dt: the working dtype.
+      ri: this device's index over ``axes``.
+      grow: the global row of each local row.
+      lanes: ``arange(nb)`` (int32).
+    """
+
+    axes: tuple[str, ...]
+    parts_total: int
+    nb: int
+    m: int
+    dt: Any
+    ri: jax.Array
+    grow: jax.Array
+    lanes: jax.Array
+
+    def reflector(self, q: jax.Array, s: jax.Array, j: jax.Array) -> jax.Array:
+        """``W = Q - [S; 0]``, ``S`` on the rows ``j ..`` of the panel's diagonal block."""
+        return q - (self.grow[:, None] == j + self.lanes[None, :]).astype(self.dt) * s[None, :]
+
+    def apply(self, w: jax.Array, t: jax.Array, y: jax.Array, lo: jax.Array, clo: Any) -> jax.Array:
+        """``y - w (t (w^H y))`` on the active corner: rows from ``lo``, columns ``clo``."""
+        z = psum(project(w, y, lo, clo), self.axes)
+        v = jnp.linalg.solve(t, z)
+        return active_update(y, w, v, (0, 0), lo, clo, nb=self.nb)
+
+
+class _Reflectors(NamedTuple):
+    """The carry of the loop over panels.
+
+    Attributes:
+      x: the local block (with the right-hand sides), updated up to this panel.
+      ts: each panel's ``T^-1``; ss: each panel's signs ``S``; rd: each panel's ``S R``.
+    """
+
+    x: jax.Array
+    ts: jax.Array
+    ss: jax.Array
+    rd: jax.Array
+
+
+def _local_qr(
+    ctx: _TallPanels, j: jax.Array, lo: jax.Array, pan: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    # Active rows first: the QR's trivial directions (a rank-deficient panel)
+    # then stay in active rows, never in the rows above the diagonal.
+    top = jnp.roll(jnp.where((ctx.grow >= j)[:, None], pan, 0), -lo, axis=0)
+    q1, r1 = jnp.linalg.qr(top)
+    return q1, r1
+
+
+def _no_qr(ctx: _TallPanels, pan: jax.Array) -> tuple[jax.Array, jax.Array]:
+    return jnp.zeros((ctx.m, ctx.nb), ctx.dt), jnp.zeros((ctx.nb, ctx.nb), ctx.dt)
+
+
+def _combine(lo: jax.Array, q1: jax.Array, mine: jax.Array) -> jax.Array:
+    return jnp.roll(q1 @ mine, lo, axis=0)
+
+
+def _no_combine(ctx: _TallPanels, q1: jax.Array, mine: jax.Array) -> jax.Array:
+    return jnp.zeros((ctx.m, ctx.nb), ctx.dt)
+
+
+def _panel_q(ctx: _TallPanels, p: jax.Array, x: jax.Array) -> tuple[jax.Array, ...]:
+    """The panel's ``W`` (local rows), ``T``, ``S R`` and first local active row."""
+    nb, m, ri, axes, dt = ctx.nb, ctx.m, ctx.ri, ctx.axes, ctx.dt
+    j = p * nb
+    r0 = j // m
+    lo = jnp.clip(j - ri * m, 0, m)
+    pan = dslice(x, (0, j), (m, nb))
+    live = (ri + 1) * m > j
+    local_qr = functools.partial(_local_qr, ctx, j, lo)
+    q1, r1 = on_owner(live, axes, local_qr, functools.partial(_no_qr, ctx), pan)
+    if axes:
+        stack = lax.all_gather(r1, axes, tiled=True)  # (P nb, nb)
+        # The diagonal's device first, the finished devices' zero triangles last.
+        stack = jnp.roll(stack, -r0 * nb, axis=0)
+        q2, rts = jnp.linalg.qr(stack)
+        mine = dslice(q2, (((ri - r0) % ctx.parts_total) * nb, 0), (nb, nb))
+    else:
+        mine, rts = jnp.eye(nb, dtype=dt), r1
+    combine, none = functools.partial(_combine, lo), functools.partial(_no_combine, ctx)
+    q = on_owner(live, axes, combine, none, q1, mine)
+    q = jnp.where((ctx.grow >= j)[:, None], q, 0)
+    top = jnp.where(ri == r0, dslice(q, (lo, 0), (nb, nb)), 0)
+    both = psum(jnp.concatenate([top, jnp.where(ri == r0, rts, 0)], axis=1), axes)
+    top, rts = both[:, :nb], both[:, nb:]
+    s = signs(top)
+    t = jnp.eye(nb, dtype=dt) - jnp.conj(top).T * s[None, :]  # T^-1
+    return q, s, t, s[:, None] * rts, lo
+
+
+def _factor_panel(ctx: _TallPanels, form_q: bool, p: jax.Array, carry: _Reflectors) -> _Reflectors:
+    """Panel ``p``: its reflectors, then ``H^H`` on the trailing columns."""
+    x, ts, ss, rd = carry
+    q, s, t, sr, lo = _panel_q(ctx, p, x)
+    j = p * ctx.nb
+    # H^H on the trailing columns (a's and the right-hand sides').
+    x = ctx.apply(ctx.reflector(q, s, j), jnp.conj(t).T, x, lo, j + ctx.nb)
+    if form_q:  # keep the panel's Q where the panel was, for forming q
+        old = dslice(x, (0, j), (ctx.m, ctx.nb))
+        x = dupdate(x, jnp.where((ctx.grow >= j)[:, None], q, old), (0, j))
+    return _Reflectors(x, ts.at[p].set(t), dupdate(ss, s, (j,)), dupdate(rd, sr, (j, 0)))
+
+
+def _backward_panel(
+    ctx: _TallPanels, done: _Reflectors, panels: int, i: jax.Array, q: jax.Array
+) -> jax.Array:
+    """Forming ``q``: panel ``panels - 1 - i``'s reflectors applied to ``q``."""
+    nb, m, grow = ctx.nb, ctx.m, ctx.grow
+    p = panels - 1 - i
+    j = p * nb
+    qp = jnp.where((grow >= j)[:, None], dslice(done.x, (0, j), (m, nb)), 0)
+    s = dslice(done.ss, (j,), (nb,))
+    lo = jnp.clip(j - ctx.ri * m, 0, m)
+    q = ctx.apply(ctx.reflector(qp, s, j), done.ts[p], q, lo, j + nb)
+    # H_p [I; 0] on the panel's own columns is the panel's Q S^H, as the TSQR
+    # gave it: set, not computed (no rounding from W and T there).
+    return dupdate(q, qp * jnp.conj(s)[None, :], (0, j))
+
+
+def _r_and_qtb(
+    ctx: _TallPanels, done: _Reflectors, gcol: jax.Array, n: int, extra: bool, rest: bool
+) -> dict[str, jax.Array]:
+    """``r`` (and ``qtb``, ``rest``), replicated: one all-reduce (two with ``rest``)."""
+    nb, grow, ri, axes, x = ctx.nb, ctx.grow, ctx.ri, ctx.axes, done.x
+    out: dict[str, jax.Array] = {}
+    npd = gcol.shape[0]
+    # r: above each diagonal block what the updates left in a, the blocks S R, zeros.
+    head = jnp.where(ri == 0, x[:npd], 0)  # r's rows: all on the first device
+    rr = grow[:npd]
+    upper = jnp.where(rr[:, None] < (gcol // nb * nb)[None, :], head[:, :npd], 0)
+    diag = done.rd[rr][:, gcol % nb]
+    r = upper + jnp.where((rr[:, None] // nb) == (gcol // nb)[None, :], diag, 0)
+    if extra:
+        both = psum(jnp.concatenate([r, head[:, npd:]], axis=1), axes)
+        out["r"], out["qtb"] = both[:n, :n], both[:n, npd:]
+        if rest:
+            res = jnp.sum(jnp.abs(jnp.where((grow >= npd)[:, None], x[:, npd:], 0)) ** 2, 0)
+            # Rows n to npd of q^H b belong to the zero columns: part of the residual.
+            res = psum(after(res, both), axes)
+            out["rest"] = res + jnp.sum(jnp.abs(both[n:, npd:]) ** 2, 0)
+    else:
+        out["r"] = psum(r, axes)[:n, :n]
+    return out
+
+
 def householder_local(
     a: jax.Array,
     *,
@@ -170,107 +327,19 @@ def householder_local(
     lanes = jnp.arange(nb, dtype=jnp.int32)
     if m < npd:
         raise NotImplementedError(f"householder_local: {m} local rows < n={npd}")
-
-    def panel_q(p: jax.Array, x: jax.Array) -> tuple[jax.Array, ...]:
-        """The panel's ``W`` (local rows), ``T``, ``S R`` and first local active row."""
-        j = p * nb
-        r0 = j // m
-        lo = jnp.clip(j - ri * m, 0, m)
-        pan = dslice(x, (0, j), (m, nb))
-        live = (ri + 1) * m > j
-
-        def local_qr(pan: jax.Array) -> tuple[jax.Array, jax.Array]:
-            # Active rows first: the QR's trivial directions (a rank-deficient panel)
-            # then stay in active rows, never in the rows above the diagonal.
-            top = jnp.roll(jnp.where((grow >= j)[:, None], pan, 0), -lo, axis=0)
-            q1, r1 = jnp.linalg.qr(top)
-            return q1, r1
-
-        def idle(pan: jax.Array) -> tuple[jax.Array, jax.Array]:
-            return jnp.zeros((m, nb), dt), jnp.zeros((nb, nb), dt)
-
-        q1, r1 = on_owner(live, axes, local_qr, idle, pan)
-        if axes:
-            stack = lax.all_gather(r1, axes, tiled=True)  # (P nb, nb)
-            # The diagonal's device first, the finished devices' zero triangles last.
-            stack = jnp.roll(stack, -r0 * nb, axis=0)
-            q2, rts = jnp.linalg.qr(stack)
-            mine = dslice(q2, (((ri - r0) % parts_total) * nb, 0), (nb, nb))
-        else:
-            mine, rts = jnp.eye(nb, dtype=dt), r1
-
-        def combine(q1: jax.Array, mine: jax.Array) -> jax.Array:
-            return jnp.roll(q1 @ mine, lo, axis=0)
-
-        def none(q1: jax.Array, mine: jax.Array) -> jax.Array:
-            return jnp.zeros((m, nb), dt)
-
-        q = on_owner(live, axes, combine, none, q1, mine)
-        q = jnp.where((grow >= j)[:, None], q, 0)
-        top = jnp.where(ri == r0, dslice(q, (lo, 0), (nb, nb)), 0)
-        both = psum(jnp.concatenate([top, jnp.where(ri == r0, rts, 0)], axis=1), axes)
-        top, rts = both[:, :nb], both[:, nb:]
-        s = signs(top)
-        t = jnp.eye(nb, dtype=dt) - jnp.conj(top).T * s[None, :]  # T^-1
-        return q, s, t, s[:, None] * rts, lo
-
-    def reflector(q: jax.Array, s: jax.Array, j: jax.Array) -> jax.Array:
-        """``W = Q - [S; 0]``, ``S`` on the rows ``j ..`` of the panel's diagonal block."""
-        return q - (grow[:, None] == j + lanes[None, :]).astype(dt) * s[None, :]
-
-    def apply(w: jax.Array, t: jax.Array, y: jax.Array, lo: jax.Array, clo: Any) -> jax.Array:
-        """``y - w (t (w^H y))`` on the active corner: rows from ``lo``, columns ``clo``."""
-        z = psum(project(w, y, lo, clo), axes)
-        v = jnp.linalg.solve(t, z)
-        return active_update(y, w, v, (0, 0), lo, clo, nb=nb)
-
-    def factor(p: jax.Array, carry: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
-        x, ts, ss, rd = carry
-        q, s, t, sr, lo = panel_q(p, x)
-        j = p * nb
-        # H^H on the trailing columns (a's and the right-hand sides').
-        x = apply(reflector(q, s, j), jnp.conj(t).T, x, lo, j + nb)
-        if form_q:  # keep the panel's Q where the panel was, for forming q
-            old = dslice(x, (0, j), (m, nb))
-            x = dupdate(x, jnp.where((grow >= j)[:, None], q, old), (0, j))
-        return x, ts.at[p].set(t), dupdate(ss, s, (j,)), dupdate(rd, sr, (j, 0))
-
+    ctx = _TallPanels(axes, parts_total, nb, m, dt, ri, grow, lanes)
     panels = npd // nb
-    init = (x, jnp.zeros((panels, nb, nb), dt), jnp.zeros((npd,), dt), jnp.zeros((npd, nb), dt))
-    x, ts, ss, rd = lax.fori_loop(jnp.int32(0), jnp.int32(panels), factor, init)
-    out: dict[str, jax.Array] = {}
-    # r: above each diagonal block what the updates left in a, the blocks S R, zeros.
-    gcol = jnp.arange(npd, dtype=jnp.int32)
-    head = jnp.where(ri == 0, x[:npd], 0)  # r's rows: all on the first device
-    rr = grow[:npd]
-    upper = jnp.where(rr[:, None] < (gcol // nb * nb)[None, :], head[:, :npd], 0)
-    diag = rd[rr][:, gcol % nb]
-    r = upper + jnp.where((rr[:, None] // nb) == (gcol // nb)[None, :], diag, 0)
-    if extra is not None:
-        both = psum(jnp.concatenate([r, head[:, npd:]], axis=1), axes)
-        out["r"], out["qtb"] = both[:n, :n], both[:n, npd:]
-        if rest:
-            res = jnp.sum(jnp.abs(jnp.where((grow >= npd)[:, None], x[:, npd:], 0)) ** 2, 0)
-            # Rows n to npd of q^H b belong to the zero columns: part of the residual.
-            res = psum(after(res, both), axes)
-            out["rest"] = res + jnp.sum(jnp.abs(both[n:, npd:]) ** 2, 0)
-    else:
-        out["r"] = psum(r, axes)[:n, :n]
+    init = _Reflectors(
+        x, jnp.zeros((panels, nb, nb), dt), jnp.zeros((npd,), dt), jnp.zeros((npd, nb), dt)
+    )
+    step = functools.partial(_factor_panel, ctx, form_q)
+    done = lax.fori_loop(jnp.int32(0), jnp.int32(panels), step, init)
+    gcol = jnp.arange(npd, dtype=jnp.int32)  # r's columns
+    out = _r_and_qtb(ctx, done, gcol, n, extra is not None, rest)
     if form_q:
         q = (grow[:, None] == gcol[None, :]).astype(dt)
         q = after(q, out["r"])
-
-        def backward(i: jax.Array, q: jax.Array) -> jax.Array:
-            p = panels - 1 - i
-            j = p * nb
-            qp = jnp.where((grow >= j)[:, None], dslice(x, (0, j), (m, nb)), 0)
-            s = dslice(ss, (j,), (nb,))
-            lo = jnp.clip(j - ri * m, 0, m)
-            q = apply(reflector(qp, s, j), ts[p], q, lo, j + nb)
-            # H_p [I; 0] on the panel's own columns is the panel's Q S^H, as the TSQR
-            # gave it: set, not computed (no rounding from W and T there).
-            return dupdate(q, qp * jnp.conj(s)[None, :], (0, j))
-
+        backward = functools.partial(_backward_panel, ctx, done, panels)
         q = lax.fori_loop(jnp.int32(0), jnp.int32(panels), backward, q)[:, :n]
         out["q"] = lax.all_gather(q, spare, axis=0, tiled=True) if spare else q
     return out

@@ -828,15 +828,6 @@ UNSUPPORTED: tuple[tuple[str, Callable[[Cell], bool], type[Exception], str], ...
 # Cells that still fail, each with the reason: they run as strict xfails, so a fix
 # shows as an unexpected pass (then remove the entry).
 KNOWN_FAILURES: tuple[tuple[str, Callable[[Cell], bool], str], ...] = (
-    *(
-        (
-            f"random.{name}",
-            lambda c: c.axes == "explicit" and c.mode == "jit",
-            "on Explicit axes a jitted draw from a replicated key computes the whole array "
-            "on every device and all-gathers it (the all-gather check fails)",
-        )
-        for name in ("normal", "uniform", "bernoulli", "randint")
-    ),
     (
         "halo_exchange",
         lambda c: c.mode == "jit",

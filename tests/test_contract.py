@@ -227,6 +227,31 @@ REAL = ("float32", "float64")
 COMPLEX = ("complex64", "complex128")
 
 
+def _draw_square(rng: np.random.Generator, n: int, dtype: str) -> np.ndarray:
+    return _draw(rng, (n, n), dtype)
+
+
+def _matrix_op(
+    name: str,
+    matrix: Callable[[np.random.Generator, int, str], np.ndarray],
+    call: Callable[..., Any],
+    check: Callable[[Any, tuple[np.ndarray, ...], str], None],
+    allowed: frozenset[str] = LINALG,
+    covers: tuple[str, ...] = (),
+) -> Op:
+    """A linalg operation of one square matrix, drawn by ``matrix``."""
+    return Op(
+        name,
+        SQUARE,
+        lambda rng, n, dt: (matrix(rng, n, dt),),
+        lambda mesh: _square_specs(mesh)[:1],
+        call,
+        check,
+        allowed,
+        covers=covers or (f"linalg.{name}",),
+    )
+
+
 def _check_lu(out: Any, ops: tuple[np.ndarray, ...], dtype: str) -> None:
     p, low, up = (np.asarray(v) for v in out)
     assert_close(p @ low @ up, ops[0], dtype=dtype, what="p @ l @ u")
@@ -623,25 +648,9 @@ OPS: tuple[Op, ...] = (
         sampled=2,
     ),
     # The rest of linalg.
-    Op(
-        "lu",
-        SQUARE,
-        lambda rng, n, dt: (_well_conditioned(rng, n, dt),),
-        lambda mesh: _square_specs(mesh)[:1],
-        lambda a, **kw: linalg.lu(a, nb=8, **kw),
-        _check_lu,
-        LINALG,
-        covers=("linalg.lu",),
-    ),
-    Op(
-        "slogdet",
-        SQUARE,
-        lambda rng, n, dt: (_well_conditioned(rng, n, dt),),
-        lambda mesh: _square_specs(mesh)[:1],
-        lambda a, **kw: linalg.slogdet(a, nb=8, **kw),
-        _check_slogdet,
-        LINALG,
-        covers=("linalg.slogdet",),
+    _matrix_op("lu", _well_conditioned, lambda a, **kw: linalg.lu(a, nb=8, **kw), _check_lu),
+    _matrix_op(
+        "slogdet", _well_conditioned, lambda a, **kw: linalg.slogdet(a, nb=8, **kw), _check_slogdet
     ),
     Op(
         "bicgstab",
@@ -653,35 +662,27 @@ OPS: tuple[Op, ...] = (
         frozenset({"all-reduce", "all-gather"}),
         covers=("linalg.bicgstab",),
     ),
-    Op(
+    _matrix_op(
         "eigvalsh",
-        SQUARE,
-        lambda rng, n, dt: (_draw(rng, (n, n), dt),),
-        lambda mesh: _square_specs(mesh)[:1],
+        _draw_square,
         lambda a, **kw: linalg.eigvalsh(a, **kw),
         lambda got, ops, dt: assert_close(
             got, sl.eigvalsh(_hermitian_of(ops[0]).astype(np.complex128)), dtype=dt, what="w"
         ),
         SPECTRAL,
-        covers=("linalg.eigvalsh",),
     ),
-    Op(
+    _matrix_op(
         "svdvals",
-        SQUARE,
-        lambda rng, n, dt: (_draw(rng, (n, n), dt),),
-        lambda mesh: _square_specs(mesh)[:1],
+        _draw_square,
         lambda a, **kw: linalg.svdvals(a, **kw),
         lambda got, ops, dt: assert_close(
             got, np.linalg.svd(ops[0].astype(np.complex128), compute_uv=False), dtype=dt, what="s"
         ),
         SPECTRAL,
-        covers=("linalg.svdvals",),
     ),
-    Op(
+    _matrix_op(
         "to_block_cyclic+from_block_cyclic",
-        SQUARE,
-        lambda rng, n, dt: (_draw(rng, (n, n), dt),),
-        lambda mesh: _square_specs(mesh)[:1],
+        _draw_square,
         lambda a, **kw: linalg.from_block_cyclic(linalg.to_block_cyclic(a, nb=8, **kw)),
         lambda got, ops, dt: np.testing.assert_array_equal(np.asarray(got), ops[0]),
         LINALG | {"all-to-all"},
@@ -821,6 +822,13 @@ UNSUPPORTED: tuple[tuple[str, Callable[[Cell], bool], type[Exception], str], ...
         lambda c: c.size == "indiv",
         ValueError,
         r"shard: .* is not divisible by .* Pad",
+    ),
+    # The block-cyclic layout is the one the solvers pad into: it takes no padding itself.
+    (
+        "to_block_cyclic+from_block_cyclic",
+        lambda c: c.size == "indiv",
+        ValueError,
+        r"to_block_cyclic: .* is not divisible by .* Pad",
     ),
 )
 

@@ -13,6 +13,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import shardkit
+from _meshes import make_mesh
 from shardkit import random as sk_random
 from shardkit.inspect import comms
 
@@ -61,7 +62,7 @@ DRAWS: dict[str, tuple[Draw, Draw]] = {
 def _sharding(
     mesh_shape: str, names: str, spec: P, axis_types: Literal["auto", "explicit"] = "auto"
 ) -> NamedSharding:
-    return shardkit.sharding(shardkit.mesh(mesh_shape, names, axis_types=axis_types), spec)
+    return shardkit.sharding(make_mesh(mesh_shape, axis_types, names=names), spec)
 
 
 # normal over every layout; the other draws over every other one (each compiles).

@@ -17,13 +17,13 @@ import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-import shardkit
+from _meshes import make_mesh
 from shardkit import random as sk_random
 
 
 @pytest.fixture(scope="module")
 def sharding() -> NamedSharding:
-    return NamedSharding(shardkit.mesh("8", "x", axis_types="auto"), P("x"))
+    return NamedSharding(make_mesh("8", "auto"), P("x"))
 
 
 KEY = jax.random.key(0)
@@ -152,7 +152,7 @@ def test_bounds_of_any_real_dtype_are_checked(sharding: NamedSharding) -> None:
 
 
 def test_positional_sharding_is_deprecated_and_draws_the_same() -> None:
-    s = NamedSharding(shardkit.mesh("2x4", "x,y", axis_types="auto"), P("x", "y"))
+    s = NamedSharding(make_mesh("2x4", "auto"), P("x", "y"))
     new = sk_random.normal(KEY, (4, 8), out_sharding=s)
     with pytest.warns(
         DeprecationWarning, match=r"write normal\(key, shape, out_sharding=sharding\)"

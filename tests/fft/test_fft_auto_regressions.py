@@ -65,7 +65,7 @@ def test_per_shard_fft_operand_is_row_major_axes_21() -> None:
 @pytest.mark.parametrize("spec", ["x,None,None,y", "y,None,None,x"])
 def test_per_shard_fft_operand_is_row_major_under_vmap(spec: str) -> None:
     # jaxDecomp's sharded-vmap test: the batch axis split, on Explicit 2x2.
-    m = shardkit.mesh("2x2", "x,y")
+    m = make_mesh("2x2")
     rng = np.random.default_rng(2)
     a = (rng.standard_normal((4, 8, 8, 8)) + 1j * rng.standard_normal((4, 8, 8, 8))).astype(
         np.complex64
@@ -80,7 +80,7 @@ def test_per_shard_fft_operand_is_row_major_under_vmap(spec: str) -> None:
 def test_partitioner_decodes_shardings_itself() -> None:
     m = make_mesh("2x4", "auto")
     # The same devices under other names: only the equivalence search can match them.
-    other = jax.sharding.Mesh(m.devices, ("a", "b"))
+    other = make_mesh("2x4", "auto", names="a,b")
     shape = (8, 16, 4)
     cases = [
         (PartitionSpec("a", "b"), (("x",), ("y",), ())),

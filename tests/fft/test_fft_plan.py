@@ -8,8 +8,8 @@ import math
 import pytest
 from jax.sharding import PartitionSpec as P
 
-import shardkit
 import shardkit.fft as skfft
+from _meshes import make_mesh
 from shardkit.fft._plan import make_plan
 from shardkit.fft._problem import FftProblem
 from shardkit.layout.internal import normalize as normalize_spec
@@ -184,7 +184,7 @@ def test_problem_is_one_hashable_description() -> None:
 
 
 def test_plan_positional_spec_and_mesh_are_deprecated() -> None:
-    m = shardkit.mesh("2x4", "x,y")
+    m = make_mesh("2x4")
     new = skfft.plan("fftn", (8, 8, 8), mesh=m, spec="x,y")
     with pytest.warns(
         DeprecationWarning, match=r"write plan\(name, shape, mesh=mesh, spec=spec\)"

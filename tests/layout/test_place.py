@@ -8,7 +8,8 @@ import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from shardkit.layout import mesh, shard
+from _meshes import make_mesh
+from shardkit.layout import shard
 from shardkit.testing import assert_close
 
 MESHES = [("8", "x"), ("2x4", "x,y"), ("4x2", "x,y"), ("1x8", "x,y")]
@@ -22,7 +23,7 @@ SPECS_2D = ["x,y", "y,x", "(x,y)", "None,(y,x)", "x,None", ""]
 def test_shard_places_each_block(
     shape: str, names: str, axis_types: Literal["auto", "explicit"], dtype: type
 ) -> None:
-    m = mesh(shape, names, axis_types=axis_types)
+    m = make_mesh(shape, axis_types, names=names)
     a = np.arange(16 * 24, dtype=dtype).reshape(16, 24)
     for text in SPECS_1D if len(m.axis_names) == 1 else SPECS_2D:
         x = shard(a, mesh=m, spec=text)
@@ -33,7 +34,7 @@ def test_shard_places_each_block(
 
 
 def test_shard_accepts_sharding_and_lists() -> None:
-    m = mesh("2x4", "x,y")
+    m = make_mesh("2x4")
     x = shard([[1.0] * 8] * 4, mesh=m, spec="x,y")
     assert x.shape == (4, 8)
     y = shard(np.ones((4, 8)), NamedSharding(m, P("x")))
@@ -62,13 +63,13 @@ def test_shard_errors_name_shape_spec_mesh_and_remedy(
     shape: tuple[int, ...], text: str, match: str
 ) -> None:
     with pytest.raises(ValueError, match=match):
-        shard(np.zeros(shape), mesh=mesh("2x4", "x,y"), spec=text)
+        shard(np.zeros(shape), mesh=make_mesh("2x4"), spec=text)
 
 
 def test_shard_type_errors() -> None:
     with pytest.raises(TypeError, match=r"must be a jax\.sharding\.Mesh"):
         shard(np.zeros(4), mesh="2x4")  # type: ignore[arg-type]
-    m = mesh("2x4", "x,y")
+    m = make_mesh("2x4")
     with pytest.raises(ValueError, match="either a NamedSharding"):
         shard(np.zeros(4), NamedSharding(m, P("x")), spec="x")
     with pytest.raises(TypeError, match="where x goes is missing"):
@@ -78,7 +79,7 @@ def test_shard_type_errors() -> None:
 
 
 def test_shard_positional_mesh_is_deprecated_and_still_places() -> None:
-    m = mesh("2x4", "x,y")
+    m = make_mesh("2x4")
     with pytest.warns(DeprecationWarning, match=r"shard\(x, mesh=mesh, spec=spec\)") as rec:
         a = shard(np.ones((4, 8)), m, "x,y")
     assert rec[0].filename == __file__
@@ -90,7 +91,7 @@ def test_shard_positional_mesh_is_deprecated_and_still_places() -> None:
 
 
 def test_shard_uneven_prime_sizes_rejected_or_placed() -> None:
-    m = mesh("2x4", "x,y")
+    m = make_mesh("2x4")
     for rows, cols in itertools.product([7, 8, 13], [3, 4, 12]):
         a = np.ones((rows, cols))
         ok = rows % 2 == 0 and cols % 4 == 0
@@ -102,7 +103,7 @@ def test_shard_uneven_prime_sizes_rejected_or_placed() -> None:
 
 
 def test_shard_places_a_pytree_with_one_spec_or_a_tree_of_specs() -> None:
-    m = mesh("8", "x")
+    m = make_mesh("8")
     one = shard(
         {"w": np.ones((8, 4), np.float32), "pair": (np.ones(8), [1.0] * 8)}, mesh=m, spec="x"
     )

@@ -7,8 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from _meshes import make_mesh
 from shardkit.inspect import comms
-from shardkit.layout import mesh, shard
+from shardkit.layout import shard
 from shardkit.linalg import bicgstab, cg, gmres
 
 N = 64
@@ -21,7 +22,7 @@ def _spd() -> np.ndarray:
 
 @pytest.mark.parametrize(("shape", "names", "sp"), [("8", "x", "x,None"), ("2x4", "x,y", "x,y")])
 def test_krylov_solvers_converge(shape: str, names: str, sp: str) -> None:
-    m = mesh(shape, names, axis_types="explicit")
+    m = make_mesh(shape, "explicit", names=names)
     a_np = _spd()
     b = np.random.default_rng(1).standard_normal(N)
     a = shard(a_np, mesh=m, spec=sp)
@@ -34,7 +35,7 @@ def test_krylov_solvers_converge(shape: str, names: str, sp: str) -> None:
 
 
 def test_linear_operator_and_iteration_limit() -> None:
-    m = mesh("8", "x", axis_types="explicit")
+    m = make_mesh("8", "explicit")
     a_np = _spd()
     b = shard(np.ones(N), mesh=m, spec="x")
     d = shard(np.diag(a_np).copy(), mesh=m, spec="x")
@@ -45,7 +46,7 @@ def test_linear_operator_and_iteration_limit() -> None:
 
 
 def test_cg_traffic_per_iteration_is_vector_sized() -> None:
-    m = mesh("8", "x", axis_types="auto")
+    m = make_mesh("8", "auto")
     a = jax.ShapeDtypeStruct((N, N), jnp.float64, sharding=jax.NamedSharding(m, jax.P("x", None)))
     b = jax.ShapeDtypeStruct((N,), jnp.float64, sharding=jax.NamedSharding(m, jax.P("x")))
     report = comms(lambda a, b: cg(a, b, mesh=m, spec=jax.P("x", None))[0], a, b)

@@ -20,8 +20,9 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from _matrix import FULL
+from _meshes import make_mesh
 from shardkit.inspect import comms
-from shardkit.layout import mesh, shard
+from shardkit.layout import shard
 from shardkit.layout.internal import operand
 from shardkit.linalg import (
     NotPositiveDefiniteError,
@@ -61,7 +62,7 @@ def _meshes(first: int) -> list[str]:
 
 def _where(ms: str) -> dict[str, Any]:
     names, sp = MESHES[ms]
-    return {"mesh": mesh(ms, names), "spec": sp}
+    return {"mesh": make_mesh(ms, names=names), "spec": sp}
 
 
 # ---- dtype promotion and array-likes -------------------------------------------------
@@ -336,7 +337,7 @@ def test_hard_matrices_solve_like_scipy(ms: str) -> None:
 def test_rank_deficient_lstsq_matches_numpy() -> None:
     # numpy test_linalg.py TestLstsq.test_rcond / test_empty_lstsq and the cases:
     # the TSQR path returns NumPy's minimum-norm x, rank and singular values.
-    m = mesh("8", "x")
+    m = make_mesh("8")
     rng = np.random.default_rng(3)
     a = rng.standard_normal((64, 3)) @ rng.standard_normal((3, 4))  # rank 3
     b = rng.standard_normal((64, 2))
@@ -424,7 +425,7 @@ def test_lstsq_rank_estimate_is_not_fooled_by_a_kahan_matrix(ms: str) -> None:
     for kind in kinds:
         arr = shard(
             a,
-            mesh=where["mesh"] if kind == "explicit" else mesh(ms, names, axis_types=kind),
+            mesh=where["mesh"] if kind == "explicit" else make_mesh(ms, kind, names=names),
             spec=sp,
         )
         f = jax.jit(lambda a, b: lstsq(a, b, nb=8))
@@ -479,7 +480,7 @@ def test_wide_qr_lstsq_and_rectangular_lu_match_scipy(ms: str) -> None:
 def test_overwrite_a_donates_the_matrix_and_saves_a_share() -> None:
     # scipy test_basic.py / test_decomp_cholesky.py overwrite_a cases: the input may be
     # overwritten. Here the input's buffer is donated to the factors (then deleted).
-    m = mesh("8", "x")
+    m = make_mesh("8")
     rng = np.random.default_rng(4)
     a_np = rng.standard_normal((16, 16)) + 16 * np.eye(16)
     a = shard(a_np, mesh=m, spec="x,None")

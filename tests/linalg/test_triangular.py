@@ -10,8 +10,9 @@ import pytest
 import scipy.linalg as sl
 
 from _matrix import FULL
+from _meshes import make_mesh
 from shardkit.inspect import comms
-from shardkit.layout import mesh, shard
+from shardkit.layout import shard
 from shardkit.linalg import solve_triangular
 from shardkit.linalg._inputs import Trans
 from shardkit.linalg.internal import SPLIT_RHS
@@ -25,7 +26,7 @@ from shardkit.testing import assert_close
 def test_solve_triangular_matches_scipy(
     shape: str, names: str, sp: str, types: Any, n: int
 ) -> None:
-    m = mesh(shape, names, axis_types=types)
+    m = make_mesh(shape, types, names=names)
     rng = np.random.default_rng(0)
     a_np = rng.standard_normal((n, n)) + n * np.eye(n)
     b = rng.standard_normal((n, 2))
@@ -51,7 +52,7 @@ def test_solve_triangular_matches_scipy(
 
 
 def test_bad_trans_is_rejected() -> None:
-    m = mesh("8", "x")
+    m = make_mesh("8")
     with pytest.raises(ValueError, match="trans="):
         solve_triangular(shard(np.eye(16), mesh=m, spec="x,None"), np.ones(16), trans=3)  # pyright: ignore[reportArgumentType]
 
@@ -63,7 +64,7 @@ def test_many_right_hand_sides_split_the_diagonal_solves(
     # From SPLIT_RHS columns on every device solves a share of each diagonal block's
     # columns (padded to a multiple of the mesh: 259 -> 264) and one all-gather per
     # step joins them; junk (NaN) in the other triangle is never read.
-    m = mesh(shape, names, axis_types=types)
+    m = make_mesh(shape, types, names=names)
     rng = np.random.default_rng(1)
     n, nrhs = 48, SPLIT_RHS + 3
     a_np = rng.standard_normal((n, n)) + n * np.eye(n)

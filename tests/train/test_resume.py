@@ -23,9 +23,10 @@ import jax
 import numpy as np
 import optax
 import pytest
-from _train_util import RUN_ARGS, RUN_OPTIONS, make_mesh
+from _train_util import RUN_ARGS, RUN_OPTIONS, TRAIN_NAMES
 from typer.testing import CliRunner
 
+from _meshes import make_mesh
 from shardkit import train
 from shardkit.cli import app
 
@@ -70,7 +71,11 @@ def _wait_for_lines(path: Path, n: int, proc: subprocess.Popen[str] | None = Non
 def test_checkpoint_manager_keeps_the_newest_complete_checkpoints(tmp_path: Path) -> None:
     model = train.MLP(OPTIONS["sizes"])
     _, state = train.make_train_step(
-        model, optax.adam(1e-2), strategy="dp", mesh=make_mesh("8"), key=jax.random.key(0)
+        model,
+        optax.adam(1e-2),
+        strategy="dp",
+        mesh=make_mesh("8", "auto", TRAIN_NAMES),
+        key=jax.random.key(0),
     )
     # An unfinished save left by a killed process: never listed, removed by the first save.
     (tmp_path / f"9{TMP_SUFFIX}").mkdir()
@@ -87,7 +92,11 @@ def test_checkpoint_manager_keeps_the_newest_complete_checkpoints(tmp_path: Path
         assert ckpt.latest_step == 5
         # Onto another layout: tp on the same devices.
         _, target = train.make_train_step(
-            model, optax.adam(1e-2), strategy="tp", mesh=make_mesh("8"), key=jax.random.key(3)
+            model,
+            optax.adam(1e-2),
+            strategy="tp",
+            mesh=make_mesh("8", "auto", TRAIN_NAMES),
+            key=jax.random.key(3),
         )
         got = ckpt.restore_latest({"state": target, "key": jax.random.key(0)})
         assert got is not None

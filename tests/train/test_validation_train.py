@@ -19,6 +19,7 @@ import pytest
 from jax.sharding import NamedSharding, PartitionSpec
 
 import shardkit
+from _meshes import make_mesh
 from shardkit import train
 
 pytest.importorskip("orbax.checkpoint")
@@ -28,7 +29,7 @@ SIZES = (4, 8, 2)
 
 @pytest.fixture(scope="module")
 def setup() -> dict[str, Any]:
-    mesh = shardkit.mesh("8", "data", axis_types="auto")
+    mesh = make_mesh("8", "auto", names="data")
     model = train.MLP(SIZES)
     step, state = train.make_train_step(
         model, optax.sgd(0.1), strategy="dp", mesh=mesh, key=jax.random.key(0)
@@ -139,7 +140,7 @@ def test_a_batch_that_is_not_a_pair(setup: dict[str, Any]) -> None:
 
 
 def test_a_batch_on_another_mesh(setup: dict[str, Any]) -> None:
-    other = shardkit.mesh("4", "data", axis_types="auto")
+    other = make_mesh("4", "auto", names="data")
     batch = tuple(shardkit.shard(np.ones(s), mesh=other, spec="data") for s in ((16, 4), (16, 2)))
     pattern = r"the operands live on different devices: the target is on mesh\(data=8\).*inputs "
     with pytest.raises(ValueError, match=pattern + r".*jax\.device_put\(batch, layout\.batch\)"):

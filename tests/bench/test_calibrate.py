@@ -15,6 +15,7 @@ from jax.sharding import NamedSharding
 from typer.testing import CliRunner
 
 import shardkit
+from _meshes import make_mesh
 from shardkit._config import config_dir
 from shardkit.bench._calibrate import Point, calibrate, fit_collective, fit_interconnect
 from shardkit.bench._suite_collectives import prediction_summary
@@ -145,7 +146,7 @@ def test_corrupt_preset_is_a_clear_error(config: Path, text: str, match: str) ->
 
 
 def test_comms_report_uses_and_names_the_calibrated_preset(config: Path) -> None:
-    m = shardkit.mesh("8", "x", axis_types="auto")
+    m = make_mesh("8", "auto")
     x = jax.ShapeDtypeStruct((64, 4), jnp.float32, sharding=NamedSharding(m, shardkit.spec("x")))
     before = comms(lambda a: a.sum(axis=0), x)
     link = _link(dict.fromkeys(KINDS, 1.0), dict.fromkeys(KINDS, 1e9), table=True)
@@ -160,7 +161,7 @@ def test_comms_report_uses_and_names_the_calibrated_preset(config: Path) -> None
 
 
 def test_matmul_auto_follows_the_calibrated_preset(config: Path) -> None:
-    m = shardkit.mesh("2x4", "x,y", axis_types="auto")
+    m = make_mesh("2x4", "auto")
     spec = shardkit.spec("x,y")
     s = jax.ShapeDtypeStruct((256, 256), jnp.float32, sharding=NamedSharding(m, spec))
 
@@ -245,7 +246,7 @@ def test_auto_prices_the_ring_panel_steps() -> None:
     # product runs in p x panels steps. Permutes priced far below all-gathers, so a
     # communication-only model picks the ring; the calibrated cost per panel step
     # (compute, which these devices do not overlap) makes the all-gather cheaper.
-    m = shardkit.mesh("8", "x", axis_types="auto")
+    m = make_mesh("8", "auto")
     spec = shardkit.spec("x")
     s = jax.ShapeDtypeStruct((256, 256), jnp.float32, sharding=NamedSharding(m, spec))
     alpha = dict.fromkeys(KINDS, 1e-5) | {"all-gather": 1e-3}
@@ -312,7 +313,7 @@ def test_product_write_prices_large_products() -> None:
         Interconnect("toy", 1e-6, 1e9, product_write=((2.0, 1.0), (1.0, 2.0)))
     # k split over 8 devices (a P(None, x), b P(x)): a reduce-scatter computes one
     # output-sized product; a ring of permutes computes 8 products of an eighth each.
-    m = shardkit.mesh("8", "x", axis_types="auto")
+    m = make_mesh("8", "auto")
     n = 4096
     a = jax.ShapeDtypeStruct((n, n), jnp.float32, sharding=NamedSharding(m, shardkit.spec("_,x")))
     b = jax.ShapeDtypeStruct((n, n), jnp.float32, sharding=NamedSharding(m, shardkit.spec("x")))
@@ -338,7 +339,7 @@ def test_product_write_prices_large_products() -> None:
 def test_matmul_comms_know_their_dimension() -> None:
     # 2x4 blocks: the all-gather variant gathers a's columns over y (an inner
     # dimension) and b's rows over x (the leading one).
-    m = shardkit.mesh("2x4", "x,y", axis_types="auto")
+    m = make_mesh("2x4", "auto")
     spec = shardkit.spec("x,y")
     s = jax.ShapeDtypeStruct((256, 256), jnp.float32, sharding=NamedSharding(m, spec))
     ex = matmul(s, s, explain=True, mesh=m, in_specs=(spec, spec), algorithm="allgather")

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from jax.sharding import Mesh
 
-import shardkit
+from _meshes import make_mesh
 from shardkit import plan
 
 
 @pytest.fixture(scope="module")
 def mesh() -> Mesh:
-    return shardkit.mesh("2x4", "x,y")
+    return make_mesh("2x4")
 
 
 def test_a_three_dimensional_shape_is_not_truncated(mesh: Mesh) -> None:
@@ -37,7 +37,7 @@ def test_shapes_of_the_wrong_kind(mesh: Mesh) -> None:
 
 
 def test_numpy_integer_sizes_are_accepted() -> None:
-    small = shardkit.mesh("2")  # the smallest search: this test plans for real
+    small = make_mesh("2")  # the smallest search: this test plans for real
     p = plan.matmul_chain([(np.int64(8), np.int64(16)), np.array([16, 8])], mesh=small)  # type: ignore[arg-type]
     assert p.shapes == ((8, 16), (16, 8))
 

@@ -13,13 +13,14 @@ import numpy as np
 import pytest
 
 import shardkit
+from _meshes import make_mesh
 from shardkit import linalg
 from shardkit.linalg._status import Failure, Problem
 
 
 @pytest.fixture(scope="module")
 def a() -> jax.Array:
-    return shardkit.shard(np.diag(np.arange(1.0, 9.0)), mesh=shardkit.mesh("8", "x"), spec="x,None")
+    return shardkit.shard(np.diag(np.arange(1.0, 9.0)), mesh=make_mesh("8"), spec="x,None")
 
 
 @pytest.mark.parametrize("solver", [linalg.cg, linalg.bicgstab, linalg.gmres])
@@ -76,10 +77,8 @@ def test_a_restart_below_one(a: jax.Array) -> None:
 
 
 def test_solver_operands_on_other_devices(a: jax.Array) -> None:
-    other = shardkit.shard(np.ones(8), mesh=shardkit.mesh("4", "x", devices=[4, 5, 6, 7]), spec="x")
-    small = shardkit.shard(
-        np.eye(8), mesh=shardkit.mesh("4", "x", devices=[0, 1, 2, 3]), spec="x,None"
-    )
+    other = shardkit.shard(np.ones(8), mesh=make_mesh("4", devices=[4, 5, 6, 7]), spec="x")
+    small = shardkit.shard(np.eye(8), mesh=make_mesh("4", devices=[0, 1, 2, 3]), spec="x,None")
     with pytest.raises(ValueError, match=r"cg: the operands live on different devices: a is on"):
         linalg.cg(small, other)
 
@@ -94,8 +93,8 @@ def test_solver_operands_on_other_devices(a: jax.Array) -> None:
     ],
 )
 def test_direct_solver_operands_on_other_devices(name: str, call: Any) -> None:
-    left = shardkit.mesh("4", "x", devices=[0, 1, 2, 3])
-    right = shardkit.mesh("4", "x", devices=[4, 5, 6, 7])
+    left = make_mesh("4", devices=[0, 1, 2, 3])
+    right = make_mesh("4", devices=[4, 5, 6, 7])
     small = shardkit.shard(np.eye(8), mesh=left, spec="x,None")
     other = shardkit.shard(np.ones(8), mesh=right, spec="x")
     if name == "batched_solve":  # placed batches: one system per device
@@ -106,8 +105,8 @@ def test_direct_solver_operands_on_other_devices(name: str, call: Any) -> None:
 
 
 def test_matmul_operands_on_different_devices() -> None:
-    left = shardkit.mesh("4", "x", devices=[0, 1, 2, 3])
-    right = shardkit.mesh("4", "x", devices=[4, 5, 6, 7])
+    left = make_mesh("4", devices=[0, 1, 2, 3])
+    right = make_mesh("4", devices=[4, 5, 6, 7])
     x = shardkit.shard(np.ones((8, 8)), mesh=left, spec="x")
     y = shardkit.shard(np.ones((8, 8)), mesh=right, spec="x")
     pattern = (
@@ -120,10 +119,8 @@ def test_matmul_operands_on_different_devices() -> None:
 
 def test_matmul_operands_on_an_explicit_and_an_auto_mesh() -> None:
     # Both used to fail inside shard_map ("in_specs ... does not match the specs").
-    a = shardkit.shard(np.ones((8, 8)), mesh=shardkit.mesh("2x4", "x,y"), spec="x,y")
-    b = shardkit.shard(
-        np.ones((8, 8)), mesh=shardkit.mesh("2x4", "x,y", axis_types="auto"), spec="x,y"
-    )
+    a = shardkit.shard(np.ones((8, 8)), mesh=make_mesh("2x4"), spec="x,y")
+    b = shardkit.shard(np.ones((8, 8)), mesh=make_mesh("2x4", "auto"), spec="x,y")
     pattern = r"matmul: the operands are on different meshes.*a is on mesh\(x=2,y=4; Explicit\)"
     with pytest.raises(ValueError, match=pattern):
         linalg.matmul(a, b)

@@ -7,13 +7,14 @@ plotted, so that the report writer needs no suite-specific code.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from jax.sharding import Mesh
 
+    from shardkit.bench._record import Record
     from shardkit.bench._timing import Case
     from shardkit.layout.internal import AxisTypeLike
 
@@ -119,4 +120,4 @@ class Suite:
     plots: Sequence[PlotSpec] = field(default_factory=tuple)
     key_params: Sequence[str] = field(default_factory=tuple)
     notes: Callable[[], list[str]] = list
-    conclusions: Callable[[Sequence[Mapping[str, Any]]], list[str]] = lambda records: []
+    conclusions: Callable[[Sequence[Record]], list[str]] = lambda records: []

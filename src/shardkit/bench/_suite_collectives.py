@@ -54,6 +54,7 @@ import jax.numpy as jnp
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from shardkit.bench._record import Record
 from shardkit.bench._suite import Column, PlotSpec, Suite, SuiteConfig
 from shardkit.bench._timing import Case
 
@@ -345,15 +346,16 @@ def _notes() -> list[str]:
     ]
 
 
-def prediction_summary(records: Sequence[Mapping[str, Any]], /) -> list[str]:
+def prediction_summary(records: Sequence[Record], /) -> list[str]:
     """The median of ``|predicted - measured| / measured``, overall and per collective.
 
     The built-in ``shared-memory`` preset's figure follows in brackets when the default
     model is another (a calibrated preset).
 
     Example:
-      >>> recs = [{"candidate": "psum", "metrics": {"prediction_error": e}}
-      ...         for e in (-0.5, 0.1, 0.2)]
+      >>> from shardkit.bench import Record
+      >>> recs = [Record("collectives", "8/x/1KiB", "psum", (1e-3,),
+      ...                metrics={"prediction_error": e}) for e in (-0.5, 0.1, 0.2)]
       >>> prediction_summary(recs)[0]
       'Prediction error: median |predicted - measured| / measured = 20.0% over 3 timings.'
     """
@@ -361,9 +363,9 @@ def prediction_summary(records: Sequence[Mapping[str, Any]], /) -> list[str]:
     def medians(key: str) -> tuple[float | None, dict[str, float]]:
         errors: dict[str, list[float]] = {}
         for r in records:
-            e = r.get("metrics", {}).get(key)
+            e = r.metric(key)
             if e is not None:
-                errors.setdefault(r["candidate"], []).append(abs(e))
+                errors.setdefault(r.candidate, []).append(abs(e))
         every = [e for v in errors.values() for e in v]
         if not every:
             return None, {}
@@ -372,12 +374,10 @@ def prediction_summary(records: Sequence[Mapping[str, Any]], /) -> list[str]:
     overall, each = medians("prediction_error")
     if overall is None:
         return []
-    count = sum(r.get("metrics", {}).get("prediction_error") is not None for r in records)
+    count = sum(r.metric("prediction_error") is not None for r in records)
     base, base_each = medians("builtin_error")
     differs = base is not None and any(
-        r["metrics"].get("builtin_error") != r["metrics"].get("prediction_error")
-        for r in records
-        if r.get("metrics")
+        r.metric("builtin_error") != r.metric("prediction_error") for r in records if r.metrics
     )
 
     def pair(value: float, builtin: float | None) -> str:

@@ -30,6 +30,7 @@ import jax.numpy as jnp
 from jax.sharding import NamedSharding, SingleDeviceSharding
 from jax.sharding import PartitionSpec as P
 
+from shardkit.bench._record import Record
 from shardkit.bench._suite import Column, PlotSpec, Suite, SuiteConfig
 from shardkit.bench._timing import Case
 from shardkit.inspect import CommReport, comms
@@ -171,14 +172,7 @@ def _notes() -> list[str]:
     ]
 
 
-def _speed(record: Mapping[str, Any]) -> float:
-    # The round-by-round ratio to XLA survives drifts of the machine's speed (shared
-    # machines); the median time is the fallback when there is no ratio.
-    ratio = record.get("ratio_median")
-    return float(ratio) if ratio is not None else float(record["median_s"])
-
-
-def auto_summary(records: Sequence[Mapping[str, Any]], /) -> list[str]:
+def auto_summary(records: Sequence[Record], /) -> list[str]:
     """Per case, the measured-fastest algorithm against auto's pick and the built-in's.
 
     ``auto_pick`` is what ``algorithm="auto"`` chose under the default cost model (a
@@ -186,23 +180,23 @@ def auto_summary(records: Sequence[Mapping[str, Any]], /) -> list[str]:
     ``shared-memory`` preset; both are compared with the algorithm of least median
     ratio to XLA (least median time without one).
     """
-    cases: dict[str, list[Mapping[str, Any]]] = {}
+    cases: dict[str, list[Record]] = {}
     for r in records:
-        cases.setdefault(r["case"], []).append(r)
+        cases.setdefault(r.case, []).append(r)
     lines, hits = [], {"auto_pick": 0, "builtin_pick": 0}
     for name, recs in cases.items():
-        algos = [r for r in recs if r["candidate"] in _ALGOS]
+        algos = [r for r in recs if r.candidate in _ALGOS]
         if not algos:
             continue
-        best = min(algos, key=_speed)
-        params = best["params"]
+        best = min(algos, key=lambda r: r.speed)
+        params = best.params
         for key in hits:
-            hits[key] += params.get(key) == best["candidate"]
-        speeds = ", ".join(f"{r['candidate']} {_speed(r):.3g}" for r in algos)
-        auto = next((r for r in recs if r["candidate"] == "auto"), None)
-        auto_text = f"; auto ran at {_speed(auto):.3g}" if auto is not None else ""
+            hits[key] += params.get(key) == best.candidate
+        speeds = ", ".join(f"{r.candidate} {r.speed:.3g}" for r in algos)
+        auto = next((r for r in recs if r.candidate == "auto"), None)
+        auto_text = f"; auto ran at {auto.speed:.3g}" if auto is not None else ""
         lines.append(
-            f"{name}: fastest {best['candidate']} ({speeds}{auto_text}); auto picks "
+            f"{name}: fastest {best.candidate} ({speeds}{auto_text}); auto picks "
             f"{params.get('auto_pick')}, the built-in {_BUILTIN} preset {params.get('builtin_pick')}."
         )
     if not lines:

@@ -116,7 +116,7 @@ def test_config_dir_override_and_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: 
 
 
 def test_preset_round_trip_and_default(config: Path) -> None:
-    assert interconnect(None) is shardkit.INTERCONNECTS["shared-memory"]
+    assert interconnect(None) is shardkit.INTERCONNECTS["cpu"]  # the CPU built-in
     link = _link(dict.fromkeys(KINDS, 1e-4), dict.fromkeys(KINDS, 1e9), table=True)
     path = save_preset(link, measurements=[{"kind": "all-gather", "seconds": 1.0}])
     assert path == preset_path()

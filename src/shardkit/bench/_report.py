@@ -160,6 +160,9 @@ def format_value(value: Any, unit: str = "", /) -> str:
       ('1.23 ms', '2.5 GB/s', '64 KiB')
       >>> format_value(None, "s"), format_value(-0.5, "%"), format_value(1.234, "ratio")
       ('-', '-50%', '1.23x')
+      >>> format_value(0.8, "fraction")
+      '80%'
+
     """
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
@@ -175,6 +178,8 @@ def format_value(value: Any, unit: str = "", /) -> str:
         return f"{value:.3g}x"
     if unit == "%":
         return f"{value * 100:+.0f}%"
+    if unit == "fraction":
+        return f"{value:.0%}"
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
@@ -287,11 +292,13 @@ def write_plots(data: Mapping[str, Any], out_dir: str | Path, /) -> list[Path]:
                 chosen = [r for r in recs if r.value(plot.panel) == panel]
                 for series in dict.fromkeys(r.value(plot.series) for r in chosen):
                     pts = sorted(
-                        (r.value(plot.x), r.value(plot.y))
+                        (x, y)
                         for r in chosen
                         if r.value(plot.series) == series
+                        and (x := r.value(plot.x)) is not None
+                        and (y := r.value(plot.y)) is not None
+                        and y > 0
                     )
-                    pts = [(x, y) for x, y in pts if y is not None and y > 0]
                     if pts:
                         xs, ys = zip(*pts, strict=True)
                         ax.plot(xs, ys, marker="o", label=str(series))

@@ -231,6 +231,9 @@ def run_bench(
                     markup=False,
                 )
     wall_s = time.perf_counter() - start
+    by_suite = {
+        name: registry[name].derive([r for r in measured if r.suite == name]) for name in names
+    }
 
     data: dict[str, Any] = {
         "schema": SCHEMA,
@@ -249,15 +252,14 @@ def run_bench(
             name: {
                 "description": registry[name].description,
                 "baseline": registry[name].baseline,
-                "notes": registry[name].notes()
-                + registry[name].conclusions([r for r in measured if r.suite == name]),
+                "notes": registry[name].notes() + registry[name].conclusions(by_suite[name]),
                 "key_params": list(registry[name].key_params),
                 "columns": [asdict(c) for c in registry[name].columns],
                 "plots": [asdict(p) for p in registry[name].plots],
             }
             for name in names
         },
-        "records": [r.to_json() for r in measured],
+        "records": [r.to_json() for name in names for r in by_suite[name]],
     }
     validate_results(data)
     with busy(console if out is not None else None, f"writing the reports to {out}"):

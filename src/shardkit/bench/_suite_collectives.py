@@ -37,7 +37,7 @@ all-gather 18 and 123 ms (``shardkit bench calibrate``).
 
 Each record adds the predicted time of the collective under :mod:`shardkit.inspect`'s
 default cost model (the preset ``shardkit bench calibrate`` saved for these devices if
-there is one, else the built-in ``"shared-memory"``) and the relative error
+there is one, else the platform's built-in preset, ``"cpu"`` on CPU devices) and the relative error
 ``(predicted - measured) / measured``; the notes end with the median of its absolute
 value over every collective timed, overall and per collective.
 """
@@ -57,6 +57,7 @@ from jax.sharding import PartitionSpec as P
 from shardkit.bench._record import Record
 from shardkit.bench._suite import Column, PlotSpec, Suite, SuiteConfig
 from shardkit.bench._timing import Case
+from shardkit.inspect.internal import builtin_preset
 
 __all__ = [
     "COLLECTIVES",
@@ -113,7 +114,6 @@ QUICK_SIZES = (1024, 16 * 1024, 256 * 1024)
 """1 KiB, 16 KiB and 256 KiB per device, for ``--quick``."""
 
 BASELINE = "local"
-_BUILTIN = "shared-memory"
 _ITEMSIZE = 4  # float32
 
 
@@ -283,7 +283,7 @@ def _metrics(
 def _builtin() -> Any:
     from shardkit.inspect import INTERCONNECTS
 
-    return INTERCONNECTS[_BUILTIN]
+    return INTERCONNECTS[builtin_preset()]
 
 
 def _size_label(nbytes: int) -> str:
@@ -349,7 +349,7 @@ def _notes() -> list[str]:
 def prediction_summary(records: Sequence[Record], /) -> list[str]:
     """The median of ``|predicted - measured| / measured``, overall and per collective.
 
-    The built-in ``shared-memory`` preset's figure follows in brackets when the default
+    The built-in preset (``builtin_preset``)'s figure follows in brackets when the default
     model is another (a calibrated preset).
 
     Example:
@@ -381,7 +381,9 @@ def prediction_summary(records: Sequence[Record], /) -> list[str]:
     )
 
     def pair(value: float, builtin: float | None) -> str:
-        return f"{value:.1%}" + (f" ({_BUILTIN}: {builtin:.1%})" if differs and builtin else "")
+        return f"{value:.1%}" + (
+            f" ({builtin_preset()}: {builtin:.1%})" if differs and builtin else ""
+        )
 
     return [
         "Prediction error: median |predicted - measured| / measured = "

@@ -50,6 +50,7 @@ from shardkit.bench._record import Record
 from shardkit.bench._suite import Column, PlotSpec, Suite, SuiteConfig
 from shardkit.bench._timing import Case
 from shardkit.inspect import INTERCONNECTS, Interconnect, comms
+from shardkit.inspect.internal import KINDS
 
 __all__ = [
     "CLUSTER_DEVICES",
@@ -82,14 +83,6 @@ CLUSTER_PRESET = "ici"
 _SIZES = {"fft": 128, "solve": 2048, "qr": 2048, "matmul": 2048}
 _WEAK_SIZES = {"fft": 64, "solve": 1024, "qr": 1024, "matmul": 1024}
 _QUICK_SIZES = {"fft": 16, "solve": 64, "qr": 64, "matmul": 64}
-_KINDS = (
-    "all-gather",
-    "all-reduce",
-    "reduce-scatter",
-    "all-to-all",
-    "collective-permute",
-    "collective-broadcast",
-)
 _BASELINE = "1 device"
 _CANDIDATE = "shardkit"
 
@@ -168,7 +161,7 @@ def _comm_metrics(op: str, n: int, m: Any) -> dict[str, float | None]:
     """Predicted communication seconds, and per collective kind its runs and mean message."""
     report = comms(_op(op, m), *_structs(op, n, m))
     out: dict[str, float | None] = {"comm_s": report.comm_time_s}
-    for kind in _KINDS:
+    for kind in KINDS:
         found = [c for c in report.collectives if c.kind == kind]
         runs = sum(c.count for c in found)
         if runs:
@@ -308,7 +301,7 @@ def cluster_prediction(
     """
     n = _size(n1, mode, p)
     comm = 0.0
-    for kind in _KINDS:
+    for kind in KINDS:
         pts = [
             (float(r.params["devices"]), r.metric(f"{kind} runs"), r.metric(f"{kind} sent"))
             for r in runs

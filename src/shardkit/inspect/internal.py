@@ -8,6 +8,7 @@ without notice.
 """
 
 from shardkit.inspect._presets import builtin_preset, preset_path, save_preset
+from shardkit.inspect._program import KINDS
 from shardkit.inspect._traffic import message_bytes, traffic
 
-__all__ = ["builtin_preset", "message_bytes", "preset_path", "save_preset", "traffic"]
+__all__ = ["KINDS", "builtin_preset", "message_bytes", "preset_path", "save_preset", "traffic"]

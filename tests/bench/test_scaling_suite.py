@@ -32,17 +32,20 @@ def test_a_matmul_case_measures_efficiency_and_prediction() -> None:
     ]
     two = records[3]
     assert two.params["n"] == 40  # 32 * 2^(1/3), to a multiple of 2
-    assert two.metric("work_ratio") == pytest.approx((40 / 32) ** 3)
-    assert two.metric("comm_s") > 0
+    assert two.need("work_ratio") == pytest.approx((40 / 32) ** 3)
+    assert two.need("comm_s") > 0
     assert any(k.endswith(" runs") for k in two.metrics)
     derived = derive(records)
     assert derived[0] is records[0]  # baselines pass through
-    m = derived[3].metrics
-    assert m["efficiency"] == pytest.approx(m["work_ratio"] / (2 * two.ratio_median))
-    cores = min(2, int(m["host_cores"]))
-    predicted = records[2].median_s * m["work_ratio"] / cores + m["comm_s"]
-    assert m["predicted_s"] == pytest.approx(predicted)
-    assert m["prediction_error"] == pytest.approx((predicted - two.median_s) / two.median_s)
+    d = derived[3]
+    assert two.ratio_median is not None
+    assert d.need("efficiency") == pytest.approx(d.need("work_ratio") / (2 * two.ratio_median))
+    cores = min(2, int(d.need("host_cores")))
+    predicted = records[2].median_s * d.need("work_ratio") / cores + d.need("comm_s")
+    assert d.need("predicted_s") == pytest.approx(predicted)
+    assert d.need("prediction_error") == pytest.approx((predicted - two.median_s) / two.median_s)
+    with pytest.raises(KeyError, match="no metric 'efficiency'"):
+        records[3].need("efficiency")
     lines = suites()["scaling"].conclusions(derived)
     assert lines[0].startswith("Prediction error on 2, 4 and 8 devices: median")
     assert any(line.startswith(f"Predicted on {CLUSTER_PRESET}, matmul weak") for line in lines)

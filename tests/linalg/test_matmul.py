@@ -182,7 +182,10 @@ def test_out_spec_steers_the_algorithm() -> None:
     a, b = shard(x, m, "x,y"), shard(y, m, "y,None")
     chosen = matmul(a, b, out_spec="x,y", explain=True).chosen
     assert chosen.out_spec == "P('x', 'y')"
-    assert chosen.algorithm in ("reduce_scatter", "ring")
+    # The partial sums over y are scattered, rotated or (at this small size, where the
+    # CPU preset's tables price an all-reduce below a reduce-scatter along an inner
+    # dimension) reduced and sliced; never moved again afterwards.
+    assert chosen.algorithm in ("reduce_scatter", "ring", "allreduce")
     assert all(c.kind != "all-to-all" for c in chosen.collectives)
 
 

@@ -156,6 +156,20 @@ class Record:
         """A metric, ``None`` when absent."""
         return self.metrics.get(key)
 
+    def need(self, key: str, /) -> float:
+        """A metric that must be there.
+
+        Raises:
+          KeyError: the metric is absent or ``None`` (the message names the record).
+        """
+        value = self.metrics.get(key)
+        if value is None:
+            raise KeyError(
+                f"{self.suite} {self.case} {self.candidate}: no metric {key!r} "
+                f"(has {sorted(k for k, v in self.metrics.items() if v is not None)})"
+            )
+        return value
+
     def value(self, key: str, /) -> Any:
         """What a table or plot names ``key``: a ``params`` key, a ``metrics`` key, or a field."""
         if key in self.params:

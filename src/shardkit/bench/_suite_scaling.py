@@ -87,7 +87,7 @@ _BASELINE = "1 device"
 _CANDIDATE = "shardkit"
 
 
-def work(op: str, n: int, /) -> float:
+def work(op: str, n: float, /) -> float:
     """Floating-point operations of ``op`` at edge ``n`` (the usual leading terms).
 
     ``fft``: ``5 N log2 N`` for ``N = n^3`` complex points; ``solve``: ``2/3 n^3``
@@ -299,7 +299,8 @@ def cluster_prediction(
     them); compute is the work over ``p`` at ``link.peak_flops``. The efficiency is
     the one-device time (work at peak) over ``p`` times this, scaled by the work.
     """
-    n = _size(n1, mode, p)
+    # The edge a weak workload would have, unrounded (nothing needs to divide here).
+    n = n1 if mode == "strong" else n1 * p ** (1 / 3)
     comm = 0.0
     for kind in KINDS:
         pts = [
@@ -321,7 +322,14 @@ def cluster_prediction(
 
 
 def _conclusions(records: Sequence[Record]) -> list[str]:
-    runs = [r for r in records if not r.is_baseline and r.metric("prediction_error") is not None]
+    # One device is its own baseline: the prediction is checked on 2, 4 and 8.
+    runs = [
+        r
+        for r in records
+        if not r.is_baseline
+        and r.metric("prediction_error") is not None
+        and int(r.params["devices"]) > 1
+    ]
     errors = [abs(e) for r in runs if (e := r.metric("prediction_error")) is not None]
     if not errors:
         return []
@@ -355,7 +363,7 @@ def _conclusions(records: Sequence[Record]) -> list[str]:
             cells = []
             for p in CLUSTER_DEVICES:
                 t, eff = cluster_prediction(mine, op, n1, mode, p, link)
-                cells.append(f"{p}: {t * 1e3:.3g} ms ({eff:.0%})")
+                cells.append(f"{p}: {t * 1e3:.3g} ms (efficiency {eff:.2g})")
             lines.append(
                 f"Predicted on {CLUSTER_PRESET}, {op} {mode} (n={n1} on one device): "
                 + ", ".join(cells)

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 import shardkit
 from _meshes import make_mesh
 from shardkit._config import config_dir
+from shardkit.bench import Record
 from shardkit.bench._calibrate import Point, calibrate, fit_collective, fit_interconnect
 from shardkit.bench._suite_collectives import prediction_summary
 from shardkit.bench._suite_matmul import auto_summary
@@ -116,7 +117,7 @@ def test_config_dir_override_and_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: 
 
 
 def test_preset_round_trip_and_default(config: Path) -> None:
-    assert interconnect(None) is shardkit.INTERCONNECTS["shared-memory"]
+    assert interconnect(None) is shardkit.INTERCONNECTS["cpu"]  # the CPU built-in
     link = _link(dict.fromkeys(KINDS, 1e-4), dict.fromkeys(KINDS, 1e9), table=True)
     path = save_preset(link, measurements=[{"kind": "all-gather", "seconds": 1.0}])
     assert path == preset_path()
@@ -217,7 +218,7 @@ def test_cli_calibrate_runs_alone() -> None:
 
 def test_summaries_of_predictions_and_picks() -> None:
     recs = [
-        {"candidate": c, "metrics": {"prediction_error": e}}
+        Record("collectives", "8/x/1KiB", c, (1e-3,), metrics={"prediction_error": e})
         for c, e in (("psum", 0.1), ("psum", -0.3), ("ppermute", 2.0), ("local", None))
     ]
     lines = prediction_summary(recs)
@@ -225,7 +226,7 @@ def test_summaries_of_predictions_and_picks() -> None:
     assert "psum 20.0%" in lines[1]
     params = {"auto_pick": "summa", "builtin_pick": "allgather"}
     mm = [
-        {"case": "c", "candidate": c, "median_s": t, "ratio_median": t / 0.5, "params": params}
+        Record("matmul", "c", c, (t,), ratio_median=t / 0.5, params=params)
         for c, t in (("xla", 0.5), ("allgather", 2.0), ("summa", 1.0), ("auto", 1.0))
     ]
     lines = auto_summary(mm)

@@ -67,12 +67,8 @@ def test_import_changes_no_global_config() -> None:
 # 10). Two aliases of ``Any`` carry their reason once, in ``shardkit._typing``:
 # ``PyTree`` (JAX has no type for a pytree) and ``JSONObject`` (a JSON document).
 ANY_ALLOWED: dict[str, str] = {
-    "shardkit.linalg.eigh": "spec= and the return (arrays or EighResult): the linalg "
-    "factorizations' signatures are the lead's part of issue 30 item 2",
-    "shardkit.linalg.eigvalsh": "spec=: as eigh",
-    "shardkit.linalg.polar": "spec=: as eigh",
-    "shardkit.linalg.svd": "spec= and the return (arrays or SVDResult): as eigh",
-    "shardkit.linalg.svdvals": "spec=: as eigh",
+    "shardkit.linalg.eigh": "the result: w, or (w, v), by eigvals_only, as scipy.linalg.eigh",
+    "shardkit.linalg.svd": "the result: s, or (u, s, vh), by compute_uv, as scipy.linalg.svd",
 }
 ANY_LIMIT = 10
 API_MODULES = [

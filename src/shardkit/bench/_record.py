@@ -12,8 +12,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
+from shardkit._typing import JSONObject
 from shardkit.bench._stats import Summary, summarize
 
 __all__ = ["Record", "check_fields"]
@@ -170,7 +171,7 @@ class Record:
             )
         return value
 
-    def value(self, key: str, /) -> Any:
+    def value(self, key: str, /) -> Scalar | float | None:
         """What a table or plot names ``key``: a ``params`` key, a ``metrics`` key, or a field."""
         if key in self.params:
             return self.params[key]
@@ -178,7 +179,7 @@ class Record:
             return self.metrics[key]
         return getattr(self, key, None)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         """The ``results.json`` object (non-finite figures become ``null``)."""
         s = self.summary
         return {
@@ -199,7 +200,7 @@ class Record:
         }
 
     @classmethod
-    def from_json(cls, obj: Any, /, *, where: str = "record") -> Record:
+    def from_json(cls, obj: object, /, *, where: str = "record") -> Record:
         """Read a ``results.json`` record back, checking its keys and types.
 
         Raises:
@@ -207,6 +208,7 @@ class Record:
             the number of timings (the message names ``where`` and the key).
         """
         check_fields(where, obj, _JSON_FIELDS)
+        obj = cast("JSONObject", obj)  # check_fields raised unless it is an object
         baseline, ratio = obj.get("baseline"), obj.get("ratio_median")
         if baseline is not None and not isinstance(baseline, str):
             raise ValueError(f"{where}['baseline']={baseline!r} must be a string or null")

@@ -54,7 +54,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from rich.table import Table
 
@@ -98,13 +98,14 @@ _SUITE = {
 }
 
 
-def validate_results(data: Any, /) -> None:
+def validate_results(data: object, /) -> None:
     """Raise unless ``data`` follows the ``shardkit.bench/1`` schema (module docstring).
 
     Raises:
       ValueError: naming the first missing key or wrongly typed value.
     """
     check_fields("results", data, _TOP)
+    data = cast("JSONObject", data)  # check_fields raised unless it is an object
     if data["schema"] != SCHEMA:
         raise ValueError(f"results['schema']={data['schema']!r}; expected {SCHEMA!r}")
     for name, suite in data["suites"].items():
@@ -297,7 +298,7 @@ def write_plots(data: Mapping[str, Any], out_dir: str | Path, /) -> list[Path]:
                         for r in chosen
                         if r.value(plot.series) == series
                         and (x := r.value(plot.x)) is not None
-                        and (y := r.value(plot.y)) is not None
+                        and isinstance(y := r.value(plot.y), int | float)
                         and y > 0
                     )
                     if pts:

@@ -43,7 +43,14 @@ import numpy as np
 from jax.sharding import PartitionSpec
 
 from shardkit._programs import cached
-from shardkit.layout.internal import check_spec_axes, entry_axes, is_traced, operand, to_pspec
+from shardkit.layout.internal import (
+    SpecLike,
+    check_spec_axes,
+    entry_axes,
+    is_traced,
+    operand,
+    to_pspec,
+)
 from shardkit.linalg._blockcyclic import AnyMesh, after, place, psum
 from shardkit.linalg._dc import DC, base_size, eigh_local
 from shardkit.linalg._dtype import as_inexact
@@ -199,7 +206,7 @@ def eigh(
     subset_by_index: tuple[int, int] | None = None,
     check_finite: bool = True,
     mesh: AnyMesh | None = None,
-    spec: Any = None,
+    spec: SpecLike = None,
 ) -> Any:
     """Eigenvalues and eigenvectors of a sharded Hermitian matrix, never gathered.
 
@@ -287,7 +294,7 @@ def eigvalsh(
     subset_by_index: tuple[int, int] | None = None,
     check_finite: bool = True,
     mesh: AnyMesh | None = None,
-    spec: Any = None,
+    spec: SpecLike = None,
 ) -> jax.Array:
     """Eigenvalues of a sharded Hermitian matrix, ascending: :func:`eigh` with ``eigvals_only=True``.
 
@@ -389,7 +396,7 @@ def polar(
     *,
     check_finite: bool = True,
     mesh: AnyMesh | None = None,
-    spec: Any = None,
+    spec: SpecLike = None,
 ) -> tuple[jax.Array, jax.Array]:
     """Polar decomposition ``a = u p`` (``side="right"``) or ``a = p u`` of a sharded matrix.
 
@@ -546,7 +553,7 @@ def svd(
     *,
     check_finite: bool = True,
     mesh: AnyMesh | None = None,
-    spec: Any = None,
+    spec: SpecLike = None,
 ) -> Any:
     """Singular value decomposition ``a = u @ diag(s) @ vh`` of a sharded matrix, never gathered.
 
@@ -619,7 +626,7 @@ def svdvals(
     *,
     check_finite: bool = True,
     mesh: AnyMesh | None = None,
-    spec: Any = None,
+    spec: SpecLike = None,
 ) -> jax.Array:
     """Singular values of a sharded matrix, descending: :func:`svd` with ``compute_uv=False``.
 

@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -504,6 +505,79 @@ def panel_step(
     }
 
 
+def _groups_and_sizes(
+    count: int, group_sizes: Sequence[int] | None, sizes: Sequence[int] | None, quick: bool
+) -> tuple[list[int], tuple[int, ...]]:
+    """The group sizes and buffer sizes to measure, checked (see :func:`calibrate`)."""
+    groups = _group_sizes(count)
+    if group_sizes is not None:
+        bad = [p for p in group_sizes if p not in groups]
+        if bad or not group_sizes:
+            raise ValueError(
+                f"calibrate: group_sizes={list(group_sizes)}; legal values are divisors of "
+                f"the device count {count} above 1: {groups}"
+            )
+        groups = sorted(set(group_sizes))
+    if not groups:
+        raise ValueError(
+            f"calibrate: {count} device(s); collectives need at least 2 "
+            "(simulate more with `shardkit --devices 8 bench calibrate`)"
+        )
+    size_list = tuple(sizes) if sizes else (QUICK_SIZES if quick else DEFAULT_SIZES)
+    if len(set(size_list)) < 2:
+        raise ValueError(f"calibrate: sizes={list(size_list)}; give at least two distinct sizes")
+    for nbytes in size_list:
+        if nbytes % (_ITEMSIZE * max(groups) ** 2):
+            raise ValueError(
+                f"calibrate: size={nbytes} B is not a multiple of {_ITEMSIZE * max(groups) ** 2}"
+                f" B (float32 elements, divisible by the largest group {max(groups)} twice: "
+                "the all-gather's input is the size over the group)"
+            )
+    return groups, size_list
+
+
+class _Measured(NamedTuple):
+    """What the calibration's cases measured, by kind."""
+
+    medians: dict[tuple[str, int, int, bool], list[float]]
+    flops: float
+    ring_times: dict[str, float]
+    write_base: tuple[int, float]
+    write_ratios: dict[int, float]
+
+
+def _measure(cases: Sequence[Any], timing: Timing, console: Console | None) -> _Measured:
+    """Run the calibration's cases and sort their times by what they measure."""
+    medians: dict[tuple[str, int, int, bool], list[float]] = {}
+    flops = 0.0
+    ring_times: dict[str, float] = {}
+    write_base: tuple[int, float] = (0, 0.0)
+    write_ratios: dict[int, float] = {}
+    for i, case in enumerate(cases, 1):
+        if console is not None:
+            console.print(f"[{i}/{len(cases)}] calibrate {case.name}", highlight=False)
+        for rec in measure_case(case, suite="calibrate", timing=timing):
+            name = rec.candidate
+            if name == "matmul":
+                s = case.params["s"]
+                flops = 2 * s**3 / rec.median_s
+                continue
+            if name.startswith("product/"):
+                s = int(name.split("/")[1])
+                if rec.is_baseline:
+                    write_base = (s, rec.median_s)
+                elif rec.ratio_median is not None:
+                    write_ratios[s] = rec.ratio_median
+                continue
+            if name in ("ring", "allgather"):
+                ring_times[name] = rec.median_s
+                continue
+            params = case.params
+            key = (_HLO_KINDS[name], params["group_size"], params["nbytes"], name not in INNER)
+            medians.setdefault(key, []).append(rec.median_s)
+    return _Measured(medians, flops, ring_times, write_base, write_ratios)
+
+
 def calibrate(
     *,
     quick: bool = False,
@@ -538,30 +612,7 @@ def calibrate(
         does not divide the device count.
     """
     count = len(jax.devices())
-    groups = _group_sizes(count)
-    if group_sizes is not None:
-        bad = [p for p in group_sizes if p not in groups]
-        if bad or not group_sizes:
-            raise ValueError(
-                f"calibrate: group_sizes={list(group_sizes)}; legal values are divisors of "
-                f"the device count {count} above 1: {groups}"
-            )
-        groups = sorted(set(group_sizes))
-    if not groups:
-        raise ValueError(
-            f"calibrate: {count} device(s); collectives need at least 2 "
-            "(simulate more with `shardkit --devices 8 bench calibrate`)"
-        )
-    size_list = tuple(sizes) if sizes else (QUICK_SIZES if quick else DEFAULT_SIZES)
-    if len(set(size_list)) < 2:
-        raise ValueError(f"calibrate: sizes={list(size_list)}; give at least two distinct sizes")
-    for nbytes in size_list:
-        if nbytes % (_ITEMSIZE * max(groups) ** 2):
-            raise ValueError(
-                f"calibrate: size={nbytes} B is not a multiple of {_ITEMSIZE * max(groups) ** 2}"
-                f" B (float32 elements, divisible by the largest group {max(groups)} twice: "
-                "the all-gather's input is the size over the group)"
-            )
+    groups, size_list = _groups_and_sizes(count, group_sizes, sizes, quick)
     base = QUICK_TIMING if quick else FULL_TIMING
     # Five rounds at least: with two parameters per fit, a stray round weighs heavily.
     timing = Timing(
@@ -585,33 +636,9 @@ def calibrate(
         _ring_case(count, ring_rows),
         *(case for sweep_pass in passes[1:] for case in sweep_pass),
     ]
-    medians: dict[tuple[str, int, int, bool], list[float]] = {}
-    flops = 0.0
-    ring_times: dict[str, float] = {}
-    write_base: tuple[int, float] = (0, 0.0)
-    write_ratios: dict[int, float] = {}
-    for i, case in enumerate(cases, 1):
-        if console is not None:
-            console.print(f"[{i}/{len(cases)}] calibrate {case.name}", highlight=False)
-        for rec in measure_case(case, suite="calibrate", timing=timing):
-            name = rec.candidate
-            if name == "matmul":
-                s = case.params["s"]
-                flops = 2 * s**3 / rec.median_s
-                continue
-            if name.startswith("product/"):
-                s = int(name.split("/")[1])
-                if rec.is_baseline:
-                    write_base = (s, rec.median_s)
-                elif rec.ratio_median is not None:
-                    write_ratios[s] = rec.ratio_median
-                continue
-            if name in ("ring", "allgather"):
-                ring_times[name] = rec.median_s
-                continue
-            params = case.params
-            key = (_HLO_KINDS[name], params["group_size"], params["nbytes"], name not in INNER)
-            medians.setdefault(key, []).append(rec.median_s)
+    got = _measure(cases, timing, console)
+    medians, flops, ring_times = got.medians, got.flops, got.ring_times
+    write_base, write_ratios = got.write_base, got.write_ratios
     points = [
         Point(k, p, n, statistics.median(t), lead) for (k, p, n, lead), t in sorted(medians.items())
     ]

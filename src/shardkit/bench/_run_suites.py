@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -206,6 +206,32 @@ def run_bench(
     config = SuiteConfig(size_list, mesh_shapes, quick)
     plan = [(name, case) for name in names for case in registry[name].cases(config)]
 
+    measured, wall_s = _measure_all(plan, timing, console)
+    by_suite = {
+        name: registry[name].derive([r for r in measured if r.suite == name]) for name in names
+    }
+    config_record = {
+        "suites": names,
+        "meshes": list(mesh_shapes),
+        "sizes": list(size_list) if size_list is not None else None,
+        "repeat": repeat,
+        "quick": quick,
+        "timing": asdict(timing),
+    }
+    data = _results(registry, names, by_suite, config_record, wall_s)
+    validate_results(data)
+    with busy(console if out is not None else None, f"writing the reports to {out}"):
+        files = tuple(write_report(data, out)) if out is not None else ()
+    result = BenchResult(data, files)
+    if console is not None:
+        _print_summary(console, result, names, wall_s)
+    return result
+
+
+def _measure_all(
+    plan: list[tuple[str, Any]], timing: Timing, console: Console | None
+) -> tuple[list[Record], float]:
+    """Every case of ``plan`` measured, with progress on ``console``; and the wall time."""
     measured: list[Record] = []
     start = time.perf_counter()
     # A terminal gets a live bar; a log or a pipe gets one line per finished case.
@@ -231,23 +257,22 @@ def run_bench(
                     highlight=False,
                     markup=False,
                 )
-    wall_s = time.perf_counter() - start
-    by_suite = {
-        name: registry[name].derive([r for r in measured if r.suite == name]) for name in names
-    }
+    return measured, time.perf_counter() - start
 
-    data: dict[str, Any] = {
+
+def _results(
+    registry: Mapping[str, Any],
+    names: Sequence[str],
+    by_suite: Mapping[str, Sequence[Record]],
+    config: JSONObject,
+    wall_s: float,
+) -> JSONObject:
+    """The ``results.json`` document (schema in :mod:`shardkit.bench._report`)."""
+    return {
         "schema": SCHEMA,
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "wall_s": wall_s,
-        "config": {
-            "suites": names,
-            "meshes": list(mesh_shapes),
-            "sizes": list(size_list) if size_list is not None else None,
-            "repeat": repeat,
-            "quick": quick,
-            "timing": asdict(timing),
-        },
+        "config": config,
         "environment": environment(),
         "suites": {
             name: {
@@ -262,15 +287,14 @@ def run_bench(
         },
         "records": [r.to_json() for name in names for r in by_suite[name]],
     }
-    validate_results(data)
-    with busy(console if out is not None else None, f"writing the reports to {out}"):
-        files = tuple(write_report(data, out)) if out is not None else ()
-    result = BenchResult(data, files)
-    if console is not None:
-        console.print(result.summary())
-        for note in (n for name in names for n in data["suites"][name]["notes"]):
-            console.print(f"[dim]{note}[/dim]")
-        if files:
-            console.print(f"wrote {', '.join(str(f) for f in files)}")
-        console.print(f"suites ran in {format_value(wall_s, 's')}")
-    return result
+
+
+def _print_summary(
+    console: Console, result: BenchResult, names: Sequence[str], wall_s: float
+) -> None:
+    console.print(result.summary())
+    for note in (n for name in names for n in result.data["suites"][name]["notes"]):
+        console.print(f"[dim]{note}[/dim]")
+    if result.files:
+        console.print(f"wrote {', '.join(str(f) for f in result.files)}")
+    console.print(f"suites ran in {format_value(wall_s, 's')}")

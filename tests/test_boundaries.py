@@ -266,12 +266,7 @@ def test_implementation_modules_are_private(shardkit_modules):
 MAX_FUNCTION_LINES = 80
 """The longest a ``def`` may be, from its ``def`` line to its last, docstring excluded."""
 
-LONG_FUNCTIONS_ALLOWED = {
-    "shardkit.linalg._qr": "being rewritten (QR for speed)",
-    "shardkit.linalg._triangular": "being rewritten",
-    "shardkit.bench._calibrate": "being rewritten (bench records as dataclasses)",
-    "shardkit.bench._run_suites": "being rewritten (bench records as dataclasses)",
-}
+LONG_FUNCTIONS_ALLOWED: dict[str, str] = {}
 """Modules whose long functions are tolerated for now, each with its reason."""
 
 

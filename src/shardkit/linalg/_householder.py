@@ -34,7 +34,8 @@ block is all-gathered over them at the end.
 
 from __future__ import annotations
 
-from typing import Any
+from functools import partial
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -118,6 +119,214 @@ def signs(top: jax.Array) -> jax.Array:
     return s
 
 
+class Stage(NamedTuple):
+    """What every step of one factorization reads: its static sizes and mesh axes."""
+
+    rows: tuple[str, ...]  # the axes splitting the rows (the layout's, then the spare ones)
+    cols: tuple[str, ...]  # the axes splitting the columns (none on the tall layout)
+    parts: int  # devices over ``rows``
+    m: int  # rows per device
+    k: int  # a's columns per device (``npd`` when ``cols`` is empty)
+    nb: int  # the panel width (divides ``m`` and ``k``)
+    npd: int  # the matrix's columns, padded to a whole panel
+
+
+class Panel(NamedTuple):
+    """One panel's reflector, as :func:`_panel` builds it (replicated over ``cols``)."""
+
+    q: jax.Array  # (m, nb) the panel's orthonormal Q, zero above its diagonal
+    s: jax.Array  # (nb,) the signs S of the reconstruction
+    t: jax.Array  # (nb, nb) T^-1 = I - Q_top^H S
+    sr: jax.Array  # (nb, nb) S R: r's diagonal block
+    lo: jax.Array  # the first local row at or below the diagonal
+
+
+class Factoring(NamedTuple):
+    """The factorization loop's state."""
+
+    x: jax.Array  # (m, k + nrhs) the local block (and right-hand sides), reduced so far
+    ts: jax.Array  # (panels, nb, nb) every panel's T^-1
+    ss: jax.Array  # (npd,) the signs
+    rd: jax.Array  # (npd, nb) the diagonal blocks S R
+
+
+class Forming(NamedTuple):
+    """The loop state of forming ``q`` (``x``, ``ts`` and ``ss`` are read only)."""
+
+    q: jax.Array  # (m, k) q's local block, formed from the last panel back
+    x: jax.Array
+    ts: jax.Array
+    ss: jax.Array
+
+
+def _grow(st: Stage) -> jax.Array:
+    """The global row of each local row."""
+    return axis_index(st.rows) * st.m + jnp.arange(st.m, dtype=jnp.int32)
+
+
+def _gcol(st: Stage) -> jax.Array:
+    """The global column of each local column of ``a``."""
+    return axis_index(st.cols) * st.k + jnp.arange(st.k, dtype=jnp.int32)
+
+
+def _owner(st: Stage, j: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Whether this device's column group holds global column ``j``, and its local offset."""
+    owner = j // st.k
+    return axis_index(st.cols) == owner, j - owner * st.k
+
+
+def _local_col(st: Stage, j: jax.Array) -> jax.Array:
+    """The first local column at or right of global column ``j``."""
+    return jnp.clip(j - axis_index(st.cols) * st.k, 0, st.k)
+
+
+def _local_qr(st: Stage, pan: jax.Array, j: jax.Array, lo: jax.Array) -> tuple[jax.Array, ...]:
+    # Active rows first: the QR's trivial directions (a rank-deficient panel) then stay
+    # in active rows, never in the rows above the diagonal.
+    top = jnp.roll(jnp.where((_grow(st) >= j)[:, None], pan, 0), -lo, axis=0)
+    q1, r1 = jnp.linalg.qr(top)
+    return q1, r1
+
+
+def _idle_qr(st: Stage, pan: jax.Array, j: jax.Array, lo: jax.Array) -> tuple[jax.Array, ...]:
+    return jnp.zeros((st.m, st.nb), pan.dtype), jnp.zeros((st.nb, st.nb), pan.dtype)
+
+
+def _combine(q1: jax.Array, mix: jax.Array, lo: jax.Array) -> jax.Array:
+    return jnp.roll(q1 @ mix, lo, axis=0)
+
+
+def _no_rows(q1: jax.Array, mix: jax.Array, lo: jax.Array) -> jax.Array:
+    return jnp.zeros_like(q1)
+
+
+def _panel(st: Stage, x: jax.Array, p: jax.Array) -> Panel:
+    """Panel ``p``'s TSQR and reflector: its owner column group factors it, then sends it along."""
+    nb, m = st.nb, st.m
+    j = p * nb
+    ri = axis_index(st.rows)
+    r0 = j // m
+    lo = jnp.clip(j - ri * m, 0, m)
+    mine, off = _owner(st, j)
+    live = mine & ((ri + 1) * m > j)
+    every = st.rows + st.cols
+    pan = dslice(x, (0, off), (m, nb))
+    q1, r1 = on_owner(live, every, partial(_local_qr, st), partial(_idle_qr, st), pan, j, lo)
+    if st.rows:
+        stack = lax.all_gather(r1, st.rows, tiled=True)  # (P nb, nb)
+        # The diagonal's device first, the finished devices' zero triangles last.
+        stack = jnp.roll(stack, -r0 * nb, axis=0)
+        q2, rts = jnp.linalg.qr(stack)
+        mix = dslice(q2, (((ri - r0) % st.parts) * nb, 0), (nb, nb))
+    else:
+        mix, rts = jnp.eye(nb, dtype=x.dtype), r1
+    q = on_owner(live, every, _combine, _no_rows, q1, mix, lo)
+    q = psum(q, st.cols)  # the panel's Q along the mesh row: (M / R) x nb
+    q = jnp.where((_grow(st) >= j)[:, None], q, 0)
+    here = (ri == r0) & mine
+    top = jnp.where(here, dslice(q, (lo, 0), (nb, nb)), 0)
+    both = psum(jnp.concatenate([top, jnp.where(here, rts, 0)], axis=1), every)
+    top, rts = both[:, :nb], both[:, nb:]
+    s = signs(top)
+    t = jnp.eye(nb, dtype=x.dtype) - jnp.conj(top).T * s[None, :]  # T^-1
+    return Panel(q, s, t, s[:, None] * rts, lo)
+
+
+def _reflector(st: Stage, q: jax.Array, s: jax.Array, j: jax.Array) -> jax.Array:
+    """``W = Q - [S; 0]``, ``S`` on the rows ``j ..`` of the panel's diagonal block."""
+    lanes = jnp.arange(st.nb, dtype=jnp.int32)
+    return q - (_grow(st)[:, None] == j + lanes[None, :]).astype(q.dtype) * s[None, :]
+
+
+def _apply(
+    st: Stage, w: jax.Array, t: jax.Array, y: jax.Array, lo: jax.Array, clo: jax.Array
+) -> jax.Array:
+    """``y - w (t (w^H y))`` on the active corner: local rows from ``lo``, columns ``clo``."""
+    z = psum(project(w, y, lo, clo), st.rows)
+    v = jnp.linalg.solve(t, z)
+    return active_update(y, w, v, (0, 0), lo, clo, nb=st.nb)
+
+
+def _set_panel(st: Stage, y: jax.Array, j: jax.Array, value: jax.Array) -> jax.Array:
+    """``value`` over the panel's columns of ``y`` on their owner column group only."""
+    mine, off = _owner(st, j)
+    if not st.cols:
+        return dupdate(y, value, (0, off))
+    # The other groups aim past the end (dropped): a select against the old columns
+    # would make XLA copy the whole local block into LAPACK's column-major layout.
+    dest = jnp.where(mine, off + jnp.arange(st.nb, dtype=jnp.int32), y.shape[1])
+    return y.at[:, dest].set(value, mode="drop")
+
+
+def _factor_step(st: Stage, form_q: bool, p: jax.Array, f: Factoring) -> Factoring:
+    """Panel ``p``: its reflector, ``H^H`` on the trailing columns (and right-hand sides)."""
+    pan = _panel(st, f.x, p)
+    j = p * st.nb
+    w = _reflector(st, pan.q, pan.s, j)
+    x = _apply(st, w, jnp.conj(pan.t).T, f.x, pan.lo, _local_col(st, j + st.nb))
+    if form_q:  # keep the panel's Q where the panel was, for forming q
+        _, off = _owner(st, j)
+        old = dslice(x, (0, off), (st.m, st.nb))
+        x = _set_panel(st, x, j, jnp.where((_grow(st) >= j)[:, None], pan.q, old))
+    ts = f.ts.at[p].set(pan.t)
+    return Factoring(x, ts, dupdate(f.ss, pan.s, (j,)), dupdate(f.rd, pan.sr, (j, 0)))
+
+
+def _r_block(st: Stage, x: jax.Array, rd: jax.Array) -> jax.Array:
+    """``r`` on this device's rows and columns: what the updates left above each diagonal
+    block, the blocks ``S R``, zeros below."""
+    grow, gcol = _grow(st), _gcol(st)
+    upper = jnp.where(grow[:, None] < (gcol // st.nb * st.nb)[None, :], x[:, : st.k], 0)
+    diag = rd[jnp.clip(grow, 0, st.npd - 1)][:, gcol % st.nb]
+    same = (grow[:, None] // st.nb) == (gcol // st.nb)[None, :]
+    return upper + jnp.where(same, diag, 0)
+
+
+def _q_step(st: Stage, i: jax.Array, f: Forming) -> Forming:
+    """``H_p`` on ``q`` for panel ``p = panels - 1 - i`` (LAPACK's ``orgqr`` order)."""
+    p = st.npd // st.nb - 1 - i
+    j = p * st.nb
+    mine, off = _owner(st, j)
+    pan = dslice(f.x, (0, off), (st.m, st.nb))
+    if st.cols:  # the panel's Q along the mesh row, after the previous panel's update
+        pan = psum(jnp.where(mine, after(pan, f.q), 0), st.cols)
+    qp = jnp.where((_grow(st) >= j)[:, None], pan, 0)
+    s = dslice(f.ss, (j,), (st.nb,))
+    lo = jnp.clip(j - axis_index(st.rows) * st.m, 0, st.m)
+    q = _apply(st, _reflector(st, qp, s, j), f.ts[p], f.q, lo, _local_col(st, j + st.nb))
+    # H_p [I; 0] on the panel's own columns is the panel's Q S^H, as the TSQR gave it:
+    # set, not computed (no rounding from W and T there).
+    return f._replace(q=_set_panel(st, q, j, qp * jnp.conj(s)[None, :]))
+
+
+def _form_q(st: Stage, f: Factoring, dep: jax.Array) -> jax.Array:
+    """``q = H_1 ... H_p [I; 0]``: this device's ``(m, k)`` block (after ``dep``)."""
+    q = (_grow(st)[:, None] == _gcol(st)[None, :]).astype(f.x.dtype)
+    init = Forming(after(q, dep), f.x, f.ts, f.ss)
+    panels = jnp.int32(st.npd // st.nb)
+    return lax.fori_loop(jnp.int32(0), panels, partial(_q_step, st), init).q
+
+
+def _gathered_r(st: Stage, f: Factoring, n: int, rest: bool) -> dict[str, jax.Array]:
+    """``r`` (``n`` rows, this device's columns) and ``q^H b`` on every device of the row axes."""
+    rb = _r_block(st, f.x, f.rd)
+    grow = _grow(st)
+    rhs = f.x[:, st.k :]
+    full = jnp.concatenate([rb, rhs], axis=1)
+    buf = jnp.zeros((st.npd, full.shape[1]), full.dtype).at[grow].set(full, mode="drop")
+    both = psum(buf, st.rows)
+    width = st.k if st.cols else n
+    out = {"r": both[:n, :width]}
+    if rhs.shape[1]:
+        out["qtb"] = both[:n, st.k :]
+    if rest:
+        res = jnp.sum(jnp.abs(jnp.where((grow >= st.npd)[:, None], rhs, 0)) ** 2, 0)
+        # Rows n to npd of q^H b belong to the zero columns: part of the residual.
+        res = psum(after(res, both), st.rows)
+        out["rest"] = res + jnp.sum(jnp.abs(both[n:, st.k :]) ** 2, 0)
+    return out
+
+
 def householder_local(
     a: jax.Array,
     *,
@@ -129,30 +338,36 @@ def householder_local(
     form_q: bool,
     extra: jax.Array | None = None,
     rest: bool = False,
+    cols: tuple[str, ...] = (),
+    own_r: bool = False,
 ) -> dict[str, jax.Array]:
-    """Householder QR of a row-split ``(M, n)`` matrix, inside ``shard_map``.
+    """Householder QR of a sharded ``(M, n)`` matrix in its natural layout, inside ``shard_map``.
 
     Args:
-      a: this device's row block ``(M / R, n)`` (natural order, replicated over ``spare``).
+      a: this device's block ``(M / R, n / C)`` (natural order, replicated over ``spare``).
       rows: the mesh axes splitting the rows.
       spare: mesh axes ``a`` is replicated over; they split the rows further here.
       sizes: ``(R S, S)``: the devices over ``rows + spare`` and over ``spare``.
-      n: the number of columns (padded with zero columns to a multiple of ``nb`` here;
-        at most ``M / (R S)`` after that).
-      nb: the panel width; it divides ``M / (R S)``, at least ``n``.
+      n: the number of columns (without ``cols``, padded with zero columns to a
+        multiple of ``nb`` here).
+      nb: the panel width; it divides ``M / (R S)`` and ``n / C``.
       form_q: form ``q`` (else only ``r``).
       extra: ``(M / R, nrhs)`` right-hand sides, transformed with ``a`` (``q^H b`` in
         its first ``n`` rows).
       rest: also return the squared norms of ``q^H b``'s rows past ``n`` (with
         ``extra``: the residuals of a full-rank least-squares problem).
+      cols: the mesh axes splitting the columns (``n / C`` per device, no padding).
+      own_r: return this device's own rows of ``r`` (its rows of ``a`` that are rows of
+        ``r``: a square matrix's row blocks) instead of all ``n``; no collective.
 
     Returns:
-      ``{"r": (n, n) replicated, "q": (M / R, n) like a, "qtb": (n, nrhs) replicated,
-      "rest": (nrhs,) the squared norms of q^H b's rows past n, replicated}``
-      (``q`` only with ``form_q``, ``qtb`` only with ``extra``, ``rest`` with ``rest``).
+      ``{"r": (n, n / C), replicated over the row axes (own_r: (M / R, n / C)),
+      "q": (M / R, n / C) like a, "qtb": (n, nrhs) replicated, "rest": (nrhs,) the
+      squared norms of q^H b's rows past n, replicated, "diag": (n,) r's diagonal,
+      replicated}`` (``q`` only with ``form_q``, ``qtb`` only with ``extra``, ``rest``
+      with ``rest``).
     """
-    axes = rows + spare
-    parts_total, nsp = sizes
+    parts, nsp = sizes
     ms = a.shape[0] // nsp
     if spare:
         si = axis_index(spare)
@@ -160,117 +375,27 @@ def householder_local(
         if extra is not None:
             extra = dslice(extra, (si * ms, 0), (ms, extra.shape[1]))
     # Zero columns up to a whole panel: the first n columns' factors do not see them.
-    npd = -(-n // nb) * nb
-    x = jnp.pad(a, ((0, 0), (0, npd - n))) if npd > n else a
+    npd = n if cols else -(-n // nb) * nb
+    x = jnp.pad(a, ((0, 0), (0, npd - n))) if npd > a.shape[1] and not cols else a
+    k = x.shape[1]
     x = x if extra is None else jnp.concatenate([x, extra.astype(x.dtype)], axis=1)
-    dt = x.dtype
-    m = x.shape[0]
-    ri = axis_index(axes)
-    grow = ri * m + jnp.arange(m, dtype=jnp.int32)
-    lanes = jnp.arange(nb, dtype=jnp.int32)
-    if m < npd:
-        raise NotImplementedError(f"householder_local: {m} local rows < n={npd}")
-
-    def panel_q(p: jax.Array, x: jax.Array) -> tuple[jax.Array, ...]:
-        """The panel's ``W`` (local rows), ``T``, ``S R`` and first local active row."""
-        j = p * nb
-        r0 = j // m
-        lo = jnp.clip(j - ri * m, 0, m)
-        pan = dslice(x, (0, j), (m, nb))
-        live = (ri + 1) * m > j
-
-        def local_qr(pan: jax.Array) -> tuple[jax.Array, jax.Array]:
-            # Active rows first: the QR's trivial directions (a rank-deficient panel)
-            # then stay in active rows, never in the rows above the diagonal.
-            top = jnp.roll(jnp.where((grow >= j)[:, None], pan, 0), -lo, axis=0)
-            q1, r1 = jnp.linalg.qr(top)
-            return q1, r1
-
-        def idle(pan: jax.Array) -> tuple[jax.Array, jax.Array]:
-            return jnp.zeros((m, nb), dt), jnp.zeros((nb, nb), dt)
-
-        q1, r1 = on_owner(live, axes, local_qr, idle, pan)
-        if axes:
-            stack = lax.all_gather(r1, axes, tiled=True)  # (P nb, nb)
-            # The diagonal's device first, the finished devices' zero triangles last.
-            stack = jnp.roll(stack, -r0 * nb, axis=0)
-            q2, rts = jnp.linalg.qr(stack)
-            mine = dslice(q2, (((ri - r0) % parts_total) * nb, 0), (nb, nb))
-        else:
-            mine, rts = jnp.eye(nb, dtype=dt), r1
-
-        def combine(q1: jax.Array, mine: jax.Array) -> jax.Array:
-            return jnp.roll(q1 @ mine, lo, axis=0)
-
-        def none(q1: jax.Array, mine: jax.Array) -> jax.Array:
-            return jnp.zeros((m, nb), dt)
-
-        q = on_owner(live, axes, combine, none, q1, mine)
-        q = jnp.where((grow >= j)[:, None], q, 0)
-        top = jnp.where(ri == r0, dslice(q, (lo, 0), (nb, nb)), 0)
-        both = psum(jnp.concatenate([top, jnp.where(ri == r0, rts, 0)], axis=1), axes)
-        top, rts = both[:, :nb], both[:, nb:]
-        s = signs(top)
-        t = jnp.eye(nb, dtype=dt) - jnp.conj(top).T * s[None, :]  # T^-1
-        return q, s, t, s[:, None] * rts, lo
-
-    def reflector(q: jax.Array, s: jax.Array, j: jax.Array) -> jax.Array:
-        """``W = Q - [S; 0]``, ``S`` on the rows ``j ..`` of the panel's diagonal block."""
-        return q - (grow[:, None] == j + lanes[None, :]).astype(dt) * s[None, :]
-
-    def apply(w: jax.Array, t: jax.Array, y: jax.Array, lo: jax.Array, clo: Any) -> jax.Array:
-        """``y - w (t (w^H y))`` on the active corner: rows from ``lo``, columns ``clo``."""
-        z = psum(project(w, y, lo, clo), axes)
-        v = jnp.linalg.solve(t, z)
-        return active_update(y, w, v, (0, 0), lo, clo, nb=nb)
-
-    def factor(p: jax.Array, carry: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
-        x, ts, ss, rd = carry
-        q, s, t, sr, lo = panel_q(p, x)
-        j = p * nb
-        # H^H on the trailing columns (a's and the right-hand sides').
-        x = apply(reflector(q, s, j), jnp.conj(t).T, x, lo, j + nb)
-        if form_q:  # keep the panel's Q where the panel was, for forming q
-            old = dslice(x, (0, j), (m, nb))
-            x = dupdate(x, jnp.where((grow >= j)[:, None], q, old), (0, j))
-        return x, ts.at[p].set(t), dupdate(ss, s, (j,)), dupdate(rd, sr, (j, 0))
-
-    panels = npd // nb
-    init = (x, jnp.zeros((panels, nb, nb), dt), jnp.zeros((npd,), dt), jnp.zeros((npd, nb), dt))
-    x, ts, ss, rd = lax.fori_loop(jnp.int32(0), jnp.int32(panels), factor, init)
-    out: dict[str, jax.Array] = {}
-    # r: above each diagonal block what the updates left in a, the blocks S R, zeros.
-    gcol = jnp.arange(npd, dtype=jnp.int32)
-    head = jnp.where(ri == 0, x[:npd], 0)  # r's rows: all on the first device
-    rr = grow[:npd]
-    upper = jnp.where(rr[:, None] < (gcol // nb * nb)[None, :], head[:, :npd], 0)
-    diag = rd[rr][:, gcol % nb]
-    r = upper + jnp.where((rr[:, None] // nb) == (gcol // nb)[None, :], diag, 0)
-    if extra is not None:
-        both = psum(jnp.concatenate([r, head[:, npd:]], axis=1), axes)
-        out["r"], out["qtb"] = both[:n, :n], both[:n, npd:]
-        if rest:
-            res = jnp.sum(jnp.abs(jnp.where((grow >= npd)[:, None], x[:, npd:], 0)) ** 2, 0)
-            # Rows n to npd of q^H b belong to the zero columns: part of the residual.
-            res = psum(after(res, both), axes)
-            out["rest"] = res + jnp.sum(jnp.abs(both[n:, npd:]) ** 2, 0)
+    if ms % nb or k % nb:
+        raise NotImplementedError(f"householder_local: nb={nb} divides neither {ms} nor {k}")
+    st = Stage(rows + spare, cols, parts, ms, k, nb, npd)
+    dt, panels = x.dtype, npd // nb
+    init = Factoring(
+        x, jnp.zeros((panels, nb, nb), dt), jnp.zeros((npd,), dt), jnp.zeros((npd, nb), dt)
+    )
+    step = partial(_factor_step, st, form_q)
+    f = lax.fori_loop(jnp.int32(0), jnp.int32(panels), step, init)
+    idx = jnp.arange(npd)
+    out = {"diag": f.rd[idx, idx % nb][:n]}
+    if own_r and extra is None and not rest:
+        out["r"] = _r_block(st, f.x, f.rd)
     else:
-        out["r"] = psum(r, axes)[:n, :n]
+        out |= _gathered_r(st, f, n, rest)
     if form_q:
-        q = (grow[:, None] == gcol[None, :]).astype(dt)
-        q = after(q, out["r"])
-
-        def backward(i: jax.Array, q: jax.Array) -> jax.Array:
-            p = panels - 1 - i
-            j = p * nb
-            qp = jnp.where((grow >= j)[:, None], dslice(x, (0, j), (m, nb)), 0)
-            s = dslice(ss, (j,), (nb,))
-            lo = jnp.clip(j - ri * m, 0, m)
-            q = apply(reflector(qp, s, j), ts[p], q, lo, j + nb)
-            # H_p [I; 0] on the panel's own columns is the panel's Q S^H, as the TSQR
-            # gave it: set, not computed (no rounding from W and T there).
-            return dupdate(q, qp * jnp.conj(s)[None, :], (0, j))
-
-        q = lax.fori_loop(jnp.int32(0), jnp.int32(panels), backward, q)[:, :n]
+        q = _form_q(st, f, out["r"])
+        q = q if cols else q[:, :n]
         out["q"] = lax.all_gather(q, spare, axis=0, tiled=True) if spare else q
     return out

@@ -108,10 +108,11 @@ def test_tall_qr_moves_only_panels_and_r() -> None:
     assert report.count("all-gather") == n // nb  # one stack of triangles per panel
     for c in report.collectives:
         out = max(int(np.prod(s)) for s in c.result_shapes)
-        # Panels' triangles (8 nb x nb), nb x 2nb, the updates' nb x n, r's n x n.
+        # Panels' triangles (8 nb x nb), (10 nb + 1) x nb, the updates' nb x n, r's n x n.
         assert out <= n * n, f"{c.kind} {c.result_shapes} is more than r-sized"
-    # Per panel: the stack (8 nb^2), top block and R (2 nb^2), two nb x n (update, q).
-    per_panel = 8 * nb * nb + 2 * nb * nb + 2 * nb * n
+    # Per panel: the stack (8 nb^2) gathered, the stack's q, T^-1, S R and S handed out
+    # by the diagonal's device (8 nb^2 + 2 nb^2 + nb), two nb x n (update, q).
+    per_panel = 8 * nb * nb + (8 * nb + 2 * nb + 1) * nb + 2 * nb * n
     report.assert_bytes_at_most(2 * item * (per_panel * (n // nb) + n * n))
     share = big * n * item // 8
     # a, q, the local work block and W/T's: measured ~3.6 shares + n^2 at this size.

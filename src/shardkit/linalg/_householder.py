@@ -200,8 +200,33 @@ def _no_rows(q1: jax.Array, mix: jax.Array, lo: jax.Array) -> jax.Array:
     return jnp.zeros_like(q1)
 
 
+def _head(st: Stage, stack: jax.Array, q1: jax.Array) -> jax.Array:
+    """The diagonal's device: the stack's QR, the signs and ``T^-1``, packed for one psum.
+
+    Its own rows of the panel's Q start with the diagonal block (the rows were rolled
+    so), whose top block ``Q_top = q1[:nb] q2[:nb]`` gives the signs ``S`` and ``T^-1``.
+    Returns ``[q2; T^-1; S R; S]``, ``(P nb + 2 nb + 1, nb)``.
+    """
+    nb = st.nb
+    q2, rts = jnp.linalg.qr(stack)
+    top = q1[:nb] @ q2[:nb]
+    s = signs(top)
+    t = jnp.eye(nb, dtype=top.dtype) - jnp.conj(top).T * s[None, :]  # T^-1
+    return jnp.concatenate([q2, t, s[:, None] * rts, s[None, :]], axis=0)
+
+
+def _no_head(st: Stage, stack: jax.Array, q1: jax.Array) -> jax.Array:
+    return jnp.zeros((stack.shape[0] + 2 * st.nb + 1, st.nb), stack.dtype)
+
+
 def _panel(st: Stage, x: jax.Array, p: jax.Array) -> Panel:
-    """Panel ``p``'s TSQR and reflector: its owner column group factors it, then sends it along."""
+    """Panel ``p``'s TSQR and reflector: its owner column group factors it, then sends it along.
+
+    Each device with active rows QRs its part of the panel; one all-gather stacks the
+    ``R`` triangles; the diagonal's device alone QRs the stack and reconstructs the
+    reflector (:func:`_head`), and one all-reduce hands out the stack's ``q`` (each
+    device's block of it), ``T^-1``, ``S R`` and ``S``.
+    """
     nb, m = st.nb, st.m
     j = p * nb
     ri = axis_index(st.rows)
@@ -212,24 +237,19 @@ def _panel(st: Stage, x: jax.Array, p: jax.Array) -> Panel:
     every = st.rows + st.cols
     pan = dslice(x, (0, off), (m, nb))
     q1, r1 = on_owner(live, every, partial(_local_qr, st), partial(_idle_qr, st), pan, j, lo)
-    if st.rows:
-        stack = lax.all_gather(r1, st.rows, tiled=True)  # (P nb, nb)
-        # The diagonal's device first, the finished devices' zero triangles last.
-        stack = jnp.roll(stack, -r0 * nb, axis=0)
-        q2, rts = jnp.linalg.qr(stack)
-        mix = dslice(q2, (((ri - r0) % st.parts) * nb, 0), (nb, nb))
-    else:
-        mix, rts = jnp.eye(nb, dtype=x.dtype), r1
+    # The diagonal's device first, the finished devices' zero triangles last.
+    stack = jnp.roll(lax.all_gather(r1, st.rows, tiled=True), -r0 * nb, axis=0) if st.rows else r1
+    here = (ri == r0) & mine
+    packed = psum(
+        on_owner(here, every, partial(_head, st), partial(_no_head, st), stack, q1), every
+    )
+    big = stack.shape[0]
+    mix = dslice(packed, (((ri - r0) % st.parts) * nb, 0), (nb, nb))
+    t, sr, s = packed[big : big + nb], packed[big + nb : big + 2 * nb], packed[-1]
     q = on_owner(live, every, _combine, _no_rows, q1, mix, lo)
     q = psum(q, st.cols)  # the panel's Q along the mesh row: (M / R) x nb
     q = jnp.where((_grow(st) >= j)[:, None], q, 0)
-    here = (ri == r0) & mine
-    top = jnp.where(here, dslice(q, (lo, 0), (nb, nb)), 0)
-    both = psum(jnp.concatenate([top, jnp.where(here, rts, 0)], axis=1), every)
-    top, rts = both[:, :nb], both[:, nb:]
-    s = signs(top)
-    t = jnp.eye(nb, dtype=x.dtype) - jnp.conj(top).T * s[None, :]  # T^-1
-    return Panel(q, s, t, s[:, None] * rts, lo)
+    return Panel(q, s, t, sr, lo)
 
 
 def _reflector(st: Stage, q: jax.Array, s: jax.Array, j: jax.Array) -> jax.Array:

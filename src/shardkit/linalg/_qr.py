@@ -149,7 +149,8 @@ class _Layout:
     shape: tuple[int, int]  # the user's (M, n); (big, n) is the padded shape
     spare: tuple[str, ...] = ()  # TSQR: mesh axes a is replicated over (split rows further)
     nsp: int = 1  # their size
-    hb: int = 1  # TSQR: the Householder panel width (divides the rows per device)
+    hb: int = 1  # Householder's panel width (divides the rows and columns per device)
+    house: bool = False  # not TSQR: Householder (else BCGS2)
 
     @property
     def padded(self) -> bool:
@@ -161,6 +162,11 @@ class _Layout:
         """``r``'s spec: rows over the row axes when they divide ``n``, columns as ``a``'s."""
         split = bool(self.rows) and self.n % self.nr == 0
         return PartitionSpec(self.rows if split else None, self.cols or None)
+
+    @property
+    def own_r(self) -> bool:
+        """Householder on a square block layout: each device's rows of ``a`` are its rows of ``r``."""
+        return self.house and not self.spare and self.big == self.n
 
     @property
     def r_rows(self) -> int:
@@ -195,22 +201,27 @@ def _layout(where: str, a: Any, mesh: AnyMesh | None, spec: Any, nb: Any) -> _La
     tsqr = not cols and mr >= n
     spare: tuple[str, ...] = ()
     nsp = 1
-    if tsqr:
-        unused = tuple(x for x in m.axis_names if x not in rows)
-        size = math.prod(m.shape[x] for x in unused)
-        if unused and mr % size == 0 and mr // size >= n:
-            spare, nsp = unused, size
+    unused = tuple(x for x in m.axis_names if x not in rows + cols)
+    size = math.prod(m.shape[x] for x in unused)
+    if unused and mr % size == 0 and (mr // size >= n or not tsqr):
+        spare, nsp = unused, size
     ms = mr // nsp
     # No wider than a: a narrow a's panel (and its stack of triangles) stays small.
-    hb = max(d for d in range(1, min(nb, ms, n) + 1) if ms % d == 0)
-    return _Layout(m, p, rows, cols, big, n, nr, nc, tsqr, nb_eff, cb, user, spare, nsp, hb)
+    # Split columns: a whole panel on one column group.
+    hb = max(d for d in range(1, min(nb, ms, n) + 1) if ms % d == 0 and (tsqr or k % d == 0))
+    # Householder wherever a panel of about nb columns fits the blocks; BCGS2 (panels
+    # of nb_eff columns) where their sizes leave only narrow ones.
+    house = not tsqr and 4 * hb >= min(nb, ms, k)
+    if not (tsqr or house):
+        spare, nsp = (), 1
+    return _Layout(m, p, rows, cols, big, n, nr, nc, tsqr, nb_eff, cb, user, spare, nsp, hb, house)
 
 
 # ---- TSQR ---------------------------------------------------------------------------
 
 
 def _householder(lay: _Layout, a: jax.Array, form_q: bool, b: jax.Array | None = None) -> Any:
-    """:func:`~shardkit.linalg._householder.householder_local` on the TSQR layout."""
+    """:func:`~shardkit.linalg._householder.householder_local` on the layout ``lay``."""
     return householder_local(
         a,
         rows=lay.rows,
@@ -220,6 +231,8 @@ def _householder(lay: _Layout, a: jax.Array, form_q: bool, b: jax.Array | None =
         nb=lay.hb,
         form_q=form_q,
         extra=b,
+        cols=lay.cols,
+        own_r=lay.own_r,
     )
 
 
@@ -242,6 +255,53 @@ def _tsqr_program(lay: _Layout) -> Any:
         lay.spec,
         (lay.spec, PartitionSpec()),
     )
+
+
+def _rank_status(d: jax.Array, n: int) -> tuple[jax.Array, jax.Array]:
+    """``(status, ratio)`` from ``r``'s diagonal ``d`` (replicated; see the module docstring).
+
+    The status is ``j + 1`` for the first ``|r_jj| <= n * eps * max|r_jj|`` (or NaN),
+    else 0; the ratio ``min|r_jj| / max|r_jj|`` is the cheap condition estimate
+    :func:`lstsq` reads (an upper bound on ``1 / kappa(a)``).
+    """
+    dabs = jnp.abs(d)
+    bad = (dabs <= n * jnp.finfo(d.dtype).eps * jnp.max(dabs)) | jnp.isnan(dabs)
+    status = jnp.where(jnp.any(bad), jnp.argmax(bad) + 1, 0).astype(jnp.int32)
+    top = jnp.max(dabs)
+    ratio = jnp.where(top > 0, jnp.min(dabs) / jnp.where(top > 0, top, 1), 0)
+    return status, ratio
+
+
+def _nan_fill(status: jax.Array, *xs: jax.Array) -> tuple[jax.Array, ...]:
+    """``xs`` NaN-filled where ``status`` reports rank deficiency (``jit`` without a status)."""
+    return tuple(jnp.where(status != 0, jnp.full_like(x, jnp.nan), x) for x in xs)
+
+
+def _house_local(a: jax.Array, lay: _Layout, fill: bool) -> tuple[jax.Array, ...]:
+    """Householder QR on a layout other than TSQR's: ``(q, r, status, ratio)`` as BCGS2's."""
+    out = _householder(lay, a, True)
+    q, r = out["q"], out["r"]
+    if not lay.own_r and lay.r_spec[0] is not None:  # r's rows split like a's row axes
+        r = dslice(r, (axis_index(lay.rows) * lay.r_rows, 0), (lay.r_rows, r.shape[1]))
+    status, ratio = _rank_status(out["diag"], lay.n)
+    if fill:
+        q, r = _nan_fill(status, q, r)
+    return q, r, status, ratio
+
+
+@cached
+def _house_program(lay: _Layout, fill: bool) -> Any:
+    return Spmd(
+        lambda a: _house_local(a, lay, fill),
+        lay.mesh,
+        lay.spec,
+        (lay.spec, lay.r_spec, PartitionSpec(), PartitionSpec()),
+    )
+
+
+def _factor_program(lay: _Layout, fill: bool) -> Any:
+    """The factorization of a layout other than TSQR's: Householder, or BCGS2."""
+    return _house_program(lay, fill) if lay.house else _bcgs2_program(lay, fill)
 
 
 # ---- BCGS2 --------------------------------------------------------------------------
@@ -312,14 +372,9 @@ def _bcgs2_local(a: jax.Array, lay: _Layout, fill: bool) -> tuple[jax.Array, ...
 
     init = (a, jnp.zeros((nrl, k), dt), jnp.zeros((n,), dt))
     qa, rl, d = lax.fori_loop(jnp.int32(0), jnp.int32(n // nb), panel, init)
-    dabs = jnp.abs(d)
-    bad = (dabs <= n * jnp.finfo(dt).eps * jnp.max(dabs)) | jnp.isnan(dabs)
-    status = jnp.where(jnp.any(bad), jnp.argmax(bad) + 1, 0).astype(jnp.int32)
-    top = jnp.max(dabs)
-    ratio = jnp.where(top > 0, jnp.min(dabs) / jnp.where(top > 0, top, 1), 0)
+    status, ratio = _rank_status(d, n)
     if fill:
-        qa = jnp.where(status != 0, jnp.full_like(qa, jnp.nan), qa)
-        rl = jnp.where(status != 0, jnp.full_like(rl, jnp.nan), rl)
+        qa, rl = _nan_fill(status, qa, rl)
     return qa, rl, status, ratio
 
 
@@ -344,7 +399,7 @@ def _factor(a: Any, lay: _Layout, fill: bool) -> tuple[jax.Array, ...]:
     if lay.tsqr:
         q, r = _hqr_program(lay)(x)
         return q, r, jnp.int32(0), jnp.float32(1)
-    return _bcgs2_program(lay, fill)(x)
+    return _factor_program(lay, fill)(x)
 
 
 def _on_layout(where: str, a: Any, rest: tuple[Any, ...], nb: int, make: Any, rule: str) -> Any:
@@ -377,12 +432,12 @@ def _qr_local(lay: _Layout, fill: bool) -> Any:
             return (*hqr(a), jnp.int32(0))
 
         return local, (lay.spec,), (lay.spec, rep, rep)
-    bcgs2 = _bcgs2_program(lay, fill).body
+    factor = _factor_program(lay, fill).body
 
-    def local_bcgs2(a: jax.Array) -> tuple[jax.Array, ...]:
-        return bcgs2(a)[:3]
+    def local_factor(a: jax.Array) -> tuple[jax.Array, ...]:
+        return factor(a)[:3]
 
-    return local_bcgs2, (lay.spec,), (lay.spec, lay.r_spec, rep)
+    return local_factor, (lay.spec,), (lay.spec, lay.r_spec, rep)
 
 
 def _finish(
@@ -722,7 +777,7 @@ def _lstsq_local(lay: _Layout, rcond: float) -> Any:
             return x, res, jnp.int32(0), rank
 
         return local_tsqr, (lay.spec, b_spec), (rep,) * 4
-    factor = _bcgs2_program(lay, False).body
+    factor = _factor_program(lay, False).body
     min_norm = _min_norm_local(lay, rcond)
     qtb_of = _qtb_program(lay).body
     residual = _residual_program(lay).body

@@ -1,4 +1,4 @@
-"""The tall-skinny QR kernel (Householder with TSQR panels) and lstsq through it."""
+"""The Householder QR kernel with TSQR panels (tall, square, split columns) and lstsq through it."""
 
 from __future__ import annotations
 
@@ -80,6 +80,20 @@ def test_tall_qr_of_rank_deficient_matrices_stays_orthonormal(shape: str) -> Non
     for a in (a_np, np.zeros((256, 24))):
         q, r = qr(shard(a, m, "x,None"), nb=8)
         assert_householder_qr(a, q, r)
+
+
+@pytest.mark.parametrize(("shape", "sp"), [("2x4", "x,y"), ("8", "x,None"), ("2x4", "x,None")])
+def test_square_qr_of_rank_deficient_matrices_stays_orthonormal(shape: str, sp: str) -> None:
+    # Square and split-column layouts: Householder (nb = 4 divides the blocks); the
+    # status names the first dependent column, q stays orthonormal all the same.
+    m = make_mesh(shape)
+    a_np = _draw(np.random.default_rng(5), (32, 32), np.complex128)
+    a_np[:, 6] = a_np[:, 2]  # a dependent column
+    a_np[:, 20:24] = 0  # a whole zero panel
+    (q, r), status = qr(shard(a_np, m, sp), nb=4, return_status=True)
+    assert int(status) == 7
+    assert q.sharding.spec == shard(a_np, m, sp).sharding.spec
+    assert_householder_qr(a_np, q, r)
 
 
 def test_lstsq_tall_matches_numpy_full_and_deficient_rank() -> None:

@@ -1,35 +1,46 @@
-"""Blocked Householder QR of a row-split matrix with TSQR panels (ScaLAPACK's ``pdgeqrf``).
+"""Blocked Householder QR of a sharded matrix with TSQR panels (ScaLAPACK's ``pdgeqrf``).
 
-The kernel behind :func:`shardkit.linalg.qr` on tall ``P(rows, None)`` layouts and
-behind :func:`shardkit.linalg.lstsq` there. Flat TSQR of an ``M x n`` matrix on ``P``
-devices repeats the QR of the ``P n x n`` stack of triangles on every device and forms
-two ``q`` factors: at ``16384 x 1024`` on 8 devices it did 4.7x the CPU work of one
-LAPACK ``geqrf`` + ``orgqr``. Here the matrix is factored in panels of ``nb`` columns,
-as LAPACK does, and only each panel is a TSQR (a stack of ``P nb x nb``, small):
+The kernel behind :func:`shardkit.linalg.qr` and :func:`shardkit.linalg.lstsq` on every
+layout whose blocks fit a panel: tall ``P(rows, None)``, square, split columns
+``P(rows, cols)``, row blocks shorter than ``n``; in the matrix's natural layout. Flat
+TSQR of an ``M x n`` matrix on ``P`` devices repeats the QR of the ``P n x n`` stack of
+triangles on every device and forms two ``q`` factors: at ``16384 x 1024`` on 8
+devices it did 4.7x the CPU work of one LAPACK ``geqrf`` + ``orgqr``; block
+Gram-Schmidt (BCGS2) on a square matrix does 1.5x LAPACK's flops and repeats the panel
+TSQRs on every column group (1.7x to 2.2x SciPy's CPU time at ``n = 4096``). Here the
+matrix is factored in panels of ``nb`` columns, as LAPACK does, and only each panel is
+a TSQR (a stack of ``R nb x nb``, small), on the column group that holds it:
 
-1. the panel's rows at and below the diagonal: local Householder QR on each device,
-   an all-gather of the ``nb x nb`` triangles over the row axes, the QR of their stack,
-   hence the panel's orthonormal ``Q`` (``(M / R) x nb`` per device) and ``R``;
+1. the panel's rows at and below the diagonal: local Householder QR on each device
+   of the owner column group, an all-gather of the ``nb x nb`` triangles over the row
+   axes; the diagonal's device alone QRs their stack (:func:`_head`);
 2. Householder vectors from ``Q`` without another factorization (Ballard, Demmel,
    Grigori, Jacquelin, Nguyen, Solomonik, "Reconstructing Householder vectors from
    tall-skinny QR", 2015): a sign ``S`` per column from an ``nb x nb`` LU of ``Q``'s
    top block, then ``H = I - W T W^H`` with ``W = Q - [S; 0]`` and
    ``T = (I - Q_top^H S)^-1`` is unitary and ``H [S; 0] = Q``, so ``H^H`` takes the
-   panel to ``[S R; 0]`` (one all-reduce of the top block and ``R``, ``nb x 2 nb``);
+   panel to ``[S R; 0]``; the diagonal's device computes them and one all-reduce of
+   ``((R + 2) nb + 1) x nb`` hands out the stack's ``q`` (each device's block of it),
+   ``T^-1``, ``S R`` and ``S``; the panel's ``Q`` goes along the mesh row (an
+   all-reduce of ``(M / R) x nb`` over the column axes, when they are split);
 3. the trailing columns are updated with two level-3 products, ``Z = W^H A`` (one
-   all-reduce of ``nb x n`` over the row axes) and ``A -= W (T^H Z)``, both restricted
-   to the active corner by tiles (:func:`shardkit.linalg._tiles.active_update`).
+   all-reduce of ``nb x (n / C)`` over the row axes) and ``A -= W (T^H Z)``, both
+   restricted to the active corner by tiles (:func:`shardkit.linalg._tiles.active_update`).
 
 ``q`` is then formed as LAPACK's ``orgqr`` does, ``H_1 ... H_p [I; 0]`` from the last
-panel back, with the same products and one all-reduce of ``nb x n`` per panel. Flops:
-LAPACK's ``4 M n^2 - 4/3 n^3`` for ``q`` and ``r`` (``2 M n^2 - 2/3 n^3`` for ``r``
-alone), plus the panel QRs (about ``7 (M / R) nb^2`` per panel and device). Stable and
+panel back, with the same products and one all-reduce of ``nb x (n / C)`` per panel
+(and the panel's ``Q`` along the mesh row again). Flops: LAPACK's ``4 M n^2 - 4/3 n^3``
+for ``q`` and ``r`` (``2 M n^2 - 2/3 n^3`` for ``r`` alone), plus the panel QRs
+(about ``7 (M / R) nb^2`` per panel on the owner column group). Stable and
 rank-revealing as Householder QR: rank-deficient panels included (the local and stack
 QRs put their trivial directions in the active rows, rolled to the top).
 
 Mesh axes the layout does not use (``P(x, None)`` on a 2x4 mesh) split the rows
 further inside the kernel instead of repeating the work on every replica; ``q``'s row
 block is all-gathered over them at the end.
+
+The loops are flat functions of a :class:`Stage` (the sizes and axes) and NamedTuple
+states (:class:`Factoring`, :class:`Forming`), as the LU kernel's.
 """
 
 from __future__ import annotations

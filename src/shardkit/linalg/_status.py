@@ -109,9 +109,10 @@ class Problem:
                 where,
                 col,
                 f"{where}: a {matrix} is numerically rank deficient: |r_jj| of column {col} is "
-                "at most n * eps * max|r_jj| (or NaN), so block Gram-Schmidt cannot make q "
-                "orthonormal. Check a for dependent columns, or use the layout P(rows, None) "
-                f"with M / R >= n (Householder TSQR copes with rank deficiency); {under_jit}",
+                "at most n * eps * max|r_jj| (or NaN), so r is singular (and block "
+                "Gram-Schmidt's q is not orthonormal). Check a for dependent columns, use "
+                "lstsq for a minimum-norm solution, or the layout P(rows, None) with "
+                f"M / R >= n (its QR reports no rank); {under_jit}",
             )
         if self.failure is Failure.NOT_POSITIVE_DEFINITE:
             return NotPositiveDefiniteError(

@@ -405,7 +405,7 @@ def test_lstsq_rank_estimate_is_not_fooled_by_a_kahan_matrix(ms: str) -> None:
     xr, _, rank_r, _ = np.linalg.lstsq(a, b, rcond=None)
     assert rank_r == 63
     assert int(rank) == 63
-    assert s is None  # the square layouts: BCGS2 computes no SVD (scipy's gelsy)
+    assert s is None  # the square layouts compute no SVD (scipy's gelsy)
     # The truncated problem's kappa is 3e5: 1e-12 is too tight for x.
     assert_close(x, xr, dtype=np.float32, what="minimum-norm x")
     assert_close(res, np.sum((a @ xr - b) ** 2, keepdims=True), dtype=np.float32)

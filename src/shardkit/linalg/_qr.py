@@ -296,6 +296,8 @@ def _house_local(a: jax.Array, lay: _Layout, fill: bool) -> tuple[jax.Array, ...
     q, r = out["q"], out["r"]
     if not lay.own_r and lay.r_spec[0] is not None:  # r's rows split like a's row axes
         r = dslice(r, (axis_index(lay.rows) * lay.r_rows, 0), (lay.r_rows, r.shape[1]))
+    # r's consumers (lstsq's condition estimate: collectives) after q's loop: one chain.
+    r = after(r, q)
     status, ratio = _rank_status(out["diag"], lay.n)
     if fill:
         q, r = _nan_fill(status, q, r)

@@ -62,7 +62,7 @@ class NotPositiveDefiniteError(LinAlgStatusError):
 
 
 class RankDeficientError(SingularMatrixError):
-    """Block Gram-Schmidt QR met a numerically zero ``|r_jj|``: ``a``'s columns are (nearly) dependent."""
+    """QR met a numerically zero ``|r_jj|``: ``a``'s columns are (nearly) dependent."""
 
 
 class Failure(enum.Enum):
@@ -73,7 +73,7 @@ class Failure(enum.Enum):
     NOT_POSITIVE_DEFINITE = "not_positive_definite"
     """Cholesky: a non-positive pivot (:class:`NotPositiveDefiniteError`)."""
     RANK_DEFICIENT = "rank_deficient"
-    """Block Gram-Schmidt QR: a numerically zero ``|r_jj|`` (:class:`RankDeficientError`)."""
+    """QR outside the TSQR layout: a numerically zero ``|r_jj|`` (:class:`RankDeficientError`)."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -24,6 +24,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from shardkit.distributed import gather, initialize
+from shardkit.layout.internal import operand
 
 # One operation per family in the default run (the others share its code paths).
 # By default one dense solve, one FFT and one spectral decomposition (every operation,
@@ -53,7 +54,7 @@ def _grid_solve(types: Literal["explicit", "auto"]) -> None:
     a = jax.make_array_from_callback(a_np.shape, NamedSharding(m, P("x", None)), a_np.__getitem__)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(grid_module, "GRID_MIN_ORDER", 16)
-        assert grid_module.grid_for("solve", a, None, None) is not None
+        assert grid_module.grid_for(operand("solve", "a", a)) is not None
         for wrap in (lambda f: f, jax.jit):
             x = wrap(lambda a: solve(a, b, nb=8))(a)
             assert x.sharding.mesh.axis_names == ("x",)

@@ -1,4 +1,4 @@
-"""shardkit.layout.internal.placement: one answer to "where does this operand live"."""
+"""shardkit.layout.internal.operand: one answer to "where does this operand live"."""
 
 from __future__ import annotations
 
@@ -16,31 +16,31 @@ from shardkit.layout.internal import (
     drop_unit_axes,
     is_traced,
     normalize,
+    operand,
     parse_spec,
-    placement,
     to_pspec,
 )
 
 
 def test_concrete_host_and_struct() -> None:
     m = mesh("2x4", "x,y")
-    found = placement(shard(np.ones((4, 8)), m, "y"))
+    found = operand("t", "x", shard(np.ones((4, 8)), m, "y"))
     assert (found.mesh, found.spec, found.how, found.pspec) == (m, (("y",), ()), "concrete", P("y"))
-    host = placement(np.ones((4, 8)))
+    host = operand("t", "x", np.ones((4, 8)))
     assert (host.mesh, host.spec, host.how) == (None, None, "host")
     s = jax.ShapeDtypeStruct((4, 8), np.float32, sharding=NamedSharding(m, P(None, ("x", "y"))))
-    assert placement(s).spec == ((), ("x", "y"))
-    assert placement(jax.ShapeDtypeStruct((4,), np.float32)).how == "host"
+    assert operand("t", "x", s).spec == ((), ("x", "y"))
+    assert operand("t", "x", jax.ShapeDtypeStruct((4,), np.float32)).how == "host"
 
 
 def test_given_mesh_and_spec_override() -> None:
     m, other = mesh("2x4", "x,y"), mesh("8", "x")
     a = shard(np.ones((8, 8)), m, "x,y")
-    assert placement(a, spec="y").spec == (("y",), ())
-    assert placement(a, mesh=m).spec == (("x",), ("y",))  # its own spec on its own mesh
-    moved = placement(a, mesh=other)  # another mesh: replicated unless spec= says
+    assert operand("t", "x", a, spec="y").spec == (("y",), ())
+    assert operand("t", "x", a, mesh=m).spec == (("x",), ("y",))  # its own spec on its own mesh
+    moved = operand("t", "x", a, mesh=other)  # another mesh: replicated unless spec= says
     assert (moved.mesh, moved.spec, moved.how) == (other, ((), ()), "concrete")
-    host = placement(np.ones((8, 8)), mesh=other, spec="x")
+    host = operand("t", "x", np.ones((8, 8)), mesh=other, spec="x")
     assert (host.mesh, host.spec, host.how) == (other, (("x",), ()), "host")
 
 
@@ -52,7 +52,7 @@ def test_traced_values(types: Any) -> None:
 
     def f(x: jax.Array) -> jax.Array:
         seen["traced"] = is_traced(x)
-        seen["found"] = placement(x)
+        seen["found"] = operand("t", "x", x)
         return x
 
     jax.jit(f)(a)

@@ -31,6 +31,6 @@ def test_singular_system_is_named() -> None:
     a = shard(a_np, m, "x")
     with pytest.raises(SingularMatrixError, match="system 5"):
         batched_solve(a, np.ones((8, 4)))
-    x, status = jax.jit(lambda a, b: batched_solve(a, b, return_status=True))(a, np.ones((8, 4)))
+    x, status = jax.jit(lambda a, b: batched_solve.with_status(a, b))(a, np.ones((8, 4)))
     assert np.asarray(status).tolist() == [0, 0, 0, 0, 0, 1, 0, 0]
     assert np.isnan(np.asarray(x)[5]).all()

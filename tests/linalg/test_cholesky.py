@@ -51,7 +51,7 @@ def test_not_positive_definite_raises_and_reports_status() -> None:
     with pytest.raises(NotPositiveDefiniteError, match="column 7") as info:
         cholesky(a, nb=8)
     assert isinstance(info.value, np.linalg.LinAlgError)
-    _, status = jax.jit(lambda a: cholesky(a, nb=8, return_status=True))(a)
+    _, status = jax.jit(lambda a: cholesky.with_status(a, nb=8))(a)
     assert int(status) == 8
     assert np.isnan(np.asarray(jax.jit(lambda a: cholesky(a, nb=8))(a))).all()
 
@@ -70,9 +70,9 @@ def test_the_first_failure_is_reported_whichever_mesh_column_owns_it(shape: str)
         cholesky(a, nb=8)
     with pytest.raises(NotPositiveDefiniteError, match="column 21"):
         cho_factor(a, nb=8)
-    _, status = jax.jit(lambda a: cholesky(a, nb=8, return_status=True))(a)
+    _, status = jax.jit(lambda a: cholesky.with_status(a, nb=8))(a)
     assert int(status) == 22
-    _, status = jax.jit(lambda a: cho_factor(a, nb=8, return_status=True))(a)
+    _, status = jax.jit(lambda a: cho_factor.with_status(a, nb=8))(a)
     assert int(status) == 22
 
 

@@ -197,7 +197,7 @@ def test_padding_keeps_the_singularity_test_and_names_user_columns() -> None:
     with pytest.raises(SingularMatrixError) as info:
         solve(a_np, np.ones(30), nb=4, mesh=m, spec="x,y")
     assert info.value.column in (11, 17)
-    _, status = jax.jit(lambda a: lu_factor(a, nb=4, mesh=m, spec="x,y", return_status=True))(a_np)
+    _, status = jax.jit(lambda a: lu_factor.with_status(a, nb=4, mesh=m, spec="x,y"))(a_np)
     assert int(status) - 1 in (11, 17)
 
 
@@ -322,7 +322,7 @@ def test_batched_solve_complex_and_promotion() -> None:
     # 13 systems on 8 devices: padded with 3 identity systems, x comes back replicated.
     a13 = _random((13, 4, 4), np.complex128, rng) + 3 * np.eye(4)
     b13 = _random((13, 4, 2), np.complex128, rng)
-    x13, status = jax.jit(lambda a, b: batched_solve(a, b, mesh=m, return_status=True))(a13, b13)
+    x13, status = jax.jit(lambda a, b: batched_solve.with_status(a, b, mesh=m))(a13, b13)
     assert_close(x13, np.linalg.solve(a13, b13), scale=10.0)
     np.testing.assert_array_equal(np.asarray(status), np.zeros(13))
     a13[11] = 0
@@ -429,7 +429,7 @@ def test_complex_and_padded_qr_and_cg_use_the_real_collectives() -> None:
     split, rep = NamedSharding(m, P("x", "y")), NamedSharding(m, P())
 
     def qr_run(a: Any) -> Any:
-        return qr(a, nb=4, mesh=m, spec="x,y", return_status=True)
+        return qr.with_status(a, nb=4, mesh=m, spec="x,y")
 
     def cg_run(a: Any, b: Any) -> Any:
         return cg(a, b, mesh=m, spec="x,y")[0]

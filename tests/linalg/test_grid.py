@@ -19,6 +19,7 @@ import shardkit.linalg._grid as grid_module
 from _matrix import FULL, rotate
 from shardkit.inspect import CommReport, comms
 from shardkit.layout import mesh, shard
+from shardkit.layout.internal import operand
 from shardkit.linalg import det, inv, slogdet, solve
 from shardkit.testing import assert_close
 
@@ -72,7 +73,7 @@ def test_one_dimensional_layouts_match_numpy_and_keep_their_layout(  # type: ign
         "det": (lambda a: det(a, nb=8, **kw), np.linalg.det(ref)),
         "logabs": (lambda a: slogdet(a, nb=8, **kw)[1], np.linalg.slogdet(ref)[1]),
     }
-    assert grid_module.grid_for("t", a, None, None) is not None
+    assert grid_module.grid_for(operand("t", "a", a)) is not None
     if how == "jit":  # one all-to-all moves a to the grid
         kinds = {c.kind for c in comms(wrap(ops["solve"][0]), a).collectives}
         assert "all-to-all" in kinds, kinds
@@ -119,24 +120,24 @@ def test_which_layouts_take_a_grid() -> None:
     n = grid_module.GRID_MIN_ORDER
     on8 = mesh("8", "x")
     rows = shard(np.zeros((n, n), np.float32), on8, "x,None")
-    g = grid_module.grid_for("t", rows, None, None)
+    g = grid_module.grid_for(operand("t", "a", rows))
     assert g is not None
     assert g.mesh.shape == {"grid_rows": 2, "grid_cols": 4}
     assert list(np.asarray(g.mesh.devices).flat) == list(np.asarray(on8.devices).flat)
     small = shard(np.zeros((n - 8, n - 8), np.float32), on8, "x,None")
-    assert grid_module.grid_for("t", small, None, None) is None  # below GRID_MIN_ORDER
+    assert grid_module.grid_for(operand("t", "a", small)) is None  # below GRID_MIN_ORDER
     on2x4 = mesh("2x4", "x,y")
     both = shard(np.zeros((n, n), np.float32), on2x4, "x,y")
-    assert grid_module.grid_for("t", both, None, None) is None  # already two-dimensional
+    assert grid_module.grid_for(operand("t", "a", both)) is None  # already two-dimensional
     half = shard(np.zeros((n, n), np.float32), on2x4, "x,None")
-    assert grid_module.grid_for("t", half, None, None) is None  # replicated over y
+    assert grid_module.grid_for(operand("t", "a", half)) is None  # replicated over y
     flat = shard(np.zeros((n, n), np.float32), on2x4, "(y,x),None")
-    g = grid_module.grid_for("t", flat, None, None)
+    g = grid_module.grid_for(operand("t", "a", flat))
     assert g is not None  # the grid follows the split's device order: y, then x
     want = np.asarray(on2x4.devices).T.reshape(2, 4)
     assert (np.asarray(g.mesh.devices) == want).all()
     odd = np.zeros((n + 2, n + 2), np.float32)  # 2x4 does not divide n + 2
-    assert grid_module.grid_for("t", odd, on8, "x,None") is None
+    assert grid_module.grid_for(operand("t", "a", odd, mesh=on8, spec="x,None")) is None
 
 
 def _solve_report(n: int, nb: int, types: str) -> CommReport:

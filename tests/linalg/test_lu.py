@@ -199,7 +199,7 @@ def test_singular_raises_eagerly_and_reports_status_under_jit() -> None:
         solve(a, np.ones(32), nb=8)
     assert info.value.column in (3, 5)
     assert isinstance(info.value, np.linalg.LinAlgError)
-    _, status = jax.jit(lambda a, b: solve(a, b, nb=8, return_status=True))(a, np.ones(32))
+    _, status = jax.jit(lambda a, b: solve.with_status(a, b, nb=8))(a, np.ones(32))
     assert int(status) - 1 in (3, 5)
     x_nan = jax.jit(lambda a, b: solve(a, b, nb=8))(a, np.ones(32))
     assert np.isnan(np.asarray(x_nan)).all()
@@ -370,3 +370,24 @@ def test_lookahead_gives_the_same_factors(shape: str, sp: P, pivoting: Any, n: i
     assert_close(a_np @ np.asarray(x), b)
     with pytest.raises(TypeError, match="lookahead='yes' must be True or False"):
         solve(a, b, lookahead="yes", **kw)  # type: ignore[arg-type]
+
+
+def test_with_status_and_the_deprecated_keyword() -> None:
+    # One status convention for every function that can fail: f(...) raises eagerly,
+    # f.with_status(...) returns (result, status); the old return_status=True spelling
+    # still works for one release, with a DeprecationWarning naming the new one.
+    import inspect
+
+    m = make_mesh("8")
+    a = shard(np.zeros((16, 16)), m, "x,None")
+    x, status = solve.with_status(a, np.ones(16), nb=4)
+    assert int(status) == 1
+    assert x.shape == (16,)
+    with pytest.warns(DeprecationWarning, match=r"solve\.with_status"):
+        _, old = solve(a, np.ones(16), nb=4, return_status=True)  # pyright: ignore[reportCallIssue]
+    assert int(old) == 1
+    params = inspect.signature(solve).parameters
+    assert "return_status" not in params
+    assert "want_status" not in params
+    assert solve.__name__ == "solve"
+    assert "with_status" in (solve.__doc__ or "")

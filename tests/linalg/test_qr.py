@@ -142,10 +142,10 @@ def test_rank_deficient_raises_eagerly_and_reports_status_under_jit() -> None:
         qr(a, nb=4)
     assert info.value.column == 5
     assert isinstance(info.value, SingularMatrixError | np.linalg.LinAlgError)
-    (_, r), status = qr(a, nb=4, return_status=True)
+    (_, r), status = qr.with_status(a, nb=4)
     assert int(status) == 6
     assert abs(float(np.asarray(r)[5, 5])) < 1e-12
-    _, status = jax.jit(lambda a: qr(a, nb=4, return_status=True))(a)
+    _, status = jax.jit(lambda a: qr.with_status(a, nb=4))(a)
     assert int(status) == 6
     q_nan, r_nan = jax.jit(lambda a: qr(a, nb=4))(a)
     assert np.isnan(np.asarray(q_nan)).all()
@@ -180,7 +180,7 @@ def test_qr_never_moves_the_matrix_and_bounds_memory(shape: str, sp: P) -> None:
     n, nb, item = 256, 32, 4
     a = jax.ShapeDtypeStruct((n, n), jnp.float32, sharding=NamedSharding(m, sp))
     rows = m.shape["x"]
-    report = comms(lambda a: qr(a, nb=nb, mesh=m, spec=sp, return_status=True), a)
+    report = comms(lambda a: qr.with_status(a, nb=nb, mesh=m, spec=sp), a)
     report.assert_only({"all-reduce", "all-gather"})
     for c in report.collectives:
         out = max(int(np.prod(s)) for s in c.result_shapes)

@@ -22,6 +22,7 @@ from jax.sharding import PartitionSpec as P
 from _matrix import FULL
 from shardkit.inspect import comms
 from shardkit.layout import mesh, shard
+from shardkit.layout.internal import operand
 from shardkit.linalg import (
     NotPositiveDefiniteError,
     SingularMatrixError,
@@ -170,7 +171,7 @@ def test_empty_and_tiny_shapes(ms: str) -> None:
     assert [x.shape for x in qr(e, **where)] == [(0, 0), (0, 0)]
     assert solve_triangular(e, np.zeros(0), **where).shape == (0,)
     # scipy.linalg.lu_factor / cho_factor of 0x0: factors whose solves are empty.
-    lf, lstatus = lu_factor(e, return_status=True, **where)
+    lf, lstatus = lu_factor.with_status(e, **where)
     assert (lf.lu.shape, int(lstatus)) == ((0, 0), 0)
     assert lu_solve(lf, np.zeros(0)).shape == (0,)
     assert lu_solve(lu_factor(e, **where), np.zeros((0, 2)), trans=1).shape == (0, 2)
@@ -183,6 +184,7 @@ def test_empty_and_tiny_shapes(ms: str) -> None:
     x, _, rank, s = lstsq(e, np.zeros(0), **where)
     assert x.shape == (0,)
     assert int(rank) == 0
+    assert s is not None
     assert s.shape == (0,)
     # (n, 0) right-hand sides: empty solutions that read back.
     a = np.array([[4.0, 1, 0], [1, 3, 1], [0, 1, 2]])
@@ -494,7 +496,7 @@ def test_overwrite_a_donates_the_matrix_and_saves_a_share() -> None:
     # copy, transposed and transposed back).
     n, nb = 256, 8
     struct = jax.ShapeDtypeStruct((n, n), jnp.float32, sharding=NamedSharding(m, P("x", None)))
-    _, p, plan, _ = square_plan("t", struct, m, P("x", None), nb, "cyclic")
+    _, p, plan, _ = square_plan(operand("t", "a", struct, mesh=m, spec=P("x", None)), nb, "cyclic")
     report = comms(_factor_program(plan, m, p, 2, "tournament").donating, struct)
     share = n * n * 4 // 8
     report.assert_peak_memory_at_most(share + 6 * n * nb * 4)

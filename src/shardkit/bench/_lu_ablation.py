@@ -36,6 +36,7 @@ import scipy.linalg as sl
 from jax import lax
 from jax.sharding import PartitionSpec as P
 
+from shardkit.layout.internal import operand
 from shardkit.linalg import solve
 from shardkit.linalg.internal import (
     DEFAULT_BLOCK,
@@ -92,7 +93,7 @@ def _collectives_of_solve(m: Any, spec: P, n: int) -> Callable[..., jax.Array]:
     progs: dict[Any, Any] = {}
 
     def run(a: jax.Array, b: jax.Array, a1: jax.Array, b1: jax.Array) -> jax.Array:
-        g = grid_for("solve", a, m, spec)
+        g = grid_for(operand("solve", "a", a, mesh=m, spec=spec))
         if g is not None:
             a, where = to_grid(a, g), (g.mesh, g.spec)
         else:

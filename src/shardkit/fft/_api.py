@@ -30,6 +30,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from shardkit._programs import cached, shard_jit
 from shardkit.fft._fourstep import planned
+from shardkit.fft._operand import path
 from shardkit.fft._partition import apply, check_traced
 from shardkit.fft._plan import FFTPlan
 from shardkit.fft._problem import (
@@ -50,8 +51,8 @@ from shardkit.layout.internal import (
     is_traced,
     mesh_summary,
     normalize,
+    operand,
     parse_spec,
-    placement,
     spec_summary,
 )
 
@@ -143,18 +144,6 @@ def _check_options(where: str, norm: str | None, out_layout: str, in_layout: str
         raise ValueError(f"{where}: in_layout={in_layout!r}; legal values are {list(_IN_LAYOUTS)}")
 
 
-def _placement(x: jax.Array) -> tuple[str, Any, PartitionSpec | None]:
-    """``(route, mesh, spec)``: ``eager``, ``explicit``, ``auto`` or ``local``."""
-    where = placement(x)
-    if where.how == "auto-traced" or (where.how == "explicit-traced" and not any(where.spec or ())):
-        return "auto", None, None  # the partitioner decides: the custom_partitioning rule
-    if where.how == "explicit-traced":
-        return "explicit", where.mesh, where.pspec
-    if where.how == "host" or not isinstance(where.mesh, Mesh) or where.mesh.size == 1:
-        return "local", None, None
-    return "eager", where.mesh, where.pspec
-
-
 @cached
 def _program(p: FFTPlan, mesh: Any, traced: bool) -> Callable[[jax.Array], jax.Array]:
     """The plan's jitted ``shard_map``; ``traced`` (Explicit axes inside ``jit``): with
@@ -226,7 +215,7 @@ def transform(
     problem = _describe(name, tuple(arr.shape), s, axes, norm, out_layout, in_layout)
     if not problem.axes:
         return _reference(problem, arr)
-    route, mesh, spec = _placement(arr)
+    route, mesh, spec = path(operand(name, "x", arr))
     if route == "local":
         return _reference(problem, arr)
     if route == "auto":

@@ -21,41 +21,17 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec
 
 from shardkit._programs import cached, shard_jit
+from shardkit.fft._operand import located
 from shardkit.layout.internal import (
     SpecLike,
     check_placement,
     mesh_summary,
     normalize,
-    parse_spec,
-    placement,
+    operand,
     spec_summary,
-    to_pspec,
 )
 
-__all__ = ["halo_exchange", "located"]
-
-
-def located(where: str, x: jax.Array, spec: SpecLike) -> tuple[Any, PartitionSpec]:
-    """``(mesh, spec)`` of ``x``; ``spec=`` is required on Auto axes under ``jit``."""
-    found = placement(x)
-    if spec is not None:
-        if found.mesh is None:
-            mesh = jax.sharding.get_abstract_mesh()
-            if mesh is None or mesh.empty:
-                raise ValueError(
-                    f"{where}: spec={spec!r} was given but x carries no mesh and none is "
-                    "set; call inside `with jax.set_mesh(mesh):`"
-                )
-        else:
-            mesh = found.mesh
-        return mesh, to_pspec(normalize(parse_spec(spec), x.ndim))
-    if found.how == "auto-traced" or found.spec is None or found.mesh is None:
-        raise ValueError(
-            f"{where}: the split of x (shape={tuple(x.shape)}) is not known here (Auto mesh "
-            "axes inside jit, or an unsharded array), and the result's shape depends on it "
-            "(each block grows by the halo); pass spec=... naming it"
-        )
-    return found.mesh, to_pspec(found.spec)
+__all__ = ["halo_exchange"]
 
 
 def _widths(where: str, halo: int | Sequence[int], rank: int) -> tuple[int, ...]:
@@ -158,7 +134,7 @@ def halo_exchange(
     where = "halo_exchange"
     widths = _widths(where, halo, arr.ndim)
     flags = _flags(where, periodic, arr.ndim)
-    mesh, pspec = located(where, arr, spec)
+    mesh, pspec = located(operand(where, "x", arr, spec=spec))
     check_placement(where, arr.shape, pspec, mesh)
     sizes = dict(mesh.shape)
     for axis, (w, group) in enumerate(zip(widths, normalize(pspec, arr.ndim), strict=True)):

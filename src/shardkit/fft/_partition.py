@@ -76,7 +76,7 @@ from shardkit.fft._compat import require_devices_during_lowering
 from shardkit.fft._fourstep import planned
 from shardkit.fft._plan import FFTPlan
 from shardkit.fft._problem import PlanLayout, Problem, unpermute
-from shardkit.layout.internal import every_split, normalize, spec_summary, to_pspec
+from shardkit.layout.internal import every_split, mesh_summary, normalize, spec_summary, to_pspec
 
 __all__ = ["Op", "apply", "auto_layout", "check_traced", "default_cycle"]
 
@@ -457,7 +457,7 @@ def _warn_gather(op: Op, spec: Any, mesh: Any, lost: set[str]) -> None:
         why = f"no plan takes this split (eager calls and Explicit axes raise: {e})"
     warnings.warn(
         f"{t.name}: on Auto mesh axes under jit, x (shape={t.in_shape}) split "
-        f"{spec_summary(spec)} over {_mesh_summary(mesh)}: the partitioner gathers "
+        f"{spec_summary(spec)} over {mesh_summary(mesh)}: the partitioner gathers "
         f"mesh axes {sorted(lost)}, because {why}. The values are right but not "
         "distributed; see the layout contract in shardkit.fft (shardkit.fft.plan "
         "tells beforehand; Explicit mesh axes raise instead).",
@@ -601,11 +601,6 @@ mlir.register_lowering(fft_p, mlir.lower_fun(_lowered, multiple_results=False))
 require_devices_during_lowering(fft_p)
 
 
-def _mesh_summary(mesh: Any) -> str:
-    pairs = zip(mesh.axis_names, mesh.axis_sizes, strict=True)
-    return "{" + ", ".join(f"{n}: {k}" for n, k in pairs) + "}"
-
-
 def check_traced(op: Op, x: Any) -> None:
     """Validate, while tracing, what the partitioner would otherwise trip over.
 
@@ -635,8 +630,8 @@ def check_traced(op: Op, x: Any) -> None:
         own.axis_sizes
     ):
         raise ValueError(
-            f"{name}: x (shape={tuple(x.shape)}) lives on mesh {_mesh_summary(own)} but "
-            f"the mesh in context (jax.set_mesh) is {_mesh_summary(context)}; shard x on "
+            f"{name}: x (shape={tuple(x.shape)}) lives on mesh {mesh_summary(own)} but "
+            f"the mesh in context (jax.set_mesh) is {mesh_summary(context)}; shard x on "
             "the context mesh or call the transform under x's mesh"
         )
 

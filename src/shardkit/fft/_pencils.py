@@ -18,13 +18,14 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec
 
 from shardkit._programs import cached, shard_jit
-from shardkit.fft._halo import located
+from shardkit.fft._operand import located
 from shardkit.fft._transpose import move
 from shardkit.layout.internal import (
     SpecLike,
     check_placement,
     mesh_summary,
     normalize,
+    operand,
     spec_summary,
     to_pspec,
 )
@@ -81,7 +82,7 @@ def transpose_split(
             f"{where}: src={src}, dst={dst} must be two different axes of x (rank {rank})"
         )
     src, dst = src % rank, dst % rank
-    mesh, pspec = located(where, arr, spec)
+    mesh, pspec = located(operand(where, "x", arr, spec=spec))
     check_placement(where, arr.shape, pspec, mesh)
     entries = normalize(pspec, rank)
     sizes = dict(mesh.shape)

@@ -17,8 +17,8 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec
 
 from shardkit._programs import cached, shard_jit
-from shardkit.fft._halo import located
-from shardkit.layout.internal import check_placement, normalize, placement
+from shardkit.fft._operand import path
+from shardkit.layout.internal import check_placement, normalize, operand
 
 __all__ = ["shift"]
 
@@ -64,9 +64,10 @@ def shift(
     """Roll ``axes`` of ``x`` by ``n // 2`` (``-(n // 2)`` for the inverse)."""
     arr = x if isinstance(x, jax.Array) else jnp.asarray(x)
     reference = jnp.fft.ifftshift if inverse else jnp.fft.fftshift
-    found = placement(arr)
-    if found.how in ("host", "auto-traced") or found.mesh is None:
-        return reference(arr, axes)  # replicated, or the partitioner's to place
+    op = operand(where, "x", arr)
+    route, mesh, pspec = path(op)
+    if route in ("local", "auto"):
+        return reference(arr, axes)  # on one device, or the partitioner's to place
     rank = arr.ndim
     chosen = range(rank) if axes is None else [axes] if isinstance(axes, int) else axes
     shifts = [0] * rank
@@ -75,6 +76,6 @@ def shift(
             raise ValueError(f"{where}: axes={axes} names axis {a}, out of range for rank {rank}")
         n = arr.shape[a]
         shifts[a % rank] = (-(n // 2) if inverse else n // 2) % n if n else 0
-    mesh, pspec = located(where, arr, None)
+    assert pspec is not None  # the eager and explicit paths know the split
     check_placement(where, arr.shape, pspec, mesh)
     return _program(mesh, pspec, tuple(shifts))(arr)

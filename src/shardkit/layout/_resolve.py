@@ -1,6 +1,8 @@
 """Where an operand lives: its mesh, its normalized spec and how that was found.
 
-Every algorithm package asks this one question before it runs, and gets one answer:
+Every public function asks this one question once per array argument
+(:func:`operand`) and hands the answer, an :class:`Operand`, to its internal cores.
+How it was found:
 
 ``"concrete"``
   a ``jax.Array`` (or a ``ShapeDtypeStruct``) carrying a ``NamedSharding``;
@@ -29,6 +31,7 @@ from typing import Any, Literal, TypeAlias
 
 import jax
 import jax.core as jax_core
+import numpy as np
 from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec
 
 from shardkit.layout._checks import entry_axes
@@ -39,14 +42,14 @@ __all__ = [
     "AnyMesh",
     "How",
     "NormSpec",
-    "Placement",
+    "Operand",
     "canonical",
     "drop_unit_axes",
     "every_split",
     "is_traced",
     "normalize",
+    "operand",
     "parse_spec",
-    "placement",
     "to_pspec",
 ]
 
@@ -125,73 +128,132 @@ def is_traced(*xs: Any) -> bool:
 
 
 @dataclasses.dataclass(frozen=True)
-class Placement:
-    """The answer of :func:`placement`.
+class Operand:
+    """One operand of a public call, resolved once by :func:`operand`.
+
+    The public function resolves each array argument once and hands this record to its
+    unchecked internal cores, which read the layout from it and never derive it again.
 
     Attributes:
+      where: the public function (for messages), e.g. ``"solve"``.
+      name: the argument's name, e.g. ``"a"``.
+      shape: the operand's global shape.
       mesh: the (concrete or abstract) mesh, or ``None`` when there is none.
       spec: the normalized spec, or ``None`` while the partitioner has not decided it.
-      how: how it was found (see the module docstring).
+      how: how it was found (see the module docstring): what the array itself is.
+      given: whether the caller named the layout (``mesh=`` or ``spec=``).
     """
 
+    where: str
+    name: str
+    shape: tuple[int, ...]
     mesh: AnyMesh | None
     spec: NormSpec | None
     how: How
+    given: bool = False
 
     @property
     def pspec(self) -> PartitionSpec | None:
         """:attr:`spec` as users write it, ``P('x')`` (``None`` when unknown)."""
         return None if self.spec is None else canonical(to_pspec(self.spec))
 
+    @property
+    def unknown(self) -> bool:
+        """Whether the layout is the partitioner's to decide: a tracer on Auto axes (or
+        an array of another sharding) and no ``mesh=``/``spec=`` from the caller."""
+        return self.how == "auto-traced" and not self.given
 
-def _found(x: Any, rank: int) -> Placement:
+    @property
+    def traced(self) -> bool:
+        """Whether the operand is a tracer (inside ``jit``, ``vmap``, ``grad``...)."""
+        return self.how in ("explicit-traced", "auto-traced")
+
+    @property
+    def axis_types(self) -> tuple[AxisType, ...]:
+        """The mesh's axis types (empty without a mesh)."""
+        return () if self.mesh is None else tuple(self.mesh.axis_types)
+
+    def parts(self, dim: int) -> int:
+        """How many devices split dimension ``dim`` (1 when unsplit or unknown)."""
+        if self.mesh is None or self.spec is None:
+            return 1
+        return math.prod(self.mesh.shape[a] for a in self.spec[dim] if a in self.mesh.shape)
+
+    @property
+    def padded_shape(self) -> tuple[int, ...]:
+        """:attr:`shape` with each split dimension rounded up to a multiple of its parts:
+        what a padded layout holds (equal to :attr:`shape` when the mesh divides it)."""
+        return tuple(-(-n // self.parts(d)) * self.parts(d) for d, n in enumerate(self.shape))
+
+    def moved(self, mesh: AnyMesh, spec: PartitionSpec) -> Operand:
+        """The same operand after the call itself moved it to ``mesh`` and ``spec`` (a
+        layout it chose, e.g. a factorization grid, or the one the partitioner decided):
+        known from then on, never resolved again. ``how`` still says what it is."""
+        return dataclasses.replace(
+            self, mesh=mesh, spec=normalize(spec, len(self.shape)), given=True
+        )
+
+
+def _found(x: Any, rank: int) -> tuple[AnyMesh | None, NormSpec | None, How]:
     if is_traced(x):
         sh = getattr(jax.typeof(x), "sharding", None)
         m = getattr(sh, "mesh", None)
         if not isinstance(sh, NamedSharding) or m is None or m.empty:
-            return Placement(None, None, "auto-traced")
+            return None, None, "auto-traced"
         norm = normalize(sh.spec, rank)
         # A split can only sit on Explicit axes: a spec naming one is known.
         if any(norm) or all(t == AxisType.Explicit for t in m.axis_types):
-            return Placement(m, norm, "explicit-traced")
-        return Placement(m, None, "auto-traced")
+            return m, norm, "explicit-traced"
+        return m, None, "auto-traced"
     sh = getattr(x, "sharding", None)
     if isinstance(sh, NamedSharding):
-        return Placement(sh.mesh, normalize(sh.spec, rank), "concrete")
+        return sh.mesh, normalize(sh.spec, rank), "concrete"
     if isinstance(x, jax.Array) and len(x.sharding.device_set) > 1:
-        return Placement(None, None, "auto-traced")
-    return Placement(None, None, "host")
+        return None, None, "auto-traced"
+    return None, None, "host"
 
 
-def placement(x: Any, /, *, mesh: AnyMesh | None = None, spec: SpecLike = None) -> Placement:
+def operand(
+    where: str,
+    name: str,
+    x: Any,
+    /,
+    *,
+    mesh: AnyMesh | None = None,
+    spec: SpecLike = None,
+) -> Operand:
     """The mesh and normalized spec of ``x``: given, read from it, or not yet decided.
 
-    ``mesh=``/``spec=`` override what ``x`` carries (host data needs them). A given
+    The one layout resolution of a public call: ``where``/``name`` say whose argument it
+    is. ``mesh=``/``spec=`` override what ``x`` carries (host data needs them). A given
     ``mesh`` without a ``spec`` keeps ``x``'s own spec when ``x`` lives on that mesh,
     and is replicated otherwise. ``how`` always says what ``x`` itself is.
 
     Args:
+      where: the public function, for messages.
+      name: the argument's name, for messages.
       x: a ``jax.Array``, a tracer, a ``ShapeDtypeStruct`` or host data.
       mesh: the mesh ``x`` goes to, overriding its own.
       spec: its spec (anything :func:`shardkit.spec` accepts), overriding its own.
 
     Returns:
-      A :class:`Placement`.
+      An :class:`Operand`.
 
     Example:
       >>> from shardkit.layout import mesh, shard
-      >>> p = placement(shard(np.ones((4, 8)), mesh("2x4", "x,y"), "x"))
-      >>> p.spec, p.how
-      ((('x',), ()), 'concrete')
-      >>> placement(np.ones(3)).how
+      >>> op = operand("f", "a", shard(np.ones((4, 8)), mesh("2x4", "x,y"), "x"))
+      >>> op.spec, op.how, op.parts(0)
+      ((('x',), ()), 'concrete', 2)
+      >>> operand("f", "a", np.ones(3)).how
       'host'
     """
-    rank = len(getattr(x, "shape", ()))
-    found = _found(x, rank)
+    shape = tuple(int(n) for n in getattr(x, "shape", np.shape(x)))
+    m, norm, how = _found(x, len(shape))
     if mesh is None and spec is None:
-        return found
-    m = mesh if mesh is not None else found.mesh
+        return Operand(where, name, shape, m, norm, how)
+    target = mesh if mesh is not None else m
     if spec is not None:
-        return Placement(m, normalize(parse_spec(spec), rank), found.how)
-    same = found.mesh is not None and (mesh is None or found.mesh == mesh)
-    return Placement(m, found.spec if same else normalize(None, rank), found.how)
+        norm = normalize(parse_spec(spec), len(shape))
+    elif m is None or (mesh is not None and m != mesh):
+        norm = normalize(None, len(shape))
+    return Operand(where, name, shape, target, norm, how, given=True)

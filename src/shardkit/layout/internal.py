@@ -1,7 +1,7 @@
 """The layout helpers shardkit's own packages share (not part of the public API).
 
 fft, linalg, plan, random and train ask these, and never re-derive them: where an
-operand lives (:func:`placement`), the one normalized spec (:data:`NormSpec`), the
+operand lives (:func:`operand`, resolved once per public call), the one normalized spec (:data:`NormSpec`), the
 spec parser under a name that leaves ``spec`` free for parameters
 (:func:`parse_spec`), the traced-value test (:func:`is_traced`), the placement checks,
 the argument checks at the public boundary (:mod:`shardkit.layout._validate`: counts,
@@ -18,14 +18,14 @@ from shardkit.layout._resolve import (
     AnyMesh,
     How,
     NormSpec,
-    Placement,
+    Operand,
     canonical,
     drop_unit_axes,
     every_split,
     is_traced,
     normalize,
+    operand,
     parse_spec,
-    placement,
     to_pspec,
 )
 from shardkit.layout._spec import SpecLike
@@ -43,8 +43,8 @@ __all__ = [
     "AxisTypeLike",
     "How",
     "NormSpec",
+    "Operand",
     "PaddingMark",
-    "Placement",
     "SpecLike",
     "as_count",
     "as_real",
@@ -63,9 +63,9 @@ __all__ = [
     "is_traced",
     "mesh_summary",
     "normalize",
+    "operand",
     "padding_scope",
     "parse_spec",
-    "placement",
     "spec_summary",
     "to_pspec",
 ]

@@ -6,7 +6,7 @@ an LU solve inside ``jax.shard_map``), so the compiled program holds no collecti
 
 from __future__ import annotations
 
-from typing import Any, Literal, overload
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -16,12 +16,12 @@ from jax.scipy.linalg import lu_solve as _lu_solve
 from jax.sharding import NamedSharding, PartitionSpec
 
 from shardkit._programs import cached, shard_jit
-from shardkit.layout.internal import check_same_devices, indivisible_error, placement
+from shardkit.layout.internal import check_same_devices, indivisible_error, operand
 from shardkit.linalg._blockcyclic import AnyMesh, SpecLike, place
 from shardkit.linalg._dtype import as_inexact, common
 from shardkit.linalg._inputs import ArrayInput, require_finite
-from shardkit.linalg._pad import choose, is_host, pad_rows, unpad_rows
-from shardkit.linalg._status import SingularMatrixError, is_traced
+from shardkit.linalg._pad import choose, is_numpy, pad_rows, unpad_rows
+from shardkit.linalg._status import Checked, SingularMatrixError, is_traced, reports_status
 
 __all__ = ["batched_solve"]
 
@@ -55,55 +55,16 @@ def _program(mesh: AnyMesh, a_spec: PartitionSpec, b_spec: PartitionSpec, vec: b
     return shard_jit(body, mesh, (a_spec, b_spec), (b_spec, s_spec), check_vma=False)
 
 
-@overload
-def batched_solve(
-    a: ArrayInput,
-    b: ArrayInput,
-    /,
-    *,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    return_status: Literal[False] = ...,
-    check_finite: bool = ...,
-) -> jax.Array: ...
-
-
-@overload
-def batched_solve(
-    a: ArrayInput,
-    b: ArrayInput,
-    /,
-    *,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    return_status: Literal[True],
-    check_finite: bool = ...,
-) -> tuple[jax.Array, jax.Array]: ...
-
-
-@overload
-def batched_solve(
-    a: ArrayInput,
-    b: ArrayInput,
-    /,
-    *,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    return_status: bool = ...,
-    check_finite: bool = ...,
-) -> jax.Array | tuple[jax.Array, jax.Array]: ...
-
-
-def batched_solve(
+def _batched_solve(
+    want_status: bool,
     a: ArrayInput,
     b: ArrayInput,
     /,
     *,
     mesh: AnyMesh | None = None,
     spec: SpecLike = None,
-    return_status: bool = False,
     check_finite: bool = True,
-) -> jax.Array | tuple[jax.Array, jax.Array]:
+) -> Checked[jax.Array]:
     """Solve ``a[i] x[i] = b[i]`` for a batch sharded over its first axis; no communication.
 
     Each device runs a batched LAPACK LU on its own systems. ``b`` is resharded to
@@ -118,13 +79,13 @@ def batched_solve(
       b: ``(batch, n)`` or ``(batch, n, nrhs)``.
       mesh: the mesh, when ``a`` does not carry it.
       spec: the batch spec, when ``a`` does not carry it (e.g. ``"x"``).
-      return_status: return ``(x, status)``: per system 0, or ``j + 1`` for its first
-        numerically zero pivot column ``j``.
       check_finite: eagerly, raise ``ValueError`` when ``a`` or ``b`` holds an inf or
         NaN (SciPy's default); under ``jit`` NaN-fill the ``x`` of each such system.
 
     Returns:
-      ``x`` sharded like ``b`` (NaN for a singular system under ``jit``).
+      ``x`` sharded like ``b`` (NaN for a singular system under ``jit``);
+      ``batched_solve.with_status(...)``: ``(x, status)``, per system 0 or ``j + 1`` for
+      its first numerically zero pivot column ``j``.
 
     Raises:
       SingularMatrixError: eagerly, naming the first singular system.
@@ -154,7 +115,7 @@ def batched_solve(
             f"{where}: b.shape={tuple(b.shape)} does not fit a.shape={tuple(a.shape)}; "
             "pass (batch, n) or (batch, n, nrhs)"
         )
-    found = placement(a, mesh=mesh, spec=spec)
+    found = operand(where, "a", a, mesh=mesh, spec=spec)
     m = found.mesh
     if m is None or m.empty:
         raise ValueError(
@@ -169,7 +130,7 @@ def batched_solve(
         parts *= m.shape[ax]
     entry = batch[0] if len(batch) == 1 else batch
     a_spec = PartitionSpec(entry, None, None)
-    if a.shape[0] % parts and not is_host(a0) and _split(a0):
+    if a.shape[0] % parts and not is_numpy(a0) and _split(a0):
         raise indivisible_error(where, tuple(a.shape), a_spec, m, 0, batch, parts)
     vec = b.ndim == 2
     b_spec = PartitionSpec(entry, None) if vec else PartitionSpec(entry, None, None)
@@ -190,9 +151,11 @@ def batched_solve(
     if padding.size != padding.n:
         x = unpad_rows(x.reshape(padding.size, -1), padding, m, batch).reshape(-1, *x.shape[1:])
         status = unpad_rows(status[:, None], padding, m, batch)[:, 0]
-    if return_status:
-        return x, status
-    if not is_traced(a, b):
+    traced = is_traced(a, b)
+
+    def check() -> None:
+        if traced:
+            return
         s = jax.device_get(status)
         bad = [i for i, v in enumerate(s.tolist()) if v]
         if bad:
@@ -202,7 +165,11 @@ def batched_solve(
                 int(s[i]) - 1,
                 f"{where}: system {i} of {padding.n} (a[{i}], shape={system}) "
                 f"is singular to working precision at column {int(s[i]) - 1} "
-                f"({len(bad)} singular systems in all: {bad[:8]}). Under jax.jit pass "
-                "return_status=True to receive the statuses.",
+                f"({len(bad)} singular systems in all: {bad[:8]}). Under jax.jit call "
+                "shardkit.linalg.batched_solve.with_status(...) to receive the statuses.",
             )
-    return x
+
+    return Checked(x, status, traced=traced, check=check)
+
+
+batched_solve = reports_status(_batched_solve)

@@ -35,11 +35,12 @@ from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding, PartitionS
 
 from shardkit._programs import cached, shard_jit
 from shardkit.layout.internal import (
+    Operand,
     SpecLike,
     indivisible_error,
     is_traced,
     mesh_summary,
-    placement,
+    operand,
     spec_summary,
     to_pspec,
 )
@@ -53,8 +54,10 @@ __all__ = [
     "Order",
     "Plan",
     "Spmd",
+    "check_nb",
     "from_block_cyclic",
-    "resolve",
+    "matrix_layout",
+    "matrix_operand",
     "to_block_cyclic",
 ]
 
@@ -226,35 +229,41 @@ def check_matrix(where: str, a: Any, *, square: bool = True) -> tuple[int, ...]:
     return shape
 
 
-def resolve(
-    where: str,
-    a: Any,
-    mesh: AnyMesh | None,
-    spec: Any,
-    *,
-    square: bool = True,
-    pad: bool = False,
-) -> tuple[AnyMesh, PartitionSpec, tuple[str, ...], tuple[str, ...]]:
-    """The mesh, spec and row/column axes of matrix ``a``: given, or read from ``a``.
-
-    Eagerly the layout is read from ``a.sharding``; under ``jit`` from the abstract
-    sharding of an Explicit mesh. A replicated spec is replaced by rows over the first
-    mesh axis and columns over the second (a free local slice of the replicated data).
-    ``pad=True``: the caller pads (:mod:`shardkit.linalg._pad`), so dimensions the
-    mesh does not divide are accepted.
+def matrix_operand(
+    where: str, a: Any, mesh: AnyMesh | None, spec: Any, *, square: bool = True
+) -> Operand:
+    """The one resolution of a public function's matrix argument ``a``, after
+    :func:`check_matrix` (a square, or ``square=False`` any, float or complex matrix).
 
     Raises:
-      TypeError: ``a`` is not a 2-D float or complex array.
+      TypeError: ``a`` is not a float or complex array.
+      ValueError: ``a`` is not 2-D (square).
+    """
+    check_matrix(where, a, square=square)
+    return operand(where, "a", a, mesh=mesh, spec=spec)
+
+
+def matrix_layout(
+    op: Operand, *, pad: bool = False
+) -> tuple[AnyMesh, PartitionSpec, tuple[str, ...], tuple[str, ...]]:
+    """The mesh, spec and row/column axes of the matrix operand ``op``.
+
+    Read from the record its public function resolved once (:func:`operand`): eagerly
+    from ``a.sharding``, under ``jit`` from the abstract sharding of an Explicit mesh,
+    or the caller's ``mesh=``/``spec=``. A replicated spec is replaced by rows over the
+    first mesh axis and columns over the second (a free local slice of the replicated
+    data). ``pad=True``: the caller pads (:mod:`shardkit.linalg._pad`), so dimensions
+    the mesh does not divide are accepted.
+
+    Raises:
       ValueError: the layout is unknown, or (unless ``pad``) a dimension does not divide.
     """
-    shape = check_matrix(where, a, square=square)
-    found = placement(a, mesh=mesh, spec=spec)
-    m, norm = found.mesh, found.spec
+    shape, m, norm, where = op.shape, op.mesh, op.spec, op.where
     if m is None or norm is None:
         raise ValueError(
-            f"{where}: cannot tell the layout of a (shape={shape}): it is not a sharded "
-            "jax.Array on a mesh (or is traced on an Auto mesh). Shard it with "
-            "shardkit.shard(a, mesh, 'x,y'), or pass mesh=... (and spec=...)."
+            f"{where}: cannot tell the layout of {op.name} (shape={shape}): it is not a "
+            "sharded jax.Array on a mesh (or is traced on an Auto mesh). Shard it with "
+            f"shardkit.shard({op.name}, mesh, 'x,y'), or pass mesh=... (and spec=...)."
         )
     p = to_pspec(norm)
     rows, cols = norm
@@ -329,15 +338,18 @@ class Spmd:
         return self.program(*args)
 
 
-def plan_for(
-    where: str, a: Any, mesh: AnyMesh | None, spec: Any, nb: int, order: str
-) -> tuple[AnyMesh, PartitionSpec, Plan]:
-    """:func:`resolve` then :func:`make_plan` (validating ``nb`` and ``order``)."""
-    check_order(where, order)
-    if not isinstance(nb, int) or nb < 1:
+def check_nb(where: str, nb: Any) -> None:
+    """Raise ``ValueError`` unless ``nb`` is a positive int (a block size)."""
+    if isinstance(nb, bool) or not isinstance(nb, int) or nb < 1:
         raise ValueError(f"{where}: nb={nb!r} must be a positive int (block size)")
-    m, p, rows, cols = resolve(where, a, mesh, spec)
-    n = int(a.shape[0])
+
+
+def plan_for(op: Operand, nb: int, order: str) -> tuple[AnyMesh, PartitionSpec, Plan]:
+    """:func:`matrix_layout` then :func:`make_plan` (validating ``nb`` and ``order``)."""
+    check_order(op.where, order)
+    check_nb(op.where, nb)
+    m, p, rows, cols = matrix_layout(op)
+    n = op.shape[0]
     plan = make_plan(n, rows, cols, _axes_size(m, rows), _axes_size(m, cols), nb, order)
     return m, p, plan
 
@@ -571,7 +583,7 @@ def to_block_cyclic(
     """
     where = "to_block_cyclic"
     a = a if isinstance(a, jax.Array) else jnp.asarray(a)
-    m, p, plan = plan_for(where, a, mesh, spec, nb, order)
+    m, p, plan = plan_for(matrix_operand(where, a, mesh, spec), nb, order)
     return BlockCyclic(_relayout(a, m, p, plan, True), plan, m, p)
 
 

@@ -16,13 +16,13 @@ or the block size does not divide is padded with an identity block (see
 :mod:`shardkit.linalg._pad`; Hermitian positive definiteness carries over).
 Nothing of matrix size moves. A non-positive (or NaN) pivot sets the status: eagerly
 :class:`~shardkit.linalg.NotPositiveDefiniteError`, under ``jit`` a NaN-filled result
-or ``return_status=True``.
+or, from ``cholesky.with_status(...)`` and ``cho_factor.with_status(...)``, the status.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal, overload
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -30,6 +30,7 @@ from jax import lax
 from jax.sharding import PartitionSpec
 
 from shardkit._programs import cached
+from shardkit.layout.internal import Operand, operand
 from shardkit.linalg._blockcyclic import (
     DEFAULT_BLOCK,
     DEFAULT_STAGES,
@@ -43,6 +44,7 @@ from shardkit.linalg._blockcyclic import (
     dupdate,
     local_tables,
     make_plan,
+    matrix_operand,
     on_owner,
     place,
     psum,
@@ -69,8 +71,16 @@ from shardkit.linalg._pad import (
     unpad_rows,
     user_status,
 )
-from shardkit.linalg._partitioned import on_layout, unknown
-from shardkit.linalg._status import Failure, Problem, finish, is_traced, succeeded
+from shardkit.linalg._partitioned import on_layout
+from shardkit.linalg._status import (
+    Checked,
+    Failure,
+    Problem,
+    checked,
+    is_traced,
+    reports_status,
+    succeeded,
+)
 from shardkit.linalg._tiles import active_update
 from shardkit.linalg._triangular import substitute
 
@@ -255,17 +265,10 @@ def _tril_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec) -> Any:
 
 
 def _factor(
-    where: str,
-    a: Any,
-    nb: int,
-    order: str,
-    mesh: AnyMesh | None,
-    spec: Any,
-    stages: int,
-    overwrite: bool = False,
+    a: Any, op: Operand, nb: int, order: str, stages: int, overwrite: bool = False
 ) -> CholeskyFactors:
-    a = as_inexact(where, "a", a)
-    m, p, plan, padding = square_plan(where, a, mesh, spec, nb, order)
+    """The Cholesky factor of the checked, inexact, placed-or-host matrix ``a`` (``op``)."""
+    m, p, plan, padding = square_plan(op, nb, order)
     x = pad_matrix(a, padding, plan, m, p)
     prog = _chol_program(plan, m, p, int(stages))
     # Donated, the factor takes x's buffer: one share of a per device less.
@@ -274,7 +277,7 @@ def _factor(
     return CholeskyFactors(out, status, plan, m, p, padding)
 
 
-def _on_layout(where: str, a: Any, nb: int, stages: int, tril: bool) -> tuple[jax.Array, ...]:
+def _on_layout(a: Any, op: Operand, nb: int, stages: int, tril: bool) -> tuple[jax.Array, ...]:
     """Auto mesh axes under ``jit``: ``(c, natural status)`` from one per-shard program.
 
     Natural order, so that the factor does not depend on the layout the partitioner
@@ -291,58 +294,11 @@ def _on_layout(where: str, a: Any, nb: int, stages: int, tril: bool) -> tuple[ja
 
         return local, (p,), (p, PartitionSpec())
 
-    return on_layout(where, a, (a,), make, "i j -> i j, ", nb=nb, order="natural")
+    return on_layout(op, (a,), make, "i j -> i j, ", nb=nb, order="natural")
 
 
-@overload
-def cho_factor(
-    a: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    order: Order = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    stages: int = ...,
-    return_status: Literal[False] = ...,
-    check_finite: bool = ...,
-    overwrite_a: bool = ...,
-) -> CholeskyFactors: ...
-
-
-@overload
-def cho_factor(
-    a: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    order: Order = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    stages: int = ...,
-    return_status: Literal[True],
-    check_finite: bool = ...,
-    overwrite_a: bool = ...,
-) -> tuple[CholeskyFactors, jax.Array]: ...
-
-
-@overload
-def cho_factor(
-    a: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    order: Order = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    stages: int = ...,
-    return_status: bool = ...,
-    check_finite: bool = ...,
-    overwrite_a: bool = ...,
-) -> CholeskyFactors | tuple[CholeskyFactors, jax.Array]: ...
-
-
-def cho_factor(
+def _cho_factor(
+    want_status: bool,
     a: ArrayInput,
     /,
     *,
@@ -351,10 +307,9 @@ def cho_factor(
     mesh: AnyMesh | None = None,
     spec: SpecLike = None,
     stages: int = DEFAULT_STAGES,
-    return_status: bool = False,
     check_finite: bool = True,
     overwrite_a: bool = False,
-) -> CholeskyFactors | tuple[CholeskyFactors, jax.Array]:
+) -> Checked[CholeskyFactors]:
     """Cholesky-factor a sharded Hermitian positive definite matrix, keeping it distributed.
 
     Reads only the lower triangle. Communication per panel: all-reduces of
@@ -373,7 +328,6 @@ def cho_factor(
       mesh: the mesh, when ``a`` does not carry it.
       spec: ``a``'s spec, likewise.
       stages: static sub-loops over which the panel steps' working set shrinks.
-      return_status: also return the status.
       overwrite_a: donate ``a``'s buffer to the factorization (as SciPy's
         ``overwrite_a``; eagerly only): the factors are written over it and ``a`` is
         deleted afterwards, which saves one share of ``a`` per device. When ``a`` is
@@ -384,7 +338,7 @@ def cho_factor(
         ``False`` skips the check.
 
     Returns:
-      :class:`CholeskyFactors` (and the status when ``return_status``).
+      :class:`CholeskyFactors`; ``cho_factor.with_status(...)``: ``(factors, status)``.
 
     Raises:
       NotPositiveDefiniteError: eagerly, for a matrix that is not positive definite.
@@ -398,8 +352,9 @@ def cho_factor(
       True
     """
     a = as_inexact("cho_factor", "a", a)
+    op = matrix_operand("cho_factor", a, mesh, spec)
     ok = None
-    if check_finite and len(a.shape) == 2:
+    if check_finite:
         ok = require_finite("cho_factor", True, a=referenced(a, lower=True))
         a = gate(ok, a)
     if tuple(a.shape) == (0, 0):  # no layout holds it; cho_solve answers empty solutions
@@ -407,75 +362,34 @@ def cho_factor(
         f = CholeskyFactors(
             jnp.zeros((0, 0), a.dtype), jnp.zeros((), jnp.int32), plan, None, None, Padding(0, 0, 1)
         )
-        return (f, f.status) if return_status else f
-    if unknown(a, mesh, spec):
-        c, status = _on_layout("cho_factor", a, nb, stages, tril=False)
+        return succeeded(f)
+    if op.unknown:
+        c, status = _on_layout(a, op, nb, stages, tril=False)
         n = int(a.shape[0])
         plan = make_plan(n, (), (), 1, 1, nb, "natural")
         f = CholeskyFactors(c, status, plan, None, None, Padding(n, n, 1))
     else:
-        f = _factor("cho_factor", a, nb, order, mesh, spec, stages, overwrite_a)
+        f = _factor(a, op, nb, order, stages, overwrite_a)
     if ok is not None:
         f = dataclasses.replace(f, c=nan_unless(f.c, ok))
-    if return_status:
-        return f, f.status
     problem = Problem("cho_factor", Failure.NOT_POSITIVE_DEFINITE, (f.padding.n,) * 2, f.c.dtype)
-    return finish(problem, f, f.status, traced=is_traced(a), return_status=False)
+    return checked(problem, f, f.status, traced=is_traced(a))
 
 
-@overload
-def cholesky(
-    a: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    return_status: Literal[False] = ...,
-    check_finite: bool = ...,
-    overwrite_a: bool = ...,
-) -> jax.Array: ...
+cho_factor = reports_status(_cho_factor)
 
 
-@overload
-def cholesky(
-    a: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    return_status: Literal[True],
-    check_finite: bool = ...,
-    overwrite_a: bool = ...,
-) -> tuple[jax.Array, jax.Array]: ...
-
-
-@overload
-def cholesky(
-    a: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    return_status: bool = ...,
-    check_finite: bool = ...,
-    overwrite_a: bool = ...,
-) -> jax.Array | tuple[jax.Array, jax.Array]: ...
-
-
-def cholesky(
+def _cholesky(
+    want_status: bool,
     a: ArrayInput,
     /,
     *,
     nb: int = DEFAULT_BLOCK,
     mesh: AnyMesh | None = None,
     spec: SpecLike = None,
-    return_status: bool = False,
     check_finite: bool = True,
     overwrite_a: bool = False,
-) -> jax.Array | tuple[jax.Array, jax.Array]:
+) -> Checked[jax.Array]:
     """Lower Cholesky factor ``L`` (``a = L L^H``) of sharded ``a``, like ``jnp.linalg.cholesky``.
 
     Natural elimination order, so ``L`` is exactly LAPACK's, sharded like ``a`` (the
@@ -490,7 +404,6 @@ def cholesky(
       nb: block size.
       mesh: the mesh, when ``a`` does not carry it.
       spec: ``a``'s spec, likewise.
-      return_status: return ``(L, status)``.
       overwrite_a: donate ``a``'s buffer to the factorization (as SciPy's
         ``overwrite_a``; eagerly only): the factors are written over it and ``a`` is
         deleted afterwards, which saves one share of ``a`` per device. When ``a`` is
@@ -502,6 +415,7 @@ def cholesky(
 
     Returns:
       ``L``, sharded like ``a``; NaN-filled under ``jit`` when not positive definite.
+      ``cholesky.with_status(...)``: ``(L, status)``.
 
     Raises:
       NotPositiveDefiniteError: eagerly, for a matrix that is not positive definite.
@@ -514,17 +428,18 @@ def cholesky(
       True
     """
     a = as_inexact("cholesky", "a", a)
+    op = matrix_operand("cholesky", a, mesh, spec)
     ok = None
-    if check_finite and len(a.shape) == 2:
+    if check_finite:
         ok = require_finite("cholesky", True, a=referenced(a, lower=True))
         a = gate(ok, a)
     if tuple(a.shape) == (0, 0):
         empty = jnp.zeros((0, 0), a.dtype)
-        return succeeded(empty, return_status)
-    if unknown(a, mesh, spec):
-        out, status = _on_layout("cholesky", a, nb, 8, tril=True)
+        return succeeded(empty)
+    if op.unknown:
+        out, status = _on_layout(a, op, nb, 8, tril=True)
     else:
-        f = _factor("cholesky", a, nb, "natural", mesh, spec, 8, overwrite_a)
+        f = _factor(a, op, nb, "natural", 8, overwrite_a)
         m, p = f.mesh, f.spec
         assert m is not None
         assert p is not None
@@ -535,7 +450,10 @@ def cholesky(
         out, status = unpad_matrix(tril, f.padding, f.plan, m, p), f.status
     out = nan_unless(out, ok)
     problem = Problem("cholesky", Failure.NOT_POSITIVE_DEFINITE, tuple(out.shape), out.dtype)
-    return finish(problem, out, status, traced=is_traced(a), return_status=return_status)
+    return checked(problem, out, status, traced=is_traced(a))
+
+
+cholesky = reports_status(_cholesky)
 
 
 @cached
@@ -599,7 +517,12 @@ def cho_solve(
             return _cho_solve_program(plan, m, p).body, (p, rep), (out,)
 
         (x,) = on_layout(
-            "cho_solve", c, (c, b2), make, "i j, k l -> i l", nb=plan.nb, order="natural"
+            operand("cho_solve", "factors.c", c),
+            (c, b2),
+            make,
+            "i j, k l -> i l",
+            nb=plan.nb,
+            order="natural",
         )
         return nan_unless(x[:, 0] if vec else x, ok)
     b2 = place(pad_rows(b2, padding, factors.mesh), factors.mesh, PartitionSpec())

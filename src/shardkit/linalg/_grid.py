@@ -27,10 +27,9 @@ import jax
 import numpy as np
 from jax.sharding import AbstractMesh, AxisType, Mesh, PartitionSpec
 
-from shardkit.linalg._blockcyclic import AnyMesh, place, resolve
-from shardkit.linalg._pad import is_host
-from shardkit.linalg._partitioned import unknown
-from shardkit.linalg._status import is_traced
+from shardkit.layout.internal import Operand
+from shardkit.linalg._blockcyclic import AnyMesh, matrix_layout, place
+from shardkit.linalg._pad import is_numpy
 
 _A = TypeVar("_A")
 
@@ -71,16 +70,16 @@ def _split(p: int) -> tuple[int, int]:
     return r, p // r
 
 
-def grid_for(where: str, a: Any, mesh: AnyMesh | None, spec: Any) -> Grid | None:
+def grid_for(op: Operand) -> Grid | None:
     """The grid to factor square ``a`` on, or None to factor it as laid out.
 
     A grid is used when ``a`` is split over one dimension by axes that hold every
     device of the mesh, ``P`` has a divisor ``1 < R <= sqrt(P)``, ``n >=``
     :data:`GRID_MIN_ORDER` is a multiple of ``R`` and ``C``.
     """
-    if a.ndim != 2 or int(a.shape[0]) < GRID_MIN_ORDER:
+    if len(op.shape) != 2 or op.shape[0] < GRID_MIN_ORDER:
         return None
-    m, _, rows, cols = resolve(where, a, mesh, spec, pad=True)
+    m, _, rows, cols = matrix_layout(op, pad=True)
     split_rows = tuple(x for x in rows if m.shape[x] > 1)
     split_cols = tuple(x for x in cols if m.shape[x] > 1)
     if bool(split_rows) == bool(split_cols):
@@ -91,16 +90,16 @@ def grid_for(where: str, a: Any, mesh: AnyMesh | None, spec: Any) -> Grid | None
     if parts != math.prod(m.shape.values()) or len(types) != 1:
         return None
     (kind,) = types
-    if is_traced(a) and kind == AxisType.Explicit and jax.typeof(a).sharding.mesh.empty:
+    if op.how == "auto-traced" and kind == AxisType.Explicit:
         # Host data passed to jit: only the given mesh's shard_map names the program's
         # devices, and the grid's abstract mesh cannot.
         return None
     r, c = _split(parts)
-    n = int(a.shape[0])
+    n = op.shape[0]
     if r == 1 or n % r or n % c:  # an order the grid does not divide is padded as laid out
         return None
     home = m
-    if isinstance(m, Mesh) and not is_traced(a):
+    if isinstance(m, Mesh) and not op.traced:
         order = [m.axis_names.index(x) for x in axes]
         order += [i for i in range(len(m.axis_names)) if i not in order]
         devices = np.transpose(np.asarray(m.devices), order).reshape(r, c)
@@ -128,28 +127,27 @@ def to_home(x: Any, g: Grid) -> Any:
     return place(x, g.home, spec)
 
 
-def regrid(
-    where: str, a: _A, mesh: AnyMesh | None, spec: Any
-) -> tuple[_A | jax.Array, AnyMesh | None, Any, Grid | None]:
-    """``(a, mesh, spec, grid)`` to factor: moved to :func:`grid_for`'s grid, or as given
-    (also when the layout is left to the partitioner).
+def regrid(a: _A, op: Operand) -> tuple[_A | jax.Array, Operand, Grid | None]:
+    """``(a, op, grid)`` to factor: ``a`` moved to :func:`grid_for`'s grid (``op`` then
+    records the grid's layout), or as given (also when the layout is left to the
+    partitioner).
 
     Callers run it before the finite check, so that the check's all-reduce reads the
     moved matrix: XLA may move a resharding above the check's select, and then nothing
     would order the two.
     """
-    if unknown(a, mesh, spec):
-        return a, mesh, spec, None
-    g = grid_for(where, a, mesh, spec)
+    if op.unknown:
+        return a, op, None
+    g = grid_for(op)
     if g is None:
-        return a, mesh, spec, None
+        return a, op, None
     x: Any = a
-    if is_traced(a) and isinstance(mesh, Mesh):
+    if op.traced and isinstance(op.mesh, Mesh):
         # On the given mesh first: a traced argument without a layout (host data passed
         # to jit) otherwise leaves the program on one device, and the grid has eight.
-        m, p, _, _ = resolve(where, a, mesh, spec, pad=True)
+        m, p, _, _ = matrix_layout(op, pad=True)
         x = place(a, m, p)
-    return to_grid(x, g), g.mesh, g.spec, g
+    return to_grid(x, g), op.moved(g.mesh, g.spec), g
 
 
 def rhs_to_grid(b: Any, g: Grid | None) -> Any:
@@ -158,7 +156,7 @@ def rhs_to_grid(b: Any, g: Grid | None) -> Any:
     Everything the factorization's results meet (the finite check, the status) then
     lives on one mesh, as Explicit axes require; :func:`home` moves the results back.
     """
-    if g is None or is_host(b):
+    if g is None or is_numpy(b):
         return b
     return place(b, g.mesh, PartitionSpec())
 

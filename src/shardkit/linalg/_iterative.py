@@ -32,25 +32,25 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.sharding import NamedSharding, PartitionSpec
+from jax.sharding import PartitionSpec
 
 from shardkit._programs import cached, shard_jit
-from shardkit.layout.internal import as_count, as_real, check_same_devices
+from shardkit.layout.internal import Operand, as_count, as_real, check_same_devices, normalize
 from shardkit.linalg._blockcyclic import (
     AnyMesh,
     SpecLike,
     axis_index,
-    check_matrix,
     dslice,
     make_plan,
+    matrix_layout,
+    matrix_operand,
     place,
     psum,
-    resolve,
 )
 from shardkit.linalg._dtype import as_inexact, common, real_dtype
 from shardkit.linalg._inputs import ArrayInput
 from shardkit.linalg._pad import choose, pad_matrix, pad_rows, unpad_rows
-from shardkit.linalg._partitioned import partitioned, unknown
+from shardkit.linalg._partitioned import partitioned
 
 __all__ = ["IterativeInfo", "bicgstab", "cg", "gmres"]
 
@@ -351,8 +351,8 @@ def _on_auto_layout(
         return lambda a, b, x: body(a, b, x, jnp.asarray(tol, rd), jnp.asarray(atol, rd))
 
     def program(mesh: Any, specs: tuple[PartitionSpec, ...], wish: Any) -> Any:
-        struct = jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(mesh, specs[0]))
-        m, p, rows, cols = resolve(cfg.method.value, struct, None, None, pad=True)
+        known = Operand(cfg.method.value, "a", shape, mesh, normalize(specs[0], 2), "concrete")
+        m, p, rows, cols = matrix_layout(known, pad=True)
         if any(shape[0] % math.prod(m.shape[ax] for ax in axes) for axes in (rows, cols)):
             p, rows, cols = PartitionSpec(), (), ()
         vec, rep = PartitionSpec(rows or None), PartitionSpec()
@@ -405,7 +405,8 @@ def _solve(
                 "use M=None or M='jacobi'"
             )
         a = as_inexact(where, "a", a)
-        n = check_matrix(where, a)[0]
+        op = matrix_operand(where, a, mesh, spec)
+        n = op.shape[0]
         dt = common(where, a.dtype, b)
         b = jnp.asarray(b).astype(dt)
         if b.shape != (n,):
@@ -416,10 +417,10 @@ def _solve(
         x = jnp.zeros_like(b) if x0 is None else _initial(where, x0, b).astype(dt)
         its = maxiter if maxiter is not None else 10 * n
         cfg = Krylov(method, int(its), int(restart), M == "jacobi")
-        if unknown(a, mesh, spec):
+        if op.unknown:
             x, status, k, res = _on_auto_layout(cfg, a.astype(dt), b, x, tol, atol)
             return x, IterativeInfo(status, k, res)
-        m, p, rows, cols = resolve(where, a, mesh, spec, pad=True)
+        m, p, rows, cols = matrix_layout(op, pad=True)
         prog = _matrix_program(cfg, m, p, rows, cols)
         vec = PartitionSpec(rows or None)
         nr = math.prod(m.shape[ax] for ax in rows)

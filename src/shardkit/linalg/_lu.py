@@ -42,8 +42,9 @@ public functions around it.
 
 A pivot with ``|u_jj| <= n * eps * max|a|`` marks the matrix (numerically) singular:
 eagerly :class:`~shardkit.linalg.SingularMatrixError` (a ``numpy.linalg.LinAlgError``)
-naming the column; under ``jax.jit`` ``return_status=True`` returns the status and
-otherwise the result is NaN-filled. An exactly zero pivot is skipped as LAPACK does,
+naming the column; under ``jax.jit`` ``f.with_status(...)`` (every public function
+here that can fail has it, e.g. ``solve.with_status(a, b)``) returns ``(result, status)``
+and otherwise the result is NaN-filled. An exactly zero pivot is skipped as LAPACK does,
 so the factorization itself never produces inf.
 
 Complex matrices are factored the same way (pivots by magnitude). An order ``n`` the
@@ -57,14 +58,14 @@ than ``a`` (``n = 999`` on 2x4: 1000, +16 KB in float64), listed by
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal, overload
+from typing import Any, TypeVar
 
 import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec
 
 from shardkit._programs import cached
-from shardkit.layout.internal import check_same_devices
+from shardkit.layout.internal import Operand, check_same_devices, operand
 from shardkit.linalg._blockcyclic import (
     DEFAULT_BLOCK,
     DEFAULT_STAGES,
@@ -76,6 +77,7 @@ from shardkit.linalg._blockcyclic import (
     dslice,
     local_tables,
     make_plan,
+    matrix_operand,
     place,
     psum,
 )
@@ -101,12 +103,22 @@ from shardkit.linalg._pad import (
     unpad_rows,
     user_status,
 )
-from shardkit.linalg._partitioned import on_layout, unknown
-from shardkit.linalg._status import Failure, Problem, finish, is_traced, succeeded
+from shardkit.linalg._partitioned import on_layout
+from shardkit.linalg._status import (
+    Checked,
+    Failure,
+    Problem,
+    checked,
+    is_traced,
+    reports_status,
+    succeeded,
+)
 from shardkit.linalg._triangular import substitute
 from shardkit.linalg._wide import replicated
 
 __all__ = ["LUFactors", "det", "inv", "lu", "lu_factor", "lu_solve", "slogdet", "solve"]
+
+_T = TypeVar("_T")
 
 
 @jax.tree_util.register_dataclass
@@ -163,19 +175,8 @@ def _factor_program(
     )
 
 
-def _factor(
-    where: str,
-    a: Any,
-    nb: int,
-    order: str,
-    mesh: AnyMesh | None,
-    spec: Any,
-    stages: int,
-    pivoting: str,
-    overwrite: bool = False,
-    *,
-    lookahead: bool = False,
-) -> LUFactors:
+def _check_options(where: str, pivoting: Any, lookahead: Any) -> None:
+    """The LU options every public function checks once, before anything runs."""
     if pivoting not in PIVOTING_NAMES:
         raise ValueError(
             f"{where}: pivoting={pivoting!r} is not one of {list(PIVOTING_NAMES)}; "
@@ -184,8 +185,21 @@ def _factor(
         )
     if not isinstance(lookahead, bool):
         raise TypeError(f"{where}: lookahead={lookahead!r} must be True or False")
-    a = as_inexact(where, "a", a)
-    m, p, plan, padding = square_plan(where, a, mesh, spec, nb, order)
+
+
+def _factor(
+    a: Any,
+    op: Operand,
+    nb: int,
+    order: str,
+    stages: int,
+    pivoting: str,
+    overwrite: bool = False,
+    *,
+    lookahead: bool = False,
+) -> LUFactors:
+    """The LU factors of the checked, inexact, placed-or-host matrix ``a`` (``op``)."""
+    m, p, plan, padding = square_plan(op, nb, order)
     # The border max|a| I keeps the singularity tolerance n eps max|a| that of a.
     diag = scale(a) if padding.size != padding.n else 1.0
     x = pad_matrix(a, padding, plan, m, p, diag)
@@ -201,8 +215,8 @@ Tail = Any  # (plan, mesh, spec) -> (fn(lu, perm, swaps, *rest), rest specs, out
 
 
 def _on_layout(
-    where: str,
     a: Any,
+    op: Operand,
     rest: tuple[Any, ...],
     tail: Tail,
     rule: str,
@@ -217,11 +231,6 @@ def _on_layout(
 
     Returns ``tail``'s outputs and the natural status; see :mod:`shardkit.linalg._partitioned`.
     """
-    if pivoting not in PIVOTING_NAMES or not isinstance(lookahead, bool):
-        # raises the error
-        _factor(where, a, nb, order, None, None, stages, pivoting, lookahead=lookahead)
-    if not jnp.issubdtype(a.dtype, jnp.inexact):
-        a = a.astype(jnp.result_type(float))
 
     def make(plan: Plan, m: AnyMesh, p: PartitionSpec) -> Any:
         fac = _factor_program(plan, m, p, int(stages), pivoting, lookahead).body  # type: ignore[arg-type]
@@ -233,7 +242,7 @@ def _on_layout(
 
         return local, (p, *rest_specs), (*out_specs, PartitionSpec())
 
-    return on_layout(where, a, (a, *rest), make, rule, nb=nb, order=order)
+    return on_layout(op, (a, *rest), make, rule, nb=nb, order=order)
 
 
 def _problem(where: str, f: LUFactors) -> Problem:
@@ -241,69 +250,14 @@ def _problem(where: str, f: LUFactors) -> Problem:
     return Problem(where, Failure.SINGULAR, (f.padding.n, f.padding.n), f.lu.dtype)
 
 
-def _finish_traced(
-    where: str, out: Any, status: jax.Array, a: Any, dtype: Any, return_status: bool
-) -> Any:
-    """:func:`finish` for the Auto-axes jit paths: always traced, a singular status."""
+def _traced_status(where: str, out: _T, status: jax.Array, a: Any, dtype: Any) -> Checked[_T]:
+    """The :class:`Checked` of the Auto-axes jit paths: always traced, a singular status."""
     problem = Problem(where, Failure.SINGULAR, tuple(a.shape), dtype)
-    return finish(problem, out, status, traced=True, return_status=return_status)
+    return checked(problem, out, status, traced=True)
 
 
-@overload
-def lu_factor(
-    a: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    order: Order = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    stages: int = ...,
-    pivoting: Pivoting = ...,
-    lookahead: bool = ...,
-    return_status: Literal[False] = ...,
-    check_finite: bool = ...,
-    overwrite_a: bool = ...,
-) -> LUFactors: ...
-
-
-@overload
-def lu_factor(
-    a: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    order: Order = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    stages: int = ...,
-    pivoting: Pivoting = ...,
-    lookahead: bool = ...,
-    return_status: Literal[True],
-    check_finite: bool = ...,
-    overwrite_a: bool = ...,
-) -> tuple[LUFactors, jax.Array]: ...
-
-
-@overload
-def lu_factor(
-    a: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    order: Order = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    stages: int = ...,
-    pivoting: Pivoting = ...,
-    lookahead: bool = ...,
-    return_status: bool = ...,
-    check_finite: bool = ...,
-    overwrite_a: bool = ...,
-) -> LUFactors | tuple[LUFactors, jax.Array]: ...
-
-
-def lu_factor(
+def _lu_factor(
+    want_status: bool,
     a: ArrayInput,
     /,
     *,
@@ -314,10 +268,9 @@ def lu_factor(
     stages: int = DEFAULT_STAGES,
     pivoting: Pivoting = "tournament",
     lookahead: bool = False,
-    return_status: bool = False,
     check_finite: bool = True,
     overwrite_a: bool = False,
-) -> LUFactors | tuple[LUFactors, jax.Array]:
+) -> Checked[LUFactors]:
     """Factor a sharded square matrix with pivoting over whole columns, keeping it distributed.
 
     Communication per panel: one ``(n/R) x nb`` all-reduce over the column axes
@@ -351,7 +304,6 @@ def lu_factor(
         panel's collectives can overlap the update. Same factors and communication;
         off by default: on simulated CPU devices sharing cores there is nothing to
         overlap, and it cost 20-35% more CPU time and a longer compile here.
-      return_status: also return the status (see the module docstring).
       overwrite_a: donate ``a``'s buffer to the factorization (as SciPy's
         ``overwrite_a``; eagerly only): the factors are written over it and ``a`` is
         deleted afterwards, which saves one share of ``a`` per device. When ``a`` is
@@ -362,7 +314,7 @@ def lu_factor(
         :mod:`shardkit.linalg._inputs`). ``False`` skips the check.
 
     Returns:
-      :class:`LUFactors` (and the status when ``return_status``).
+      :class:`LUFactors`; ``lu_factor.with_status(...)``: ``(factors, status)``.
 
     Raises:
       SingularMatrixError: eagerly, when a pivot is numerically zero.
@@ -378,6 +330,8 @@ def lu_factor(
       True
     """
     a = as_inexact("lu_factor", "a", a)
+    _check_options("lu_factor", pivoting, lookahead)
+    op = matrix_operand("lu_factor", a, mesh, spec)
     ok = require_finite("lu_factor", check_finite, a=a)
     a = gate(ok, a)
     if tuple(a.shape) == (0, 0):  # no layout holds it; lu_solve answers empty solutions
@@ -392,12 +346,12 @@ def lu_factor(
             None,
             Padding(0, 0, 1),
         )
-        return (f, f.status) if return_status else f
-    if unknown(a, mesh, spec):
+        return succeeded(f)
+    if op.unknown:
         rep = PartitionSpec()
         lu_, perm, swaps, status = _on_layout(
-            "lu_factor",
             a,
+            op,
             (),
             lambda plan, m, p: (lambda *f: f, (), (p, rep, rep)),
             "i j -> i j, k, , ",
@@ -411,22 +365,12 @@ def lu_factor(
         plan = make_plan(n, (), (), 1, 1, nb, "natural")
         f = LUFactors(lu_, perm, swaps, status, plan, None, None, Padding(n, n, 1))
     else:
-        f = _factor(
-            "lu_factor",
-            a,
-            nb,
-            order,
-            mesh,
-            spec,
-            stages,
-            pivoting,
-            overwrite_a,
-            lookahead=lookahead,
-        )
+        f = _factor(a, op, nb, order, stages, pivoting, overwrite_a, lookahead=lookahead)
     f = dataclasses.replace(f, lu=nan_unless(f.lu, ok))
-    if return_status:
-        return f, f.status
-    return finish(_problem("lu_factor", f), f, f.status, traced=is_traced(a), return_status=False)
+    return checked(_problem("lu_factor", f), f, f.status, traced=is_traced(a))
+
+
+lu_factor = reports_status(_lu_factor)
 
 
 @cached
@@ -485,14 +429,22 @@ def lu_solve(
         raise ValueError(
             f"lu_solve: trans={trans!r} is not one of [0, 1, 2] (a x = b, a^T x = b, a^H x = b)"
         )
-    plan, padding = factors.plan, factors.padding
+    n = factors.padding.n
     dt = common("lu_solve", factors.lu.dtype, b)
     ok = require_finite("lu_solve", check_finite, b=b)
     b = gate(ok, b)
-    empty = empty_solution("lu_solve", jnp.zeros((padding.n, padding.n)), b, dt)
+    empty = empty_solution("lu_solve", jnp.zeros((n, n)), b, dt)
     if empty is not None:
         return empty
-    b2, vec = as_rhs("lu_solve", b, padding.n, dt)
+    b2, vec = as_rhs("lu_solve", b, n, dt)
+    x = _lu_solve(factors, b2, trans)
+    return nan_unless(x[:, 0] if vec else x, ok)
+
+
+def _lu_solve(factors: LUFactors, b2: jax.Array, trans: int) -> jax.Array:
+    """``x`` of ``a x = b2`` (``trans``: see :func:`lu_solve`), unchecked: ``b2`` is
+    ``(n, nrhs)`` of the result's dtype. The core of every LU solve."""
+    plan, padding, dt = factors.plan, factors.padding, b2.dtype
     lu_ = factors.lu if factors.lu.dtype == dt else factors.lu.astype(dt)
     conj = trans == 2 and jnp.iscomplexobj(b2)
     # a^H x = b  <=>  a^T conj(x) = conj(b).
@@ -505,8 +457,7 @@ def lu_solve(
             return _solve_program(plan, m, p, bool(trans)).body, (p, rep, rep), (out,)
 
         (x,) = on_layout(
-            "lu_solve",
-            lu_,
+            operand("lu_solve", "factors.lu", lu_),
             (lu_, factors.perm, b2),
             make,
             "i j, k, l m -> i m",
@@ -517,65 +468,11 @@ def lu_solve(
         b2 = place(pad_rows(b2, padding, factors.mesh), factors.mesh, PartitionSpec())
         x = _solve_program(plan, factors.mesh, factors.spec, bool(trans))(lu_, factors.perm, b2)
         x = unpad_rows(x, padding, factors.mesh, plan.row_axes)
-    x = jnp.conj(x) if conj else x
-    return nan_unless(x[:, 0] if vec else x, ok)
+    return jnp.conj(x) if conj else x
 
 
-@overload
-def solve(
-    a: ArrayInput,
-    b: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    stages: int = ...,
-    pivoting: Pivoting = ...,
-    lookahead: bool = ...,
-    return_status: Literal[False] = ...,
-    check_finite: bool = ...,
-    overwrite_a: bool = ...,
-) -> jax.Array: ...
-
-
-@overload
-def solve(
-    a: ArrayInput,
-    b: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    stages: int = ...,
-    pivoting: Pivoting = ...,
-    lookahead: bool = ...,
-    return_status: Literal[True],
-    check_finite: bool = ...,
-    overwrite_a: bool = ...,
-) -> tuple[jax.Array, jax.Array]: ...
-
-
-@overload
-def solve(
-    a: ArrayInput,
-    b: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    stages: int = ...,
-    pivoting: Pivoting = ...,
-    lookahead: bool = ...,
-    return_status: bool = ...,
-    check_finite: bool = ...,
-    overwrite_a: bool = ...,
-) -> jax.Array | tuple[jax.Array, jax.Array]: ...
-
-
-def solve(
+def _solve(
+    want_status: bool,
     a: ArrayInput,
     b: ArrayInput,
     /,
@@ -586,10 +483,9 @@ def solve(
     stages: int = DEFAULT_STAGES,
     pivoting: Pivoting = "tournament",
     lookahead: bool = False,
-    return_status: bool = False,
     check_finite: bool = True,
     overwrite_a: bool = False,
-) -> jax.Array | tuple[jax.Array, jax.Array]:
+) -> Checked[jax.Array]:
     """Solve ``a x = b`` for sharded ``a``, like ``jnp.linalg.solve``, without gathering ``a``.
 
     :func:`lu_factor` (balanced block-cyclic order) then :func:`lu_solve`; see them for
@@ -623,8 +519,6 @@ def solve(
       stages: see :func:`lu_factor`.
       pivoting: ``"tournament"`` or ``"partial"``; see :func:`lu_factor`.
       lookahead: see :func:`lu_factor`.
-      return_status: return ``(x, status)``; status ``j + 1`` names the first
-        numerically zero pivot column ``j``.
       overwrite_a: donate ``a``'s buffer to the factorization (as SciPy's
         ``overwrite_a``; eagerly only): the factors are written over it and ``a`` is
         deleted afterwards, which saves one share of ``a`` per device. When ``a`` is
@@ -636,8 +530,9 @@ def solve(
 
     Returns:
       ``x`` with ``b``'s shape (rows sharded like ``a``'s rows; replicated when the mesh
-      does not divide ``n``); NaN-filled under ``jit`` for a singular ``a`` unless
-      ``return_status``.
+      does not divide ``n``); NaN-filled under ``jit`` for a singular ``a``.
+      ``solve.with_status(...)``: ``(x, status)``, status ``j + 1`` naming the first
+      numerically zero pivot column ``j`` (never raises, never NaN-fills for it).
 
     Raises:
       SingularMatrixError: eagerly, when ``a`` is numerically singular.
@@ -659,20 +554,21 @@ def solve(
       >>> shardkit.linalg.solve(shardkit.shard(np.zeros((32, 32)), m, "x,y"), np.ones(32), nb=8)
       Traceback (most recent call last):
       ...
-      shardkit.linalg.SingularMatrixError: solve: the matrix (shape=(32, 32), dtype=float64) is singular to working precision: no pivot in column 0 is larger than n * eps * max|a|. Check the input for dependent rows or columns; under jax.jit pass return_status=True to receive this status instead.
+      shardkit.linalg.SingularMatrixError: solve: the matrix (shape=(32, 32), dtype=float64) is singular to working precision: no pivot in column 0 is larger than n * eps * max|a|. Check the input for dependent rows or columns; under jax.jit call shardkit.linalg.solve.with_status(...) to receive this status instead.
     """
     a = as_inexact("solve", "a", a)
     dt = common("solve", a.dtype, b)  # a bad b fails before the factorization
+    _check_options("solve", pivoting, lookahead)
     check_same_devices("solve", {"a": a, "b": b}, mesh=mesh)
-    a, mesh, spec, g = regrid("solve", a, mesh, spec)
+    a, op, g = regrid(a, matrix_operand("solve", a, mesh, spec))
     b = rhs_to_grid(b, g)
     ok = require_finite("solve", check_finite, a=a, b=b)
     a, b = gate(ok, a), gate(ok, b)
     empty = empty_solution("solve", a, b, dt)
     if empty is not None:  # 0x0, or no right-hand sides: nothing to factor
-        return succeeded(empty, return_status)
-    if unknown(a, mesh, spec):
-        b2, vec = as_rhs("solve", b, int(a.shape[0]), dt)
+        return succeeded(empty)
+    b2, vec = as_rhs("solve", b, int(a.shape[0]), dt)
+    if op.unknown:
         a = a if a.dtype == dt else a.astype(dt)
 
         def tail(plan: Plan, m: AnyMesh, p: PartitionSpec) -> Any:
@@ -681,8 +577,8 @@ def solve(
             return (lambda lu_, perm, _, b: (sol(lu_, perm, b),)), (PartitionSpec(),), (out,)
 
         x, status = _on_layout(
-            "solve",
             a,
+            op,
             (b2,),
             tail,
             "i j, k l -> i l, ",
@@ -693,15 +589,14 @@ def solve(
             lookahead=lookahead,
         )
         x = nan_unless(x[:, 0] if vec else x, ok)
-        return _finish_traced("solve", x, status, a, x.dtype, return_status)
-    f = _factor(
-        "solve", a, nb, "cyclic", mesh, spec, stages, pivoting, overwrite_a, lookahead=lookahead
-    )
-    x = nan_unless(lu_solve(f, b, check_finite=False), ok)
-    out = finish(
-        _problem("solve", f), x, f.status, traced=is_traced(a, b), return_status=return_status
-    )
-    return home(out, g)
+        return _traced_status("solve", x, status, a, x.dtype)
+    f = _factor(a, op, nb, "cyclic", stages, pivoting, overwrite_a, lookahead=lookahead)
+    x = _lu_solve(f, b2, 0)
+    x = nan_unless(x[:, 0] if vec else x, ok)
+    return checked(_problem("solve", f), home(x, g), home(f.status, g), traced=is_traced(a, b))
+
+
+solve = reports_status(_solve)
 
 
 @cached
@@ -742,12 +637,13 @@ def _det_parts(
 ) -> tuple[jax.Array, jax.Array]:
     """``(sign, log|det a|)`` from the distributed LU; ``(1, 0)`` for a 0x0 ``a``."""
     a = as_inexact(where, "a", a)
-    a, mesh, spec, g = regrid(where, a, mesh, spec)
+    _check_options(where, pivoting, False)
+    a, op, g = regrid(a, matrix_operand(where, a, mesh, spec))
     ok = require_finite(where, check, a=a)
     a = gate(ok, a)
     if tuple(a.shape) == (0, 0):
         return jnp.ones((), a.dtype), jnp.zeros((), real_dtype(a.dtype))
-    if unknown(a, mesh, spec):
+    if op.unknown:
         rep = PartitionSpec()
 
         def tail(plan: Plan, m: AnyMesh, p: PartitionSpec) -> Any:
@@ -755,8 +651,8 @@ def _det_parts(
             return (lambda lu_, _, swaps: _sign_log(diag(lu_), swaps)), (), (rep, rep)
 
         sign, logabs, _ = _on_layout(
-            where,
             a,
+            op,
             (),
             tail,
             "i j -> , , ",
@@ -766,7 +662,7 @@ def _det_parts(
             pivoting=pivoting,
         )
     else:
-        f = _factor(where, a, nb, "cyclic", mesh, spec, DEFAULT_STAGES, pivoting)
+        f = _factor(a, op, nb, "cyclic", DEFAULT_STAGES, pivoting)
         sign, logabs = _sign_log(_u_diagonal(f), f.swaps)
     return home(nan_unless((sign, logabs), ok), g)
 
@@ -879,49 +775,8 @@ def slogdet(
     return _det_parts("slogdet", a, nb, mesh, spec, pivoting, check_finite)
 
 
-@overload
-def inv(
-    a: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    pivoting: Pivoting = ...,
-    return_status: Literal[False] = ...,
-    check_finite: bool = ...,
-) -> jax.Array: ...
-
-
-@overload
-def inv(
-    a: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    pivoting: Pivoting = ...,
-    return_status: Literal[True],
-    check_finite: bool = ...,
-) -> tuple[jax.Array, jax.Array]: ...
-
-
-@overload
-def inv(
-    a: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    pivoting: Pivoting = ...,
-    return_status: bool = ...,
-    check_finite: bool = ...,
-) -> jax.Array | tuple[jax.Array, jax.Array]: ...
-
-
-def inv(
+def _inv(
+    want_status: bool,
     a: ArrayInput,
     /,
     *,
@@ -929,9 +784,8 @@ def inv(
     mesh: AnyMesh | None = None,
     spec: SpecLike = None,
     pivoting: Pivoting = "tournament",
-    return_status: bool = False,
     check_finite: bool = True,
-) -> jax.Array | tuple[jax.Array, jax.Array]:
+) -> Checked[jax.Array]:
     """Inverse of sharded ``a``, like ``jnp.linalg.inv``: ``solve(a, I)``.
 
     Cost: the factorization as :func:`solve`, then ``n`` right-hand sides, which are
@@ -945,12 +799,12 @@ def inv(
       mesh: the mesh, when ``a`` does not carry it.
       spec: ``a``'s spec, likewise.
       pivoting: ``"tournament"`` or ``"partial"``; see :func:`lu_factor`.
-      return_status: return ``(inverse, status)``.
       check_finite: eagerly, raise ``ValueError`` when ``a`` holds an inf or NaN
         (SciPy's default); under ``jit`` NaN-fill the result instead.
 
     Returns:
-      The inverse, rows sharded like ``a``'s rows.
+      The inverse, rows sharded like ``a``'s rows; ``inv.with_status(...)``:
+      ``(inverse, status)``.
 
     Raises:
       SingularMatrixError: eagerly, when ``a`` is numerically singular.
@@ -962,13 +816,14 @@ def inv(
       True
     """
     a = as_inexact("inv", "a", a)
-    a, mesh, spec, g = regrid("inv", a, mesh, spec)
+    _check_options("inv", pivoting, False)
+    a, op, g = regrid(a, matrix_operand("inv", a, mesh, spec))
     ok = require_finite("inv", check_finite, a=a)
     a = gate(ok, a)
     if tuple(a.shape) == (0, 0):
         empty = jnp.zeros((0, 0), a.dtype)
-        return succeeded(empty, return_status)
-    if unknown(a, mesh, spec):
+        return succeeded(empty)
+    if op.unknown:
 
         def tail(plan: Plan, m: AnyMesh, p: PartitionSpec) -> Any:
             sol = _solve_program(plan, m, p, False).body
@@ -980,8 +835,8 @@ def inv(
             return fn, (), (out,)
 
         x, status = _on_layout(
-            "inv",
             a,
+            op,
             (),
             tail,
             "i j -> i k, ",
@@ -991,12 +846,14 @@ def inv(
             pivoting=pivoting,
         )
         x = nan_unless(x, ok)
-        return _finish_traced("inv", x, status, a, x.dtype, return_status)
-    f = _factor("inv", a, nb, "cyclic", mesh, spec, DEFAULT_STAGES, pivoting)
-    x = lu_solve(f, jnp.eye(f.padding.n, dtype=f.lu.dtype), check_finite=False)
+        return _traced_status("inv", x, status, a, x.dtype)
+    f = _factor(a, op, nb, "cyclic", DEFAULT_STAGES, pivoting)
+    x = _lu_solve(f, jnp.eye(f.padding.n, dtype=f.lu.dtype), 0)
     x = nan_unless(x, ok)
-    out = finish(_problem("inv", f), x, f.status, traced=is_traced(a), return_status=return_status)
-    return home(out, g)
+    return checked(_problem("inv", f), home(x, g), home(f.status, g), traced=is_traced(a))
+
+
+inv = reports_status(_inv)
 
 
 @cached
@@ -1019,52 +876,8 @@ def _plu_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec) -> Any:
     )
 
 
-@overload
-def lu(
-    a: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    pivoting: Pivoting = ...,
-    return_status: Literal[False] = ...,
-    check_finite: bool = ...,
-) -> tuple[jax.Array, jax.Array, jax.Array]: ...
-
-
-@overload
-def lu(
-    a: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    pivoting: Pivoting = ...,
-    return_status: Literal[True],
-    check_finite: bool = ...,
-) -> tuple[tuple[jax.Array, jax.Array, jax.Array], jax.Array]: ...
-
-
-@overload
-def lu(
-    a: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    pivoting: Pivoting = ...,
-    return_status: bool = ...,
-    check_finite: bool = ...,
-) -> (
-    tuple[jax.Array, jax.Array, jax.Array]
-    | tuple[tuple[jax.Array, jax.Array, jax.Array], jax.Array]
-): ...
-
-
-def lu(
+def _lu(
+    want_status: bool,
     a: ArrayInput,
     /,
     *,
@@ -1072,12 +885,8 @@ def lu(
     mesh: AnyMesh | None = None,
     spec: SpecLike = None,
     pivoting: Pivoting = "partial",
-    return_status: bool = False,
     check_finite: bool = True,
-) -> (
-    tuple[jax.Array, jax.Array, jax.Array]
-    | tuple[tuple[jax.Array, jax.Array, jax.Array], jax.Array]
-):
+) -> Checked[tuple[jax.Array, jax.Array, jax.Array]]:
     """``(p, l, u)`` with ``a = p @ l @ u``, like ``jax.scipy.linalg.lu``, all sharded like ``a``.
 
     Uses ``order="natural"`` so that the factors are exactly LAPACK's (partial pivoting
@@ -1101,12 +910,11 @@ def lu(
       spec: ``a``'s spec, likewise.
       pivoting: ``"partial"`` (LAPACK's factors) or ``"tournament"``; see
         :func:`lu_factor`.
-      return_status: return ``((p, l, u), status)``.
       check_finite: eagerly, raise ``ValueError`` when ``a`` holds an inf or NaN
         (SciPy's default); under ``jit`` NaN-fill the factors instead.
 
     Returns:
-      ``(p, l, u)``.
+      ``(p, l, u)``; ``lu.with_status(...)``: ``((p, l, u), status)``.
 
     Raises:
       SingularMatrixError: eagerly, when ``a`` is numerically singular.
@@ -1119,24 +927,26 @@ def lu(
       True
     """
     a = as_inexact("lu", "a", a)
+    _check_options("lu", pivoting, False)
     ok = require_finite("lu", check_finite, a=a)
     a = gate(ok, a)
     if tuple(a.shape) == (0, 0):
-        out = tuple(jnp.zeros((0, 0), a.dtype) for _ in range(3))
-        return succeeded(out, return_status)
-    if len(a.shape) == 2 and a.shape[0] != a.shape[1]:  # no distributed kernel: gathered
-        out = tuple(jax.scipy.linalg.lu(replicated("lu", a, mesh, spec)))
+        z = jnp.zeros((0, 0), a.dtype)
+        return succeeded((z, z, z))
+    op = matrix_operand("lu", a, mesh, spec, square=False)
+    if a.shape[0] != a.shape[1]:  # no distributed kernel: gathered
+        out = tuple(jax.scipy.linalg.lu(replicated(a, op)))
         out = nan_unless(out, ok)
-        return succeeded(out, return_status)
-    if unknown(a, mesh, spec):
+        return succeeded(out)
+    if op.unknown:
 
         def tail(plan: Plan, m: AnyMesh, p: PartitionSpec) -> Any:
             plu = _plu_program(plan, m, p).body
             return (lambda lu_, perm, _: plu(lu_, perm)), (), (p, p, p)
 
         *plu, status = _on_layout(
-            "lu",
             a,
+            op,
             (),
             tail,
             "i j -> i j, i j, i j, ",
@@ -1146,14 +956,15 @@ def lu(
             pivoting=pivoting,
         )
         plu = nan_unless(tuple(plu), ok)
-        return _finish_traced("lu", plu, status, a, plu[0].dtype, return_status)
-    f = _factor("lu", a, nb, "natural", mesh, spec, DEFAULT_STAGES, pivoting)
+        return _traced_status("lu", plu, status, a, plu[0].dtype)
+    f = _factor(a, op, nb, "natural", DEFAULT_STAGES, pivoting)
     m, p = f.mesh, f.spec
     assert m is not None
     assert p is not None
     out = _plu_program(f.plan, m, p)(f.lu, f.perm)
     out = tuple(unpad_matrix(x, f.padding, f.plan, m, p) for x in out)
     out = nan_unless(out, ok)
-    return finish(
-        _problem("lu", f), out, f.status, traced=is_traced(a), return_status=return_status
-    )
+    return checked(_problem("lu", f), out, f.status, traced=is_traced(a))
+
+
+lu = reports_status(_lu)

@@ -46,22 +46,24 @@ import numpy as np
 from jax.sharding import PartitionSpec
 
 from shardkit._programs import cached, cached_program, shard_jit
-from shardkit.layout.internal import padding_scope
+from shardkit.layout.internal import Operand, padding_scope
 from shardkit.linalg._blockcyclic import (
     AnyMesh,
     Plan,
     axis_index,
+    check_nb,
     check_order,
     make_plan,
+    matrix_layout,
     place,
     psum,
-    resolve,
 )
 
 __all__ = [
     "Padding",
     "choose",
     "cut",
+    "is_numpy",
     "pad_matrix",
     "pad_rows",
     "pad_tall",
@@ -140,26 +142,25 @@ def choose(n: int, nr: int, nc: int, nb: int | None) -> tuple[Padding, int]:
     return Padding(n, cells * blocks * nbp, cells), nbp
 
 
-def square_plan(
-    where: str, a: Any, mesh: AnyMesh | None, spec: Any, nb: int, order: str
-) -> tuple[AnyMesh, PartitionSpec, Plan, Padding]:
-    """The layout of square ``a``, its padding and the plan of the padded matrix.
+def square_plan(op: Operand, nb: int, order: str) -> tuple[AnyMesh, PartitionSpec, Plan, Padding]:
+    """The layout of the square matrix ``op``, its padding and the plan of the padded matrix.
 
     Raises:
       ValueError: a bad ``nb`` or ``order``, or an unknown layout.
     """
-    check_order(where, order)
-    if isinstance(nb, bool) or not isinstance(nb, int) or nb < 1:
-        raise ValueError(f"{where}: nb={nb!r} must be a positive int (block size)")
-    m, p, rows, cols = resolve(where, a, mesh, spec, pad=True)
+    check_order(op.where, order)
+    check_nb(op.where, nb)
+    m, p, rows, cols = matrix_layout(op, pad=True)
     nr = math.prod(m.shape[x] for x in rows)
     nc = math.prod(m.shape[x] for x in cols)
-    padding, nbp = choose(int(a.shape[0]), nr, nc, nb)
+    padding, nbp = choose(op.shape[0], nr, nc, nb)
     return m, p, make_plan(padding.size, rows, cols, nr, nc, nbp, order), padding
 
 
-def is_host(x: Any) -> bool:
-    """Whether ``x`` is host data (neither a ``jax.Array`` nor a tracer)."""
+def is_numpy(x: Any) -> bool:
+    """Whether ``x`` is NumPy data (neither a ``jax.Array`` nor a tracer), which the
+    padding builds with NumPy. Not where it lives: a one-device ``jax.Array`` is on no
+    mesh (:class:`~shardkit.layout.internal.Operand`'s ``"host"``) but not NumPy."""
     return not isinstance(x, jax.Array | jax_core.Tracer)
 
 
@@ -186,7 +187,7 @@ def on_replicas(fn: Any, key: tuple[Any, ...], mesh: AnyMesh, *xs: Any) -> Any:
 
 def scale(a: Any) -> Any:
     """``max |a|`` (1 for a zero matrix): the padded diagonal that leaves LU's tolerance alone."""
-    if is_host(a):
+    if is_numpy(a):
         s = float(np.max(np.abs(a), initial=0.0))
         return s if s > 0 else 1.0
     s = jnp.max(jnp.abs(a))
@@ -219,15 +220,15 @@ def pad_matrix(
     of ``size^2 / P`` elements). Otherwise ``a`` is padded whole before placing.
     """
     if padding.size == padding.n:
-        return place(jnp.asarray(a) if is_host(a) else a, mesh, spec)
+        return place(jnp.asarray(a) if is_numpy(a) else a, mesh, spec)
     padded = (padding.size, padding.size)
-    if padding.aligned and not is_host(a):
+    if padding.aligned and not is_numpy(a):
         d = place(jnp.asarray(diag, a.dtype), mesh, PartitionSpec())
         with padding_scope("matrix", tuple(a.shape), padded, a.dtype):
             return _pad_program(padding, plan, mesh, spec)(place(a, mesh, spec), d)
     pos = padding.positions()
     free = np.flatnonzero(padding.index() < 0)
-    if is_host(a) and is_host(diag):
+    if is_numpy(a) and is_numpy(diag):
         out = np.zeros((padding.size, padding.size), np.asarray(a).dtype)
         out[np.ix_(pos, pos)] = a
         out[free, free] = diag
@@ -249,7 +250,7 @@ def pad_rows(b: Any, padding: Padding, mesh: AnyMesh) -> Any:
     if padding.size == padding.n:
         return b
     pos = padding.positions()
-    if is_host(b):
+    if is_numpy(b):
         b = np.asarray(b)
         out = np.zeros((padding.size, *b.shape[1:]), b.dtype)
         out[pos] = b
@@ -401,7 +402,7 @@ def pad_tall(a: Any, big_pad: int, n_pad: int, diag: Any, mesh: AnyMesh) -> Any:
     """
     big, n = a.shape
     e = n_pad - n
-    if is_host(a) and is_host(diag):
+    if is_numpy(a) and is_numpy(diag):
         out = np.zeros((big_pad, n_pad), np.asarray(a).dtype)
         out[:big, :n] = a
         out[big + np.arange(e), n + np.arange(e)] = diag

@@ -24,10 +24,10 @@ import numpy as np
 from jax.experimental.custom_partitioning import custom_partitioning
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from shardkit.layout.internal import placement
-from shardkit.linalg._blockcyclic import check_matrix, plan_for
+from shardkit.layout.internal import Operand
+from shardkit.linalg._blockcyclic import plan_for
 
-__all__ = ["Program", "on_layout", "partitioned", "unknown"]
+__all__ = ["Program", "on_layout", "partitioned"]
 
 Program = Callable[
     [Mesh, tuple[PartitionSpec, ...], tuple[PartitionSpec, ...]],
@@ -83,48 +83,37 @@ def partitioned(
     return tuple(op(*operands))
 
 
-def unknown(a: Any, mesh: Any, spec: Any) -> bool:
-    """Whether ``a``'s layout is the partitioner's to decide (no ``mesh=``/``spec=`` given)."""
-    return mesh is None and spec is None and placement(a).how == "auto-traced"
-
-
 def on_layout(
-    where: str,
-    a: Any,
+    op: Operand,
     operands: Sequence[Any],
     make: Callable[[Any, Any, PartitionSpec], Program_],
     rule: str,
     *,
     nb: int,
     order: str,
-    square: bool = True,
-    layout: Callable[[Any], tuple[Any, PartitionSpec, Any]] | None = None,
+    layout: Callable[[Operand], tuple[Any, PartitionSpec, Any]] | None = None,
 ) -> tuple[Any, ...]:
-    """Run a block-cyclic operation on ``a`` (``operands[0]``) once its layout is known.
+    """Run a block-cyclic operation on the matrix ``op`` (``operands[0]``) once its layout is known.
 
     At partition time the layout eager calls would derive from ``a``'s sharding
     (:func:`~shardkit.linalg._blockcyclic.plan_for`, replicated -> the default split)
     gives the plan, and ``make(plan, mesh, spec)`` the per-shard program (its out specs a
     tuple); on one device the same program runs with a mesh axis of size one. ``layout`` replaces
-    ``plan_for`` (QR has its own).
+    ``plan_for`` (QR has its own). The partitioner's layout is recorded on ``op``
+    (:meth:`Operand.moved`), never resolved from an array again.
     """
-    check_matrix(where, a, square=square)
-    shape, dtype = tuple(a.shape), a.dtype
 
-    def resolve_layout(struct: Any) -> tuple[Any, PartitionSpec, Any]:
-        if layout is not None:
-            return layout(struct)
-        return plan_for(where, struct, None, None, nb, order)
+    def resolve_layout(mesh: Any, spec: PartitionSpec) -> tuple[Any, PartitionSpec, Any]:
+        known = op.moved(mesh, spec)
+        return layout(known) if layout is not None else plan_for(known, nb, order)
 
     def program(mesh: Mesh, specs: tuple[PartitionSpec, ...], wish: Any) -> Any:
-        struct = jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(mesh, specs[0]))
-        m, p, plan = resolve_layout(struct)
+        m, p, plan = resolve_layout(mesh, specs[0])
         return make(plan, m, p)
 
     def reference(*xs: Any) -> tuple[Any, ...]:
         mesh = Mesh(np.array(jax.devices()[:1]), ("_",))
-        struct = jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(mesh, PartitionSpec()))
-        m, p, plan = resolve_layout(struct)
+        m, p, plan = resolve_layout(mesh, PartitionSpec())
         fn, _, _ = make(plan, m, p)
         # vmap over a unit axis binds the mesh axis name without placing anything.
         out = jax.vmap(_as_tuple(fn), axis_name="_")(*(x[None] for x in xs))

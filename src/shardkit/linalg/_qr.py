@@ -52,7 +52,7 @@ diagonal; Householder's ``q`` stays orthonormal regardless, BCGS2's does not.
 
 **Memory per device** (Householder, square): the input's share, the block being
 reduced, ``q``'s and ``r``'s shares plus ``O(n nb)``; under ``jit`` without
-``return_status`` the NaN fill may cost one more share (``jnp.linalg.qr`` gathers the
+``qr.with_status`` the NaN fill may cost one more share (``jnp.linalg.qr`` gathers the
 matrix: 25 shares at ``n = 2048`` on 8 devices).
 
 **Rank deficiency and the condition limit of BCGS2.** With a stable panel QR, BCGS2
@@ -62,7 +62,7 @@ float32). Outside the TSQR layout (Householder or BCGS2) a numerically rank-defi
 ``a`` (a diagonal ``|r_jj| <= n * eps * max|r_jj|``, or NaN) is reported: eagerly
 :class:`RankDeficientError` (a
 :class:`~shardkit.linalg.SingularMatrixError`, hence a ``numpy.linalg.LinAlgError``)
-names the column; under ``jax.jit`` ``return_status=True`` returns the status (``0``,
+names the column; under ``jax.jit`` ``qr.with_status(...)`` returns the status (``0``,
 or ``j + 1`` for column ``j``), otherwise the results are NaN-filled. :func:`lstsq`
 answers such an ``a`` with NumPy's minimum-norm solution instead (see there).
 
@@ -84,16 +84,23 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Literal, overload
+from typing import Any, TypeVar
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 from jax.scipy.linalg import solve_triangular as _local_trsm
-from jax.sharding import NamedSharding, PartitionSpec
+from jax.sharding import PartitionSpec
 
 from shardkit._programs import cached
-from shardkit.layout.internal import check_same_devices, mesh_summary, spec_summary
+from shardkit.layout.internal import (
+    Operand,
+    check_same_devices,
+    mesh_summary,
+    normalize,
+    operand,
+    spec_summary,
+)
 from shardkit.linalg._blockcyclic import (
     AnyMesh,
     Plan,
@@ -103,24 +110,27 @@ from shardkit.linalg._blockcyclic import (
     axis_index,
     dslice,
     dupdate,
+    matrix_layout,
+    matrix_operand,
     on_owner,
     place,
     plan_for,
     psum,
-    resolve,
 )
 from shardkit.linalg._condest import inverse_condition
 from shardkit.linalg._dtype import as_inexact, common, real_dtype
 from shardkit.linalg._householder import householder_local
 from shardkit.linalg._inputs import ArrayInput, gate, nan_unless, require_finite, rhs_shape
 from shardkit.linalg._pad import cut, pad_tall, scale, tall_sizes
-from shardkit.linalg._partitioned import on_layout, unknown
+from shardkit.linalg._partitioned import on_layout
 from shardkit.linalg._status import (
+    Checked,
     Failure,
     Problem,
     RankDeficientError,
-    finish,
+    checked,
     is_traced,
+    reports_status,
     succeeded,
 )
 from shardkit.linalg._triangular import solve_triangular
@@ -128,6 +138,8 @@ from shardkit.linalg._triangular import triangular_program as _trsm_program
 from shardkit.linalg._wide import wide_lstsq, wide_qr
 
 __all__ = ["DEFAULT_PANEL", "MIN_NORM_GUARD", "RankDeficientError", "lstsq", "qr"]
+
+_T = TypeVar("_T")
 
 DEFAULT_PANEL = 64
 """Default panel width ``nb`` of the QR (rounded down to divide the local rows and columns)."""
@@ -187,15 +199,16 @@ class _Layout:
         return self.n // self.nr if self.r_spec[0] is not None else self.n
 
 
-def _layout(where: str, a: Any, mesh: AnyMesh | None, spec: Any, nb: Any) -> _Layout:
+def _layout(op: Operand, nb: Any) -> _Layout:
+    where = op.where
     if isinstance(nb, bool) or not isinstance(nb, int) or nb < 1:
         raise ValueError(
             f"{where}: nb={nb!r} is not a positive int; nb is the panel width of the "
             f"block Gram-Schmidt QR (default {DEFAULT_PANEL}, rounded down to divide the "
             "local column count)"
         )
-    m, p, rows, cols = resolve(where, a, mesh, spec, square=False, pad=True)
-    user = (int(a.shape[0]), int(a.shape[1]))
+    m, p, rows, cols = matrix_layout(op, pad=True)
+    user = (op.shape[0], op.shape[1])
     big, n = user
     nr = math.prod(m.shape[x] for x in rows)
     nc = math.prod(m.shape[x] for x in cols)
@@ -270,7 +283,7 @@ def _tsqr_program(lay: _Layout) -> Any:
     )
 
 
-def _rank_status(d: jax.Array, n: int) -> tuple[jax.Array, jax.Array]:
+def _diagonal_status(d: jax.Array, n: int) -> tuple[jax.Array, jax.Array]:
     """``(status, ratio)`` from ``r``'s diagonal ``d`` (replicated; see the module docstring).
 
     The status is ``j + 1`` for the first ``|r_jj| <= n * eps * max|r_jj|`` (or NaN),
@@ -298,7 +311,7 @@ def _house_local(a: jax.Array, lay: _Layout, fill: bool) -> tuple[jax.Array, ...
         r = dslice(r, (axis_index(lay.rows) * lay.r_rows, 0), (lay.r_rows, r.shape[1]))
     # r's consumers (lstsq's condition estimate: collectives) after q's loop: one chain.
     r = after(r, q)
-    status, ratio = _rank_status(out["diag"], lay.n)
+    status, ratio = _diagonal_status(out["diag"], lay.n)
     if fill:
         q, r = _nan_fill(status, q, r)
     return q, r, status, ratio
@@ -387,7 +400,7 @@ def _bcgs2_local(a: jax.Array, lay: _Layout, fill: bool) -> tuple[jax.Array, ...
 
     init = (a, jnp.zeros((nrl, k), dt), jnp.zeros((n,), dt))
     qa, rl, d = lax.fori_loop(jnp.int32(0), jnp.int32(n // nb), panel, init)
-    status, ratio = _rank_status(d, n)
+    status, ratio = _diagonal_status(d, n)
     if fill:
         qa, rl = _nan_fill(status, qa, rl)
     return qa, rl, status, ratio
@@ -417,22 +430,20 @@ def _factor(a: Any, lay: _Layout, fill: bool) -> tuple[jax.Array, ...]:
     return _factor_program(lay, fill)(x)
 
 
-def _on_layout(where: str, a: Any, rest: tuple[Any, ...], nb: int, make: Any, rule: str) -> Any:
+def _on_layout(a: Any, op: Operand, rest: tuple[Any, ...], nb: int, make: Any, rule: str) -> Any:
     """Auto mesh axes under ``jit``: ``make(lay)`` is the per-shard program (see _partitioned)."""
 
-    def layout(struct: Any) -> tuple[Any, PartitionSpec, _Layout]:
-        lay = _layout(where, struct, None, None, nb)
+    def layout(known: Operand) -> tuple[Any, PartitionSpec, _Layout]:
+        lay = _layout(known, nb)
         return lay.mesh, lay.spec, lay
 
     return on_layout(
-        where,
-        a,
+        op,
         (a, *rest),
         lambda lay, m, p: make(lay),
         rule,
         nb=nb,
         order="natural",
-        square=False,
         layout=layout,
     )
 
@@ -455,65 +466,25 @@ def _qr_local(lay: _Layout, fill: bool) -> Any:
     return local_factor, (lay.spec,), (lay.spec, lay.r_spec, rep)
 
 
-def _finish(
-    where: str, result: Any, status: jax.Array, a: Any, *, fill: bool, return_status: bool
-) -> Any:
-    """:func:`~shardkit.linalg._status.finish`, unless the program has NaN-filled already."""
-    if fill and not return_status:
-        return result
+def _rank_status(where: str, result: _T, status: jax.Array, a: Any, *, fill: bool) -> Checked[_T]:
+    """The :class:`Checked` of a BCGS2 result (``fill``: the program has NaN-filled it
+    already, the convention has nothing left to do)."""
+    if fill:
+        return Checked(result, status)
     problem = Problem(where, Failure.RANK_DEFICIENT, tuple(a.shape), a.dtype)
-    return finish(problem, result, status, traced=is_traced(status), return_status=return_status)
+    return checked(problem, result, status, traced=is_traced(status))
 
 
-@overload
-def qr(
-    a: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    return_status: Literal[False] = ...,
-    check_finite: bool = ...,
-) -> tuple[jax.Array, jax.Array]: ...
-
-
-@overload
-def qr(
-    a: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    return_status: Literal[True],
-    check_finite: bool = ...,
-) -> tuple[tuple[jax.Array, jax.Array], jax.Array]: ...
-
-
-@overload
-def qr(
-    a: ArrayInput,
-    /,
-    *,
-    nb: int = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    return_status: bool = ...,
-    check_finite: bool = ...,
-) -> tuple[jax.Array, jax.Array] | tuple[tuple[jax.Array, jax.Array], jax.Array]: ...
-
-
-def qr(
+def _qr(
+    want_status: bool,
     a: ArrayInput,
     /,
     *,
     nb: int = DEFAULT_PANEL,
     mesh: AnyMesh | None = None,
     spec: SpecLike = None,
-    return_status: bool = False,
     check_finite: bool = True,
-) -> tuple[jax.Array, jax.Array] | tuple[tuple[jax.Array, jax.Array], jax.Array]:
+) -> Checked[tuple[jax.Array, jax.Array]]:
     """Reduced QR ``a = q r`` of a sharded ``(M, n)`` matrix, like ``jnp.linalg.qr``.
 
     Blocked Householder QR with TSQR panels in ``a``'s own layout (see the module
@@ -540,8 +511,6 @@ def qr(
       mesh: the mesh, when ``a`` does not carry it (host data). Not needed under
         ``jit`` on Auto axes: the layout comes from the partitioner.
       spec: ``a``'s spec, likewise.
-      return_status: return ``((q, r), status)``; status ``j + 1`` names the first
-        numerically dependent column ``j`` (always ``0`` on the TSQR layout).
       check_finite: eagerly, raise ``ValueError`` when ``a`` holds an inf or NaN
         (SciPy's default); under ``jit`` NaN-fill ``q`` and ``r`` instead.
 
@@ -549,8 +518,9 @@ def qr(
       ``(q, r)``: ``q`` ``(M, n)`` sharded like ``a``; ``r`` ``(n, n)`` upper triangular,
       replicated on the TSQR layout, else sharded like ``a`` (rows replicated when the
       row split does not divide ``n``; replicated when ``a`` is padded). NaN-filled
-      under ``jit`` for a rank-deficient ``a`` (outside the TSQR layout) unless
-      ``return_status``.
+      under ``jit`` for a rank-deficient ``a`` (outside the TSQR layout).
+      ``qr.with_status(...)``: ``((q, r), status)``, status ``j + 1`` naming the first
+      numerically dependent column ``j`` (always ``0`` on the TSQR layout).
 
     Raises:
       RankDeficientError: eagerly, outside the TSQR layout, when ``a`` is numerically
@@ -575,33 +545,37 @@ def qr(
       >>> shardkit.linalg.qr(shardkit.shard(np.ones((32, 32)), m, "x,y"))
       Traceback (most recent call last):
       ...
-      shardkit.linalg.RankDeficientError: qr: a (shape=(32, 32), dtype=float64) is numerically rank deficient: |r_jj| of column 1 is at most n * eps * max|r_jj| (or NaN), so r is singular (and block Gram-Schmidt's q is not orthonormal). Check a for dependent columns, use lstsq for a minimum-norm solution, or the layout P(rows, None) with M / R >= n (its QR reports no rank); under jax.jit pass return_status=True to receive this status instead.
+      shardkit.linalg.RankDeficientError: qr: a (shape=(32, 32), dtype=float64) is numerically rank deficient: |r_jj| of column 1 is at most n * eps * max|r_jj| (or NaN), so r is singular (and block Gram-Schmidt's q is not orthonormal). Check a for dependent columns, use lstsq for a minimum-norm solution, or the layout P(rows, None) with M / R >= n (its QR reports no rank); under jax.jit call shardkit.linalg.qr.with_status(...) to receive this status instead.
     """
     a = as_inexact("qr", "a", a)
+    op = matrix_operand("qr", a, mesh, spec, square=False)
     ok = require_finite("qr", check_finite, a=a)
     a = gate(ok, a)
-    if len(a.shape) == 2 and a.shape[1] == 0:  # no columns: q (M, 0), r (0, 0)
+    if a.shape[1] == 0:  # no columns: q (M, 0), r (0, 0)
         out = (jnp.zeros((a.shape[0], 0), a.dtype), jnp.zeros((0, 0), a.dtype))
-        return succeeded(out, return_status)
-    if len(a.shape) == 2 and a.shape[0] < a.shape[1]:  # wide: SciPy's economic QR
-        out = jnp.linalg.qr(a) if unknown(a, mesh, spec) else wide_qr("qr", a, mesh, spec)
+        return succeeded(out)
+    if a.shape[0] < a.shape[1]:  # wide: SciPy's economic QR
+        out = jnp.linalg.qr(a) if op.unknown else wide_qr(a, op)
         out = nan_unless(tuple(out), ok)
-        return succeeded(out, return_status)
-    fill = is_traced(a) and not return_status
-    if unknown(a, mesh, spec):
+        return succeeded(out)
+    fill = is_traced(a) and not want_status
+    if op.unknown:
         # r's rows follow a's only when a is square (a rule ties equal lengths alone).
         rule = "i j -> i j, i j, " if a.shape[0] == a.shape[1] else "i j -> i j, k j, "
-        q, r, status = _on_layout("qr", a, (), nb, lambda lay: _qr_local(lay, fill), rule)
+        q, r, status = _on_layout(a, op, (), nb, lambda lay: _qr_local(lay, fill), rule)
         q, r = nan_unless((q, r), ok)
-        return _finish("qr", (q, r), status, a, fill=fill, return_status=return_status)
-    lay = _layout("qr", a, mesh, spec, nb)
+        return _rank_status("qr", (q, r), status, a, fill=fill)
+    lay = _layout(op, nb)
     q, r, status, _ = _factor(a, lay, fill)
     if lay.padded:
         big, n = lay.shape
         q = cut(q, lay.mesh, lay.spec, (big, n))
         r = cut(r, lay.mesh, PartitionSpec() if lay.tsqr else lay.r_spec, (n, n))
     q, r = nan_unless((q, r), ok)
-    return _finish("qr", (q, r), status, a, fill=fill, return_status=return_status)
+    return _rank_status("qr", (q, r), status, a, fill=fill)
+
+
+qr = reports_status(_qr)
 
 
 # ---- least squares ------------------------------------------------------------------
@@ -720,10 +694,8 @@ def _r_plan(lay: _Layout) -> Plan | None:
     """The natural-order plan of the sharded ``r`` (None when ``r`` is replicated)."""
     if all(e is None for e in lay.r_spec):
         return None
-    struct = jax.ShapeDtypeStruct(
-        (lay.n, lay.n), jnp.float32, sharding=NamedSharding(lay.mesh, lay.r_spec)
-    )
-    return plan_for("lstsq", struct, None, None, lay.nb, "natural")[2]
+    r = Operand("lstsq", "r", (lay.n, lay.n), lay.mesh, normalize(lay.r_spec, 2), "concrete")
+    return plan_for(r, lay.nb, "natural")[2]
 
 
 def _inverse_condition_local(lay: _Layout) -> Any:
@@ -832,52 +804,8 @@ _LstsqResult = tuple[jax.Array, jax.Array, jax.Array, jax.Array | None]
 """``(x, residuals, rank, s)``; ``s`` is None where no SVD is computed (see :func:`lstsq`)."""
 
 
-@overload
-def lstsq(
-    a: ArrayInput,
-    b: ArrayInput,
-    /,
-    *,
-    rcond: float | None = ...,
-    nb: int = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    return_status: Literal[False] = ...,
-    check_finite: bool = ...,
-) -> _LstsqResult: ...
-
-
-@overload
-def lstsq(
-    a: ArrayInput,
-    b: ArrayInput,
-    /,
-    *,
-    rcond: float | None = ...,
-    nb: int = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    return_status: Literal[True],
-    check_finite: bool = ...,
-) -> tuple[_LstsqResult, jax.Array]: ...
-
-
-@overload
-def lstsq(
-    a: ArrayInput,
-    b: ArrayInput,
-    /,
-    *,
-    rcond: float | None = ...,
-    nb: int = ...,
-    mesh: AnyMesh | None = ...,
-    spec: SpecLike = ...,
-    return_status: bool = ...,
-    check_finite: bool = ...,
-) -> _LstsqResult | tuple[_LstsqResult, jax.Array]: ...
-
-
-def lstsq(
+def _lstsq(
+    want_status: bool,
     a: ArrayInput,
     b: ArrayInput,
     /,
@@ -886,9 +814,8 @@ def lstsq(
     nb: int = DEFAULT_PANEL,
     mesh: AnyMesh | None = None,
     spec: SpecLike = None,
-    return_status: bool = False,
     check_finite: bool = True,
-) -> _LstsqResult | tuple[_LstsqResult, jax.Array]:
+) -> Checked[_LstsqResult]:
     """Least squares ``min ||a x - b||`` for sharded ``a``, like ``jnp.linalg.lstsq``.
 
     Through :func:`qr`. **Rank deficiency** is handled as ``numpy.linalg.lstsq`` handles
@@ -951,8 +878,6 @@ def lstsq(
       nb: the QR's panel width (see :func:`qr`).
       mesh: the mesh, when ``a`` does not carry it.
       spec: ``a``'s spec, likewise.
-      return_status: return ``((x, residuals, rank, s), status)``; the status is
-        always 0 (every rank is answered).
       check_finite: eagerly, raise ``ValueError`` when ``a`` or ``b`` holds an inf or
         NaN (SciPy's default); under ``jit`` NaN-fill the results instead.
 
@@ -994,6 +919,7 @@ def lstsq(
         raise ValueError(
             f"{where}: a.shape={tuple(a.shape)} is not a matrix; pass a of shape (m, n)"
         )
+    op = operand(where, "a", a, mesh=mesh, spec=spec)
     rhs_shape(where, b, int(a.shape[0]), tuple(a.shape))
     b = jnp.asarray(b).astype(dt)
     tol = float(max(a.shape) * jnp.finfo(a.dtype).eps) if rcond is None else float(rcond)
@@ -1003,55 +929,35 @@ def lstsq(
         res = jnp.sum(jnp.abs(b[:, None] if b.ndim == 1 else b) ** 2, axis=0)
         s = jnp.zeros((0,), real_dtype(dt))
         out = (x, res, jnp.zeros((), jnp.int32), s)
-        return succeeded(out, return_status)
-    if b.ndim == 2 and b.shape[1] == 0:  # rank and s still describe a
-        inner: Any = lstsq(  # one of lstsq's return types, by return_status
-            a,
-            jnp.zeros((a.shape[0],), dt),
-            rcond=rcond,
-            nb=nb,
-            mesh=mesh,
-            spec=spec,
-            return_status=return_status,
-            check_finite=False,
-        )
-        (x, res, rank, s), status = inner if return_status else (inner, jnp.zeros((), jnp.int32))
-        out = (jnp.zeros((a.shape[1], 0), dt), jnp.zeros((0,), res.dtype), rank, s)
-        return (out, status) if return_status else out
+        return succeeded(out)
+    none = b.ndim == 2 and b.shape[1] == 0  # rank and s still describe a
+    rhs = jnp.zeros((a.shape[0],), dt) if none else b
     if a.shape[0] < a.shape[1]:
-        out, status = _wide(where, a, b, tol, mesh, spec), jnp.zeros((), jnp.int32)
+        out, status = _wide(a, op, rhs, tol), jnp.zeros((), jnp.int32)
     else:
-        out, status = _lstsq(where, a, b, tol, nb, mesh, spec, return_status)
-    out = nan_unless(out, ok)
-    if return_status:
-        return out, status
-    return out
+        out, status = _tall_lstsq(a, op, rhs, tol, nb)
+    if none:
+        x, res, rank, s = out
+        out = (jnp.zeros((a.shape[1], 0), dt), jnp.zeros((0,), res.dtype), rank, s)
+    return Checked(nan_unless(out, ok), status)
 
 
-def _wide(
-    where: str, a: Any, b: jax.Array, tol: float, mesh: AnyMesh | None, spec: Any
-) -> tuple[jax.Array, ...]:
+lstsq = reports_status(_lstsq)
+
+
+def _wide(a: Any, op: Operand, b: jax.Array, tol: float) -> tuple[jax.Array, ...]:
     """:func:`lstsq` of a wide ``a``: the minimum-norm solution (see :mod:`._wide`)."""
     b2 = b[:, None] if b.ndim == 1 else b
-    if unknown(a, mesh, spec):  # Auto axes under jit: XLA's partitioner places it
+    if op.unknown:  # Auto axes under jit: XLA's partitioner places it
         x, _, rank, s = jnp.linalg.lstsq(a, b2, rcond=tol)
         res = jnp.sum(jnp.abs(a @ x - b2) ** 2, axis=0)
         rank = rank.astype(jnp.int32)
     else:
-        x, res, rank, s = wide_lstsq(where, a, b2, tol, mesh, spec)
+        x, res, rank, s = wide_lstsq(a, op, b2, tol)
     return (x[:, 0] if b.ndim == 1 else x, res, rank, s)
 
 
-def _lstsq(
-    where: str,
-    a: Any,
-    b: jax.Array,
-    tol: float,
-    nb: int,
-    mesh: AnyMesh | None,
-    spec: Any,
-    return_status: bool,
-) -> tuple[Any, jax.Array]:
+def _tall_lstsq(a: Any, op: Operand, b: jax.Array, tol: float, nb: int) -> tuple[Any, jax.Array]:
     """:func:`lstsq` on a non-empty problem: ``(x, residuals, rank, s)`` and the status.
 
     The status is always 0: every path answers a rank-deficient ``a`` with NumPy's
@@ -1059,17 +965,17 @@ def _lstsq(
     """
     b2 = b[:, None] if b.ndim == 1 else b
     ok = jnp.zeros((), jnp.int32)
-    if unknown(a, mesh, spec):
+    if op.unknown:
         x, res, _, rank = _on_layout(
-            where,
             a,
+            op,
             (b2,),
             nb,
             lambda lay: _lstsq_local(lay, tol),
             "i j, i k -> j k, k, , ",
         )
         return (x[:, 0] if b.ndim == 1 else x, res, rank, None), ok
-    lay = _layout(where, a, mesh, spec, nb)
+    lay = _layout(op, nb)
     if lay.padded:
         b2 = pad_tall(b2, lay.big, b2.shape[1], 0.0, lay.mesh)
     b2 = place(b2, lay.mesh, PartitionSpec(lay.spec[0], None))

@@ -43,7 +43,7 @@ import numpy as np
 from jax.sharding import PartitionSpec
 
 from shardkit._programs import cached
-from shardkit.layout.internal import check_spec_axes, entry_axes, is_traced, placement, to_pspec
+from shardkit.layout.internal import check_spec_axes, entry_axes, is_traced, operand, to_pspec
 from shardkit.linalg._blockcyclic import AnyMesh, after, place, psum
 from shardkit.linalg._dc import DC, base_size, eigh_local
 from shardkit.linalg._dtype import as_inexact
@@ -81,7 +81,7 @@ def _operand(
             f"{where}: a.shape={shape} is not square; {where} decomposes square (Hermitian) "
             "matrices. For a rectangular matrix use shardkit.linalg.svd."
         )
-    found = placement(a, mesh=mesh, spec=spec)
+    found = operand(where, "a", a, mesh=mesh, spec=spec)
     if found.mesh is None:
         raise ValueError(
             f"{where}: cannot tell where a (shape={shape}) lives: it is host data and no "

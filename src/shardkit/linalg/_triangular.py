@@ -31,6 +31,7 @@ from shardkit.linalg._blockcyclic import (
     dslice,
     dupdate,
     local_tables,
+    matrix_operand,
     place,
     psum,
     trsm,
@@ -46,7 +47,7 @@ from shardkit.linalg._inputs import (
     require_finite,
 )
 from shardkit.linalg._pad import pad_matrix, pad_rows, square_plan, unpad_rows
-from shardkit.linalg._partitioned import on_layout, unknown
+from shardkit.linalg._partitioned import on_layout
 
 __all__ = ["solve_triangular"]
 
@@ -203,16 +204,17 @@ def solve_triangular(
     a = as_inexact(where, "a", a)
     dt = common(where, a.dtype, b)
     check_same_devices(where, {"a": a, "b": b}, mesh=mesh)
+    op = matrix_operand(where, a, mesh, spec)
     empty = empty_solution(where, a, b, dt)
     if empty is not None:
         return empty
     ok = None
-    if check_finite and len(a.shape) == 2:
+    if check_finite:
         tri = referenced(a, lower=bool(lower), unit=bool(unit_diagonal))
         ok = require_finite(where, True, a=tri, b=b)
         a, b = gate(ok, a), gate(ok, b)
     # Auto axes inside jit: the partitioner gives the layout.
-    layout = None if unknown(a, mesh, spec) else square_plan(where, a, mesh, spec, nb, "natural")
+    layout = None if op.unknown else square_plan(op, nb, "natural")
     b2, vec = as_rhs(where, b, int(a.shape[0]), dt, tuple(a.shape))
     # op(a) = a^H: a^T conj(x) = conj(b).
     conj = trans in (2, "C") and jnp.iscomplexobj(b2)
@@ -225,7 +227,7 @@ def solve_triangular(
             return triangular_program(plan, m, p, *flags).body, (p, PartitionSpec()), (out,)
 
         a = a if a.dtype == dt else a.astype(dt)
-        (x,) = on_layout(where, a, (a, b2), make, "i j, k l -> i l", nb=nb, order="natural")
+        (x,) = on_layout(op, (a, b2), make, "i j, k l -> i l", nb=nb, order="natural")
         x = jnp.conj(x) if conj else x
         return nan_unless(x[:, 0] if vec else x, ok)
     m, p, plan, padding = layout

@@ -35,18 +35,25 @@ from jax import lax
 from jax.sharding import PartitionSpec
 
 from shardkit._programs import cached
-from shardkit.linalg._blockcyclic import AnyMesh, Spmd, axis_index, dslice, place, psum, resolve
+from shardkit.layout.internal import Operand
+from shardkit.linalg._blockcyclic import (
+    AnyMesh,
+    Spmd,
+    axis_index,
+    dslice,
+    matrix_layout,
+    place,
+    psum,
+)
 
 __all__ = ["replicated", "wide_lstsq", "wide_qr"]
 
 
-def replicated(where: str, a: Any, mesh: AnyMesh | None, spec: Any) -> Any:
+def replicated(a: Any, op: Operand) -> Any:
     """``a`` replicated on its mesh (one all-gather), or as is when it has no placement."""
-    try:
-        m, _, _, _ = resolve(where, a, mesh, spec, square=False, pad=True)
-    except ValueError:
+    if op.mesh is None or op.spec is None:
         return a  # no layout known (host data, or traced on Auto axes): XLA places it
-    return place(a, m, PartitionSpec())
+    return place(a, op.mesh, PartitionSpec())
 
 
 @cached
@@ -73,21 +80,19 @@ def _wide_program(
     return Spmd(body, mesh, (spec, rep), (PartitionSpec(cols or None, None), rep, rep, rep))
 
 
-def wide_lstsq(
-    where: str, a: Any, b2: jax.Array, rcond: float, mesh: AnyMesh | None, spec: Any
-) -> tuple[jax.Array, ...]:
+def wide_lstsq(a: Any, op: Operand, b2: jax.Array, rcond: float) -> tuple[jax.Array, ...]:
     """``(x, residuals, rank, s)`` for a wide ``a`` (``M < n``), ``x`` replicated.
 
     Sizes the mesh does not divide get zero rows and columns (they add zero singular
     values, cut from ``s``, and zero rows of ``x``, cut too).
     """
-    m, p, rows, cols = resolve(where, a, mesh, spec, square=False, pad=True)
+    m, p, rows, cols = matrix_layout(op, pad=True)
     nr = math.prod(m.shape[x] for x in rows)
     nc = math.prod(m.shape[x] for x in cols)
     big, n = int(a.shape[0]), int(a.shape[1])
     bp, npad = -(-big // nr) * nr, -(-n // nc) * nc
     if (bp, npad) != (big, n):
-        a = jnp.pad(replicated(where, a, m, p), ((0, bp - big), (0, npad - n)))
+        a = jnp.pad(place(a, m, PartitionSpec()), ((0, bp - big), (0, npad - n)))
         b2 = jnp.pad(b2, ((0, bp - big), (0, 0)))
     x, res, s, rank = _wide_program(m, p, rows, cols, rcond)(
         place(a, m, p), place(b2, m, PartitionSpec())
@@ -115,18 +120,17 @@ def _wide_qr_program(
     return Spmd(body, mesh, spec, (rep, PartitionSpec(None, cols or None)))
 
 
-def wide_qr(where: str, a: Any, mesh: AnyMesh | None, spec: Any) -> tuple[jax.Array, jax.Array]:
+def wide_qr(a: Any, op: Operand) -> tuple[jax.Array, jax.Array]:
     """``(q, r)`` of a wide ``a`` (``M < n``), as ``scipy.linalg.qr(a, mode="economic")``."""
-    try:
-        m, p, rows, cols = resolve(where, a, mesh, spec, square=False, pad=True)
-    except ValueError:  # no layout known: XLA places it
+    if op.mesh is None or op.spec is None:  # no layout known: XLA places it
         q, r = jnp.linalg.qr(a)
         return q, r
+    m, p, rows, cols = matrix_layout(op, pad=True)
     nr = math.prod(m.shape[x] for x in rows)
     nc = math.prod(m.shape[x] for x in cols)
     big, n = int(a.shape[0]), int(a.shape[1])
     if big % nr or n % nc:
-        q, r = jnp.linalg.qr(replicated(where, a, m, p))
+        q, r = jnp.linalg.qr(place(a, m, PartitionSpec()))
         return q, r
     q, r = _wide_qr_program(m, p, rows, cols, big)(place(a, m, p))
     return q, r

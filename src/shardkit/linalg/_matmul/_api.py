@@ -41,8 +41,8 @@ from shardkit.layout.internal import (
     is_traced,
     mesh_summary,
     normalize,
+    operand,
     parse_spec,
-    placement,
     spec_summary,
     to_pspec,
 )
@@ -258,8 +258,8 @@ def matmul(
         raise _shapes_error(a_shape, b_shape, "b's batch dims differ from a's")
     dtype = jnp.result_type(a.dtype, b.dtype)
     given = (None, None) if in_specs is None else in_specs
-    la = placement(a, mesh=mesh, spec=given[0])
-    lb = placement(b, mesh=mesh, spec=given[1])
+    la = operand("matmul", "a", a, mesh=mesh, spec=given[0])
+    lb = operand("matmul", "b", b, mesh=mesh, spec=given[1])
     if "auto-traced" in (la.how, lb.how) and (la.spec is None or lb.spec is None):
         # Auto axes under jit: the partitioner knows the layout, so it picks the program.
         if explain:

@@ -263,22 +263,89 @@ def test_implementation_modules_are_private(shardkit_modules):
     assert public_modules(shardkit_modules) == []
 
 
-LU_KERNEL = "shardkit.linalg._lu_kernel"
-MAX_KERNEL_LINES = 80
+MAX_FUNCTION_LINES = 80
+"""The longest a ``def`` may be, from its ``def`` line to its last, docstring excluded."""
+
+LONG_FUNCTIONS_ALLOWED = {
+    "shardkit.linalg._qr": "being rewritten (QR for speed)",
+    "shardkit.linalg._triangular": "being rewritten",
+    "shardkit.bench._calibrate": "being rewritten (bench records as dataclasses)",
+    "shardkit.bench._run_suites": "being rewritten (bench records as dataclasses)",
+}
+"""Modules whose long functions are tolerated for now, each with its reason."""
+
+
+def function_lines(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """A ``def``'s lines, from the ``def`` line to its last, less its docstring's."""
+    assert node.end_lineno is not None
+    lines = node.end_lineno - node.lineno + 1
+    first = node.body[0]
+    if (
+        isinstance(first, ast.Expr)
+        and isinstance(first.value, ast.Constant)
+        and isinstance(first.value.value, str)
+    ):
+        assert first.end_lineno is not None
+        lines -= first.end_lineno - first.lineno + 1
+    return lines
 
 
 def long_functions(source: Source, limit: int) -> list[str]:
     """Every ``def`` (nested ones included) of ``source`` longer than ``limit`` lines."""
     return [
-        f"{node.name} ({node.end_lineno - node.lineno + 1} lines)"  # type: ignore[operator]
+        f"{node.name} ({function_lines(node)} lines)"
         for node in ast.walk(source.tree)
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-        and node.end_lineno - node.lineno + 1 > limit  # type: ignore[operator]
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and function_lines(node) > limit
     ]
 
 
-def test_the_lu_kernel_has_no_long_function(shardkit_modules):
-    assert long_functions(shardkit_modules[LU_KERNEL], MAX_KERNEL_LINES) == []
+def test_no_function_is_longer_than_80_lines(shardkit_modules):
+    found = {
+        name: long
+        for name, source in shardkit_modules.items()
+        if name not in LONG_FUNCTIONS_ALLOWED
+        and (long := long_functions(source, MAX_FUNCTION_LINES))
+    }
+    assert found == {}
+
+
+def test_the_allowed_long_functions_are_in_modules_that_exist(shardkit_modules):
+    assert set(LONG_FUNCTIONS_ALLOWED) <= set(shardkit_modules)
+    assert all(reason for reason in LONG_FUNCTIONS_ALLOWED.values())
+
+
+def type_definitions(modules: Mapping[str, Source]) -> dict[str, list[str]]:
+    """``{name: modules defining it}`` for every module-level class and type alias.
+
+    A type alias is an assignment annotated ``TypeAlias``, or a plain assignment of a
+    ``CapWords`` name (``Shape = tuple[int, int]``; constants are ``UPPER_CASE``).
+    Underscored names are private to their module and left out.
+    """
+    found: dict[str, list[str]] = {}
+    for name, source in modules.items():
+        for node in source.tree.body:
+            defined = None
+            if isinstance(node, ast.ClassDef):
+                defined = node.name
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                if ast.unparse(node.annotation).endswith("TypeAlias"):
+                    defined = node.target.id
+            elif (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id[0].isupper()
+                and not node.targets[0].id.isupper()
+            ):
+                defined = node.targets[0].id
+            if defined is not None and not defined.startswith("_"):
+                found.setdefault(defined, []).append(name)
+    return found
+
+
+def test_each_type_name_is_defined_once(shardkit_modules):
+    twice = {n: where for n, where in type_definitions(shardkit_modules).items() if len(where) > 1}
+    assert twice == {}
 
 
 def _plant(tmp_path: Path, files: dict[str, str]) -> dict[str, Source]:
@@ -327,12 +394,14 @@ def test_checker_finds_planted_circle_through_a_function_import(planted):
 
 def test_checker_finds_planted_public_module_and_long_function(tmp_path):
     body = "\n".join(f"    x{i} = {i}" for i in range(81))
+    doc = '    """A docstring.\n\n    Of three lines."""\n'
+    short = "\n".join(f"    x{i} = {i}" for i in range(79))
     planted = _plant(
         tmp_path,
         {
             "pkg/__init__.py": "",
             "pkg/sub/__init__.py": "",
-            "pkg/sub/impl.py": f"def f():\n{body}\n",
+            "pkg/sub/impl.py": f"def f():\n{body}\n\n\ndef g():\n{doc}{short}\n",
             "pkg/sub/_ok.py": "",
             "pkg/sub/internal.py": "",
             "pkg/cli.py": "",
@@ -340,3 +409,24 @@ def test_checker_finds_planted_public_module_and_long_function(tmp_path):
     )
     assert public_modules(planted, root="pkg") == ["pkg.sub.impl"]
     assert long_functions(planted["pkg.sub.impl"], 80) == ["f (82 lines)"]
+    assert long_functions(planted["pkg.sub.impl"], 79) == ["f (82 lines)", "g (80 lines)"]
+
+
+def test_checker_finds_planted_type_names_defined_twice(tmp_path):
+    planted = _plant(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/a.py": "class Problem: ...\nShape = tuple[int, int]\nLIMIT = 3\n",
+            "pkg/b.py": (
+                "from typing import TypeAlias\n"
+                "Problem: TypeAlias = int\nclass _Private: ...\nLIMIT = 4\n"
+            ),
+            "pkg/c.py": "Shape = tuple[int, ...]\nclass _Private: ...\n",
+        },
+    )
+    found = type_definitions(planted)
+    assert {n: w for n, w in found.items() if len(w) > 1} == {
+        "Problem": ["pkg.a", "pkg.b"],
+        "Shape": ["pkg.a", "pkg.c"],
+    }

@@ -34,7 +34,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import NamedSharding, Sharding
+from jax.sharding import AxisType, NamedSharding, Sharding
 
 from shardkit._programs import cached
 from shardkit.layout.internal import check_placement, is_traced
@@ -44,25 +44,37 @@ __all__ = ["bernoulli", "normal", "randint", "uniform"]
 Sampler = Callable[..., jax.Array]
 
 
-def _normal(key: jax.Array, shape: tuple[int, ...], dtype: Any) -> jax.Array:
-    return jax.random.normal(key, shape, dtype)
+def _normal(key: jax.Array, shape: tuple[int, ...], dtype: Any, out: Any) -> jax.Array:
+    return jax.random.normal(key, shape, dtype, out_sharding=out)
 
 
 def _uniform(
-    key: jax.Array, shape: tuple[int, ...], dtype: Any, minval: jax.Array, maxval: jax.Array
+    key: jax.Array,
+    shape: tuple[int, ...],
+    dtype: Any,
+    out: Any,
+    minval: jax.Array,
+    maxval: jax.Array,
 ) -> jax.Array:
-    return jax.random.uniform(key, shape, dtype, minval, maxval)
+    return jax.random.uniform(key, shape, dtype, minval, maxval, out_sharding=out)
 
 
-def _bernoulli(key: jax.Array, shape: tuple[int, ...], dtype: Any, p: jax.Array) -> jax.Array:
+def _bernoulli(
+    key: jax.Array, shape: tuple[int, ...], dtype: Any, out: Any, p: jax.Array
+) -> jax.Array:
     del dtype
-    return jax.random.bernoulli(key, p, shape)
+    return jax.random.bernoulli(key, p, shape, out_sharding=out)
 
 
 def _randint(
-    key: jax.Array, shape: tuple[int, ...], dtype: Any, minval: jax.Array, maxval: jax.Array
+    key: jax.Array,
+    shape: tuple[int, ...],
+    dtype: Any,
+    out: Any,
+    minval: jax.Array,
+    maxval: jax.Array,
 ) -> jax.Array:
-    return jax.random.randint(key, shape, minval, maxval, dtype)
+    return jax.random.randint(key, shape, minval, maxval, dtype, out_sharding=out)
 
 
 _SAMPLERS: dict[str, Sampler] = {
@@ -76,9 +88,16 @@ _SAMPLERS: dict[str, Sampler] = {
 @cached
 def _jitted(name: str, shape: tuple[int, ...], dtype: Any, sharding: Sharding) -> Any:
     sampler = _SAMPLERS[name]
+    # On Explicit axes the draw's own type must carry the split: without out_sharding
+    # it is replicated by type, every device draws the whole array and out_shardings
+    # then slices it (inside a caller's jit, an all-gather). Auto axes take the
+    # out_shardings constraint, which the partitioner propagates into the draw.
+    mesh = getattr(sharding, "mesh", None)
+    explicit = mesh is not None and AxisType.Explicit in tuple(mesh.axis_types)
+    out = sharding if explicit else None
 
     def draw(key: jax.Array, *operands: jax.Array) -> jax.Array:
-        return sampler(key, shape, dtype, *operands)
+        return sampler(key, shape, dtype, out, *operands)
 
     draw.__name__ = f"shardkit_random_{name}"
     return jax.jit(draw, out_shardings=sharding)

@@ -9,7 +9,7 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 from shardkit.fft._plan import make_plan
-from shardkit.fft._problem import Problem
+from shardkit.fft._problem import FftProblem
 from shardkit.layout.internal import normalize as normalize_spec
 
 SIZES8 = {"x": 8}
@@ -20,7 +20,7 @@ def _plan(shape, spec, sizes, axes=None, **kw):  # type: ignore[no-untyped-def]
     axes = tuple(range(len(shape))) if axes is None else axes
     s = kw.pop("s", tuple(shape[a] for a in axes))
     name = "ifftn" if kw.pop("inverse", False) else "fftn"
-    return make_plan(Problem(name, shape, axes, s, **kw).placed(spec, sizes))
+    return make_plan(FftProblem(name, shape, axes, s, **kw).placed(spec, sizes))
 
 
 def test_slab_moves_once_to_the_next_axis() -> None:
@@ -98,14 +98,14 @@ def test_split_1d_array_is_not_implemented() -> None:
 
 
 def test_rfft_halved_axis_joins_the_cycle_only_when_divisible() -> None:
-    slab = make_plan(Problem("rfftn", (16, 16, 16), (0, 1, 2), (16,) * 3).placed(P("x"), SIZES8))
+    slab = make_plan(FftProblem("rfftn", (16, 16, 16), (0, 1, 2), (16,) * 3).placed(P("x"), SIZES8))
     assert (slab.all_to_alls, slab.out_spec, slab.out_shape) == (1, P(None, "x", None), (16, 16, 9))
     pencil = make_plan(
-        Problem("rfftn", (16, 16, 16), (0, 1, 2), (16,) * 3).placed(P("x", "y"), SIZES24)
+        FftProblem("rfftn", (16, 16, 16), (0, 1, 2), (16,) * 3).placed(P("x", "y"), SIZES24)
     )
     assert (pencil.out_spec, pencil.layout) == (P("x", "y", None), "natural")
     wide = make_plan(
-        Problem("rfftn", (16, 16, 14), (0, 1, 2), (16, 16, 14)).placed(P("x", "y"), SIZES24)
+        FftProblem("rfftn", (16, 16, 14), (0, 1, 2), (16, 16, 14)).placed(P("x", "y"), SIZES24)
     )
     assert (wide.all_to_alls, wide.out_spec) == (2, P(None, "x", "y"))
 
@@ -116,7 +116,7 @@ def test_plan_text_lists_steps() -> None:
 
 
 def test_r2c_with_only_the_halved_axis_free_pads_it() -> None:
-    p = make_plan(Problem("rfftn", (8, 8), (0, 1), (8, 8)).placed(P("x"), SIZES8))
+    p = make_plan(FftProblem("rfftn", (8, 8), (0, 1), (8, 8)).placed(P("x"), SIZES8))
     assert (p.all_to_alls, p.out_spec, p.out_shape) == (2, P("x", None), (8, 5))
     assert p.steps[1].pad == ((8, 5, 8),)
     assert p.steps[3].trim == ((8, 5, 8),)
@@ -125,7 +125,7 @@ def test_r2c_with_only_the_halved_axis_free_pads_it() -> None:
 def test_split_r2c_axis_with_a_split_neighbour_is_rejected_clearly() -> None:
     with pytest.raises(NotImplementedError, match=r"R2C axis 2 is split and the next"):
         make_plan(
-            Problem("rfftn", (8, 8, 8), (0, 1, 2), (8,) * 3).placed(P("x", None, "y"), SIZES24)
+            FftProblem("rfftn", (8, 8, 8), (0, 1, 2), (8,) * 3).placed(P("x", None, "y"), SIZES24)
         )
 
 
@@ -140,7 +140,9 @@ def test_no_layout_divides_is_reported_with_the_remedy() -> None:
     # The R2C axis holds the split and is halved to 5; 12 and 12 are not multiples of 8.
     with pytest.raises(ValueError, match=r"no output layout divides.*axis 2 \(now of length 5\)"):
         make_plan(
-            Problem("rfftn", (12, 12, 8), (0, 1, 2), (12, 12, 8)).placed(P(None, None, "x"), SIZES8)
+            FftProblem("rfftn", (12, 12, 8), (0, 1, 2), (12, 12, 8)).placed(
+                P(None, None, "x"), SIZES8
+            )
         )
 
 
@@ -170,10 +172,10 @@ def test_inverse_retraces_every_unpadded_forward_plan(
 
 def test_problem_is_one_hashable_description() -> None:
     # Spellings of the same split give equal problems (they key the cached programs).
-    a = Problem("ifftn", (16, 16, 16), (0, 1, 2), (16,) * 3).placed(P("x"), SIZES8)
-    b = Problem("ifftn", (16, 16, 16), (0, 1, 2), (16,) * 3).placed(P(("x",), None), SIZES8)
+    a = FftProblem("ifftn", (16, 16, 16), (0, 1, 2), (16,) * 3).placed(P("x"), SIZES8)
+    b = FftProblem("ifftn", (16, 16, 16), (0, 1, 2), (16,) * 3).placed(P(("x",), None), SIZES8)
     assert a == b
     assert len({a, b}) == 1
     assert (a.kind, a.inverse, a.spec, a.mesh) == ("c2c", True, (("x",), (), ()), (("x", 8),))
     assert make_plan(a) == make_plan(b)
-    assert Problem("rfftn", (8, 8), (0, 1), (8, 8)).kind == "r2c"
+    assert FftProblem("rfftn", (8, 8), (0, 1), (8, 8)).kind == "r2c"

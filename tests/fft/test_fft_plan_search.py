@@ -34,7 +34,7 @@ import pytest
 from _matrix import FULL
 from shardkit.fft._fourstep import FourStepPlan, planned
 from shardkit.fft._plan import FFTPlan
-from shardkit.fft._problem import PlanLayout, Problem
+from shardkit.fft._problem import FftProblem, PlanLayout
 from shardkit.layout.internal import normalize
 
 Groups = tuple[tuple[str, ...], ...]
@@ -43,13 +43,13 @@ LENGTHS = (4, 6, 8, 12, 16)
 NEW_LENGTHS = (None, 4, 7, 12, 14, 20)  # None: the axis keeps its length
 
 
-def _out_length(problem: Problem, axis: int, size: int) -> int:
+def _out_length(problem: FftProblem, axis: int, size: int) -> int:
     if problem.kind == "r2c" and axis == problem.axes[-1]:
         return size // 2 + 1
     return size
 
 
-def search(problem: Problem) -> tuple[dict[Groups, int], int | None]:
+def search(problem: FftProblem) -> tuple[dict[Groups, int], int | None]:
     """Every layout the search can return, with its fewest moves; and the fewest overall.
 
     Returns ``({layout: moves}, fewest)``; an empty mapping where no layout divides.
@@ -105,7 +105,7 @@ def search(problem: Problem) -> tuple[dict[Groups, int], int | None]:
     return found, min(found.values(), default=None)
 
 
-def replay(problem: Problem, plan_steps: Sequence) -> Groups:  # type: ignore[type-arg]
+def replay(problem: FftProblem, plan_steps: Sequence) -> Groups:  # type: ignore[type-arg]
     """The plan's steps in the search's model; fails on a step the model forbids."""
     sizes = problem.mesh_sizes
     groups = [tuple(a for a in e if sizes[a] > 1) for e in problem.spec]
@@ -133,7 +133,7 @@ def _specs(shape: tuple[int, ...], sizes: dict[str, int]) -> Iterator[tuple[tupl
                 yield tuple(spec)
 
 
-def _problem(rng: random.Random) -> tuple[Problem, PlanLayout]:
+def _problem(rng: random.Random) -> tuple[FftProblem, PlanLayout]:
     """One random problem of the grid: mesh, shape, spec, transform, ``axes=``, ``s=``."""
     sizes = rng.choice(MESHES)
     shape = tuple(rng.choice(LENGTHS) for _ in range(rng.randint(1, 3)))
@@ -145,10 +145,10 @@ def _problem(rng: random.Random) -> tuple[Problem, PlanLayout]:
     if name == "irfftn" and new[-1] is None:
         s[-1] = 2 * (shape[axes[-1]] - 1)
     layout: PlanLayout = rng.choice(("default", "natural"))
-    return Problem(name, shape, axes, tuple(s)).placed(spec, sizes), layout
+    return FftProblem(name, shape, axes, tuple(s)).placed(spec, sizes), layout
 
 
-def _sample() -> list[tuple[Problem, PlanLayout]]:
+def _sample() -> list[tuple[FftProblem, PlanLayout]]:
     """400 seeded problems by default, 20000 with ``SHARDKIT_FULL_TESTS=1``."""
     rng = random.Random(35)
     return [_problem(rng) for _ in range(20000 if FULL else 400)]
@@ -157,18 +157,18 @@ def _sample() -> list[tuple[Problem, PlanLayout]]:
 ISSUE_CASES = [
     # fftn of (12, 16) split P('x', 'y') on 2x4 with s=(4, 4), axes=(1, 0)
     (
-        Problem("fftn", (12, 16), (1, 0), (4, 4)).placed((("x",), ("y",)), {"x": 2, "y": 4}),
+        FftProblem("fftn", (12, 16), (1, 0), (4, 4)).placed((("x",), ("y",)), {"x": 2, "y": 4}),
         "default",
     ),
     # irfftn of (8, 8) split P('x', 'y') on 4x2, natural output (axis 1 becomes 14)
     (
-        Problem("irfftn", (8, 8), (0, 1), (8, 14)).placed((("x",), ("y",)), {"x": 4, "y": 2}),
+        FftProblem("irfftn", (8, 8), (0, 1), (8, 14)).placed((("x",), ("y",)), {"x": 4, "y": 2}),
         "natural",
     ),
 ]
 
 
-def check(problem: Problem, layout: PlanLayout) -> None:
+def check(problem: FftProblem, layout: PlanLayout) -> None:
     """Assert what the module docstring promises for ``problem`` in ``layout``."""
     problem = dataclasses.replace(problem, out_layout=layout)
     sizes = problem.mesh_sizes
@@ -199,7 +199,7 @@ def check(problem: Problem, layout: PlanLayout) -> None:
 
 
 @pytest.mark.parametrize(("problem", "layout"), ISSUE_CASES)
-def test_issue_cases_plan_with_even_output(problem: Problem, layout: PlanLayout) -> None:
+def test_issue_cases_plan_with_even_output(problem: FftProblem, layout: PlanLayout) -> None:
     check(problem, layout)
     plan = planned(dataclasses.replace(problem, out_layout=layout))
     assert normalize(plan.out_spec, 2) == (("x",), ("y",))
@@ -207,9 +207,9 @@ def test_issue_cases_plan_with_even_output(problem: Problem, layout: PlanLayout)
 
 def test_search_finds_what_divides() -> None:
     # The search itself: a 1-D split has nowhere to move; a slab has one move.
-    one_d = Problem("fftn", (16,), (0,), (16,)).placed((("x",),), {"x": 8})
+    one_d = FftProblem("fftn", (16,), (0,), (16,)).placed((("x",),), {"x": 8})
     assert search(one_d) == ({}, None)
-    slab = Problem("fftn", (16, 16), (0,), (16,)).placed((("x",), ()), {"x": 8})
+    slab = FftProblem("fftn", (16, 16), (0,), (16,)).placed((("x",), ()), {"x": 8})
     found, fewest = search(slab)
     assert fewest == 1
     assert found == {((), ("x",)): 1, (("x",), ()): 2}  # moved once; there and back
@@ -228,6 +228,6 @@ def test_planner_agrees_with_the_search() -> None:
 def test_natural_stops_once_the_split_is_home() -> None:
     # The split returns to axis 1 with the transforms; unwinding further only made a
     # round trip (2 more all_to_all) because the axis's length had changed.
-    p = Problem("rfftn", (4, 12), (0, 1), (4, 7), out_layout="natural")
+    p = FftProblem("rfftn", (4, 12), (0, 1), (4, 7), out_layout="natural")
     plan = planned(p.placed(((), ("y",)), {"x": 4, "y": 2}))
     assert (plan.all_to_alls, normalize(plan.out_spec, 2)) == (2, ((), ("y",)))

@@ -49,6 +49,7 @@ from shardkit.linalg import (
     solve,
     solve_triangular,
 )
+from shardkit.linalg._inputs import Trans
 from shardkit.linalg._pad import choose
 from shardkit.testing import assert_close, tolerance
 
@@ -140,7 +141,8 @@ def test_lu_family_matches_scipy(case: tuple[Any, ...]) -> None:
     assert_backward(a_np, solve(a, b, **kw), b, "solve")
     f = lu_factor(a, **kw)
     assert f.padding.n == n
-    for trans, op in ((0, a_np), (1, a_np.T), (2, a_np.conj().T)):
+    cases: list[tuple[Trans, np.ndarray]] = [(0, a_np), (1, a_np.T), (2, a_np.conj().T)]
+    for trans, op in cases:
         assert_backward(op, lu_solve(f, b, trans=trans), b, f"lu_solve trans={trans}")
     rtol = 50 * n * tolerance(dt)[0]
     d_ref = np.linalg.det(a_np.astype(np.complex128))

@@ -32,6 +32,7 @@ from shardkit.linalg import (
     solve,
     to_block_cyclic,
 )
+from shardkit.linalg._inputs import Trans
 from shardkit.linalg._lu_kernel import BULK_SCOPE, _panel_permutation
 from shardkit.testing import assert_close
 
@@ -391,3 +392,30 @@ def test_with_status_and_the_deprecated_keyword() -> None:
     assert "want_status" not in params
     assert solve.__name__ == "solve"
     assert "with_status" in (solve.__doc__ or "")
+
+
+def test_one_option_vocabulary() -> None:
+    # The same options with the same names and types across the LU family: order= and
+    # stages= wherever a factorization runs, trans= as in solve_triangular.
+    m = make_mesh("8")
+    a_np = np.random.default_rng(3).standard_normal((16, 16)) + 4 * np.eye(16)
+    a = shard(a_np, m, "x,None")
+    b = np.arange(16.0)
+    for order in ("cyclic", "natural"):
+        np.testing.assert_allclose(
+            a_np @ np.asarray(solve(a, b, nb=4, order=order, stages=2)), b, atol=1e-10
+        )
+        np.testing.assert_allclose(
+            float(det(a, nb=4, order=order, stages=2)), np.linalg.det(a_np), rtol=1e-10
+        )
+        np.testing.assert_allclose(
+            np.asarray(inv(a, nb=4, order=order, stages=2)), np.linalg.inv(a_np), atol=1e-10
+        )
+    f = lu_factor(a, nb=4)
+    cases: list[tuple[Trans, np.ndarray]] = [(1, a_np.T), ("T", a_np.T), ("N", a_np), ("C", a_np.T)]
+    for trans, op in cases:
+        np.testing.assert_allclose(op @ np.asarray(lu_solve(f, b, trans=trans)), b, atol=1e-10)
+    with pytest.raises(ValueError, match=r"trans='X' is not one of"):
+        lu_solve(f, b, trans="X")  # pyright: ignore[reportArgumentType]
+    with pytest.raises(ValueError, match=r"order='bad'"):
+        solve(a, b, order="bad")  # pyright: ignore[reportArgumentType]

@@ -12,7 +12,7 @@ from jax.sharding import PartitionSpec as P
 from shardkit.inspect import INTERCONNECTS, comms
 from shardkit.layout import mesh
 from shardkit.layout.internal import normalize
-from shardkit.linalg.internal import ALGORITHMS, Problem, enumerate_variants, price
+from shardkit.linalg.internal import ALGORITHMS, MatmulProblem, enumerate_variants, price
 from shardkit.plan import ChainPlan, candidate_specs, matmul_chain
 from shardkit.testing import assert_close
 
@@ -29,7 +29,7 @@ def _steps(sizes_t, sa_shape, sb_shape, sa, sb, target):  # type: ignore[no-unty
     """Every (comm time, working bytes) of every variant: no pruning, unlike the planner."""
     sizes = dict(sizes_t)
     norm = lambda p: tuple(tuple(a for a in e if sizes[a] > 1) for e in normalize(p, 2))  # noqa: E731
-    pb = Problem(norm(sa), norm(sb), sa_shape[0], sa_shape[1], sb_shape[1], sizes_t, 4)
+    pb = MatmulProblem(norm(sa), norm(sb), sa_shape[0], sa_shape[1], sb_shape[1], sizes_t, 4)
     variants, _ = enumerate_variants(pb, tuple(ALGORITHMS))
     inputs = _block(sa_shape, sa, sizes) + _block(sb_shape, sb, sizes)
     out = []

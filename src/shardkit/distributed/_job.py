@@ -105,7 +105,7 @@ class Rank:
 
 
 @dataclasses.dataclass(frozen=True)
-class Outcome:
+class JobOutcome:
     """Why supervision ended: the cause and the job's exit status (maybe not yet known)."""
 
     kind: Literal["success", "failed", "raised", "early", "timeout"]
@@ -169,7 +169,7 @@ class Job:
                 rank.code = exit_code(returncode)
                 rank.ended_at = now
 
-    def supervise(self, deadline: float | None) -> Outcome:
+    def supervise(self, deadline: float | None) -> JobOutcome:
         """Follows the job until it succeeds, a rank fails, or time runs out."""
         while True:
             self.pump(POLL_SECONDS)
@@ -178,7 +178,7 @@ class Job:
             joined = [r for r in self.ranks if r.joined]
             if not failed:
                 if all(r.code == 0 for r in self.ranks):
-                    return Outcome("success")
+                    return JobOutcome("success")
                 if joined and all(r.exiting is not None for r in joined):
                     # Everyone is at its exit: JAX's shutdown barrier completes at once.
                     for r in joined:
@@ -193,7 +193,7 @@ class Job:
                 cause = min(suspects, key=lambda r: (_blame(r), _seen(r)))
                 settled = now - min(map(_seen, suspects)) > _SETTLE_SECONDS
                 if _blame(cause) == 0 or settled:
-                    return Outcome("raised" if cause.alive else "failed", cause)
+                    return JobOutcome("raised" if cause.alive else "failed", cause)
                 continue
             early = [
                 (r.exiting_since if r.alive else r.ended_at, r)
@@ -204,9 +204,9 @@ class Job:
             if early:
                 since, first = min(early, key=lambda pair: pair[0])
                 if now - since > first.window:
-                    return Outcome("early", first)
+                    return JobOutcome("early", first)
             if deadline is not None and now > deadline:
-                return Outcome("timeout")
+                return JobOutcome("timeout")
 
     def end(self, grace_seconds: float) -> list[int]:
         """Ends every rank still running; returns the ranks it had to stop.
@@ -260,7 +260,7 @@ def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
         os.killpg(proc.pid, sig)
 
 
-def summary(outcome: Outcome, stopped: list[int], job: Job, timeout: float | None) -> str | None:
+def summary(outcome: JobOutcome, stopped: list[int], job: Job, timeout: float | None) -> str | None:
     """The launcher's one line about how the job ended (None: nothing to say)."""
     tail = f"; stopped {ranks_text(sorted(stopped))}" if stopped else ""
     if outcome.kind == "timeout":

@@ -262,31 +262,7 @@ def launch(
       0
     """
     args = _check_command(command)
-    _check_int(
-        "num_processes", num_processes, 1, "start at least one process (e.g. num_processes=2)"
-    )
-    _check_int(
-        "devices_per_process",
-        devices_per_process,
-        1,
-        "every process needs at least one CPU device (e.g. devices_per_process=4)",
-    )
-    if port is not None:
-        _check_int("port", port, 1, "pass a port in 1..65535 or port=None to pick a free one")
-        if port > 65535:
-            raise _launch_error(f"port={port} must be at most 65535; or pass port=None")
-    for name, value in (("grace_seconds", grace_seconds), ("timeout_seconds", timeout_seconds)):
-        if isinstance(value, bool) or not isinstance(value, int | float | None):
-            raise TypeError(
-                f"launch(): {name} takes a number of seconds, got {name}={value!r} "
-                f"({type(value).__name__})"
-            )
-    if not isinstance(verbose, bool):
-        raise TypeError(f"launch(): verbose takes a bool, got verbose={verbose!r}")
-    if not grace_seconds >= 0:
-        raise _launch_error(f"grace_seconds={grace_seconds} must be >= 0")
-    if timeout_seconds is not None and not timeout_seconds > 0:
-        raise _launch_error(f"timeout_seconds={timeout_seconds} must be > 0, or None for no limit")
+    _check_launch(num_processes, devices_per_process, port, grace_seconds, timeout_seconds, verbose)
 
     coordinator = f"{_HOST}:{port if port is not None else _free_port()}"
     base_env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
@@ -337,9 +313,45 @@ def launch(
             watchdog.close()
 
 
+def _check_launch(
+    num_processes: int,
+    devices_per_process: int,
+    port: int | None,
+    grace_seconds: float,
+    timeout_seconds: float | None,
+    verbose: bool,
+) -> None:
+    """:func:`launch`'s options other than ``command``, each named with its remedy."""
+    _check_int(
+        "num_processes", num_processes, 1, "start at least one process (e.g. num_processes=2)"
+    )
+    _check_int(
+        "devices_per_process",
+        devices_per_process,
+        1,
+        "every process needs at least one CPU device (e.g. devices_per_process=4)",
+    )
+    if port is not None:
+        _check_int("port", port, 1, "pass a port in 1..65535 or port=None to pick a free one")
+        if port > 65535:
+            raise _launch_error(f"port={port} must be at most 65535; or pass port=None")
+    for name, value in (("grace_seconds", grace_seconds), ("timeout_seconds", timeout_seconds)):
+        if isinstance(value, bool) or not isinstance(value, int | float | None):
+            raise TypeError(
+                f"launch(): {name} takes a number of seconds, got {name}={value!r} "
+                f"({type(value).__name__})"
+            )
+    if not isinstance(verbose, bool):
+        raise TypeError(f"launch(): verbose takes a bool, got verbose={verbose!r}")
+    if not grace_seconds >= 0:
+        raise _launch_error(f"grace_seconds={grace_seconds} must be >= 0")
+    if timeout_seconds is not None and not timeout_seconds > 0:
+        raise _launch_error(f"timeout_seconds={timeout_seconds} must be > 0, or None for no limit")
+
+
 def _report(
     job: _job.Job,
-    outcome: _job.Outcome,
+    outcome: _job.JobOutcome,
     stopped: list[int],
     timeout_seconds: float | None,
     num_processes: int,

@@ -35,11 +35,11 @@ from shardkit.fft._partition import apply, check_traced
 from shardkit.fft._plan import FFTPlan
 from shardkit.fft._problem import (
     KINDS,
+    FftProblem,
     InLayout,
     Kind,
-    Layout,
     Name,
-    Problem,
+    OutLayout,
     is_name,
     transposed_order,
     unpermute,
@@ -111,7 +111,7 @@ def _normalize_sizes(
     return tuple(sizes)
 
 
-def _auto_route(problem: Problem, arr: jax.Array) -> tuple[Route, Any]:
+def _auto_route(problem: FftProblem, arr: jax.Array) -> tuple[Route, Any]:
     """The Auto-axes route (see :mod:`~shardkit.fft._route`) and the mesh it was chosen for.
 
     Non-float inputs are cast as ``jnp.fft`` casts them.
@@ -157,10 +157,10 @@ def _describe(
     s: Sequence[int] | None,
     axes: Sequence[int] | None,
     norm: str | None,
-    out_layout: Layout,
+    out_layout: OutLayout,
     in_layout: InLayout,
-) -> Problem:
-    """The one :class:`~shardkit.fft._problem.Problem` of a public call (axes and ``s`` checked).
+) -> FftProblem:
+    """The one :class:`~shardkit.fft._problem.FftProblem` of a public call (axes and ``s`` checked).
 
     ``stored`` is the input array's shape; with ``in_layout="transposed"`` its
     transformed axes are rolled (see :func:`~shardkit.fft._problem.transposed_order`)
@@ -171,7 +171,7 @@ def _describe(
     in_order = roll if in_layout == "transposed" else ()
     shape = unpermute(stored, in_order)
     sizes = _normalize_sizes(name, KINDS[name][0], shape, s, axes_t)
-    return Problem(
+    return FftProblem(
         name,
         shape,
         axes_t,
@@ -183,7 +183,7 @@ def _describe(
     )
 
 
-def _reference(problem: Problem, arr: jax.Array) -> jax.Array:
+def _reference(problem: FftProblem, arr: jax.Array) -> jax.Array:
     """``jnp.fft``'s transform, for inputs on one device (in the problem's axis orders)."""
     return problem.stored_reference(arr, norm=problem.norm)
 
@@ -198,7 +198,7 @@ def transform(
     s: Sequence[int] | None,
     axes: Sequence[int] | None,
     norm: str | None,
-    out_layout: Layout,
+    out_layout: OutLayout,
     in_layout: InLayout = "natural",
 ) -> jax.Array:
     """Run transform ``name`` (``fftn``, ``ifftn``, ``rfftn``, ``irfftn``) on ``x``."""
@@ -239,7 +239,7 @@ def plan(
     s: Sequence[int] | None = None,
     axes: Sequence[int] | None = None,
     norm: str | None = None,
-    out_layout: Layout = "default",
+    out_layout: OutLayout = "default",
     in_layout: InLayout = "natural",
     chunks: int | None = None,
 ) -> FFTPlan:
@@ -304,7 +304,7 @@ def plan(
     return _checked_plan("plan", problem, p_spec, mesh)
 
 
-def _checked_plan(where: str, problem: Problem, spec: PartitionSpec, mesh: Mesh) -> FFTPlan:
+def _checked_plan(where: str, problem: FftProblem, spec: PartitionSpec, mesh: Mesh) -> FFTPlan:
     """Check ``problem``'s input fits ``spec`` on ``mesh`` (errors name ``where``), then plan."""
     check_placement(where, problem.in_shape, spec, mesh)
     placed = problem.placed(spec, dict(mesh.shape))

@@ -41,7 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from shardkit.fft._plan import FFTPlan, make_plan
-from shardkit.fft._problem import Problem
+from shardkit.fft._problem import FftProblem
 from shardkit.fft._steps import Step
 from shardkit.layout.internal import to_pspec as _to_spec
 
@@ -85,7 +85,7 @@ def _factor(n: int, parts: int) -> int | None:
     return min(options, key=lambda d: abs(math.log(d / math.sqrt(n)))) if options else None
 
 
-def four_step_plan(problem: Problem, /) -> FourStepPlan | None:
+def four_step_plan(problem: FftProblem, /) -> FourStepPlan | None:
     """The four-step plan for a transform of one split axis, or ``None`` if none fits.
 
     Fits a C2C transform when one axis is transformed, to its own length, split
@@ -154,7 +154,7 @@ def four_step_plan(problem: Problem, /) -> FourStepPlan | None:
 
 
 def planned(
-    problem: Problem, /, *, ctx: str = "", out_target: Sequence[tuple[str, ...]] | None = None
+    problem: FftProblem, /, *, ctx: str = "", out_target: Sequence[tuple[str, ...]] | None = None
 ) -> FFTPlan:
     """:func:`~shardkit.fft._plan.make_plan`, or the four-step plan where no axis can take the split.
 

@@ -8,7 +8,7 @@ moves).
 
 ``custom_partitioning`` itself has no differentiation, transposition or batching
 rules, so it is hidden behind a JAX primitive, ``shardkit_fft``, whose parameter is
-an :class:`Op` (the transform's :class:`~shardkit.fft._problem.Problem`, the input
+an :class:`Op` (the transform's :class:`~shardkit.fft._problem.FftProblem`, the input
 dtype, and whether it is the transpose). The transform is linear, which fixes every rule:
 
 * JVP: the tangent goes through the same primitive (``ad.deflinear2``), so
@@ -75,7 +75,7 @@ from shardkit._programs import cached
 from shardkit.fft._compat import require_devices_during_lowering
 from shardkit.fft._fourstep import planned
 from shardkit.fft._plan import FFTPlan
-from shardkit.fft._problem import PlanLayout, Problem, unpermute
+from shardkit.fft._problem import FftProblem, PlanLayout, unpermute
 from shardkit.layout.internal import every_split, mesh_summary, normalize, spec_summary, to_pspec
 
 __all__ = ["Op", "apply", "auto_layout", "check_traced", "default_cycle"]
@@ -99,7 +99,7 @@ class Op:
         :func:`_shares`).
     """
 
-    problem: Problem
+    problem: FftProblem
     in_dtype: str
     cycle: tuple[int, ...] = ()
     transposed: bool = False
@@ -247,14 +247,14 @@ class Op:
         return tuple(stored_out.index(dest[a]) for a in (t.in_order or range(len(dest))))
 
 
-def _cycle(problem: Problem, half: int, devices: int) -> list[int]:
+def _cycle(problem: FftProblem, half: int, devices: int) -> list[int]:
     """The transformed axes that pass splits round (the plan's cycle; see ``_plan``)."""
     if problem.kind == "c2c" or half % devices == 0:
         return sorted(problem.axes)
     return sorted(problem.axes[:-1])
 
 
-def auto_layout(problem: Problem, mesh: Any) -> tuple[PlanLayout, tuple[int, ...]]:
+def auto_layout(problem: FftProblem, mesh: Any) -> tuple[PlanLayout, tuple[int, ...]]:
     """The layout an Auto-axes op promises the partitioner before the split is known.
 
     The Shardy rule is fixed while tracing, when only the mesh is known (``mesh``:
@@ -279,7 +279,7 @@ def auto_layout(problem: Problem, mesh: Any) -> tuple[PlanLayout, tuple[int, ...
     return "default", cycle
 
 
-def default_cycle(problem: Problem, mesh: Any) -> tuple[int, ...]:
+def default_cycle(problem: FftProblem, mesh: Any) -> tuple[int, ...]:
     """The axes whose splits the default layout moves round on ``mesh`` (``()``: none)."""
     devices = math.prod(mesh.axis_sizes)
     if devices == 1:
@@ -287,7 +287,7 @@ def default_cycle(problem: Problem, mesh: Any) -> tuple[int, ...]:
     return tuple(_cycle(problem, _lengths(problem)[problem.axes[-1]], devices))
 
 
-def _lengths(problem: Problem) -> dict[int, int]:
+def _lengths(problem: FftProblem) -> dict[int, int]:
     """The transformed axes' lengths in the cycle (an R2C axis halved, a C2R one as stored)."""
     axes, sizes = problem.axes, problem.sizes
     lengths = dict(zip(axes, sizes, strict=True))

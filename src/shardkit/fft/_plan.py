@@ -53,12 +53,13 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import NamedTuple
 
 import jax
 import numpy as np
 from jax.sharding import PartitionSpec
 
-from shardkit.fft._problem import Problem, permute
+from shardkit.fft._problem import FftProblem, permute
 from shardkit.fft._steps import LocalOp, Pad, Step
 from shardkit.fft._transpose import run_steps
 from shardkit.layout.internal import to_pspec as _to_spec
@@ -225,7 +226,7 @@ class _Builder:
     axis ``d``, outermost first, each with the length it cut and its padded length.
     """
 
-    def __init__(self, problem: Problem, ctx: str) -> None:
+    def __init__(self, problem: FftProblem, ctx: str) -> None:
         self.where, self.ctx = problem.name, ctx
         self.shape = list(problem.shape)
         self.sizes: Mapping[str, int] = problem.mesh_sizes
@@ -424,8 +425,277 @@ def _padded_output_error(b: _Builder, asked: str) -> ValueError:
     )
 
 
+@dataclass(frozen=True, eq=False)
+class _Walk:
+    """What every step of one plan reads; built once per plan, before any move.
+
+    Attributes:
+      problem: the transform.
+      b: the builder, the one mutable part: each move and transform appends to it.
+      want: the transformed length of each transformed axis.
+      step_op: the local complex transform (``"fft"`` or ``"ifft"``).
+      real_axis: the R2C/C2R axis (the last transformed one), or None.
+      complex_axes: the other transformed axes, in the order given.
+      direction: ``1`` (a split passes to the next axis) or ``-1`` (the previous one).
+      decomposition: ``"local"``, ``"slab"`` or ``"pencil"`` (of the input).
+    """
+
+    problem: FftProblem
+    b: _Builder
+    want: dict[int, int]
+    step_op: LocalOp
+    real_axis: int | None
+    complex_axes: tuple[int, ...]
+    direction: int
+    decomposition: str
+
+    def unsplit_spare(self, cycle: Sequence[int]) -> list[int]:
+        """Untransformed axes outside ``cycle`` that are unsplit and longer than 1."""
+        b, axes = self.b, self.problem.axes
+        return [
+            u
+            for u in range(len(b.shape))
+            if u not in axes and u not in cycle and not b.split(u) and b.shape[u] > 1
+        ]
+
+
+class _Cycle(NamedTuple):
+    """The walk's loop state.
+
+    Attributes:
+      axes: the axes a split passes around (sorted; borrowed axes join it).
+      pending: split transformed axes still to hand their split on and transform.
+      natural: whether the plan ends by moving back to the input's layout.
+    """
+
+    axes: tuple[int, ...]
+    pending: tuple[int, ...]
+    natural: bool
+
+
+def _start(problem: FftProblem, ctx: str) -> tuple[_Walk, _Cycle]:
+    """The plan's :class:`_Walk` and the loop state before any move."""
+    axes, kind = problem.axes, problem.kind
+    b = _Builder(problem, ctx or f"array shape={problem.shape}")
+    want = dict(zip(axes, problem.sizes, strict=True))
+    real_axis = axes[-1] if kind != "c2c" else None
+    complex_axes = tuple(a for a in axes if a != real_axis)
+    groups = math.prod(b.parts(a) for a in axes)
+    cycle = sorted(complex_axes)
+    if real_axis is not None:
+        half = want[real_axis] // 2 + 1
+        if half % groups == 0 or (kind == "c2r" and b.split(real_axis)):
+            cycle = sorted([*cycle, real_axis])
+    split = len([a for a in axes if b.split(a)])
+    walk = _Walk(
+        problem,
+        b,
+        want,
+        "ifft" if problem.inverse else "fft",
+        real_axis,
+        complex_axes,
+        -1 if (problem.inverse or kind == "c2r") else 1,
+        {0: "local", 1: "slab"}.get(split, "pencil"),
+    )
+    pending = tuple(a for a in complex_axes if b.split(a))
+    return walk, _Cycle(tuple(cycle), pending, problem.out_layout == "natural")
+
+
+def _r2c_first(w: _Walk, st: _Cycle, real: int) -> _Cycle:
+    """R2C: a split on the real axis moves on (to a spare axis if need be); then ``rfft``."""
+    b, pending = w.b, list(st.pending)
+    if b.split(real):
+        ring = sorted([*st.axes, real]) if real not in st.axes else list(st.axes)
+        nxt = ring[(ring.index(real) + 1) % len(ring)]
+        if nxt == real or b.split(nxt):
+            # Borrow an untransformed axis, as fftn does; the split stays there.
+            spare = [u for u in w.unsplit_spare(()) if b.can_receive(u, b.spec[real])]
+            if not spare:
+                raise _r2c_split_error(w, real, nxt)
+            nxt = spare[0]
+        b.move(real, nxt)
+        if nxt not in pending and nxt in w.complex_axes:
+            pending.append(nxt)
+    b.transform("rfft", [real], [w.want[real]])
+    return st._replace(pending=tuple(pending))
+
+
+def _r2c_split_error(w: _Walk, real: int, nxt: int) -> NotImplementedError:
+    half, devices = w.want[real] // 2 + 1, w.b.parts(real)
+    why = (
+        f"the next transformed axis ({nxt}) is split too"
+        if nxt != real
+        else "it is the only transformed axis"
+        if half % devices == 0
+        else f"it is the only transformed axis (its {half} = n//2+1 outputs "
+        f"cannot be split over {devices} devices either: JAX has no "
+        "uneven sharding, so there is no four-step R2C transform)"
+    )
+    return NotImplementedError(
+        f"{w.problem.name}: {w.b.ctx}: the R2C axis {real} is split and {why}; "
+        "no untransformed axis is unsplit and divisible by its devices, so "
+        "no axis can take its split before the real transform. Leave the "
+        "last transformed axis unsplit, or use fftn on a complex input."
+    )
+
+
+def _next_of(w: _Walk, cycle: Sequence[int], d: int) -> int:
+    return cycle[(cycle.index(d) + w.direction) % len(cycle)]
+
+
+def _receiver(w: _Walk, cycle: Sequence[int], d: int) -> int:
+    """The next axis, or one further on that takes ``d``'s split without padding.
+
+    Only unsplit axes up to the next split one are candidates: that keeps the
+    inverse transform's walk back (the other way round) landing on ``d``.
+    """
+    k, n = cycle.index(d), len(cycle)
+    for u in (cycle[(k + w.direction * i) % n] for i in range(1, n)):
+        if w.b.split(u):
+            break
+        if w.b.can_receive(u, w.b.spec[d]):
+            return u
+    return _next_of(w, cycle, d)
+
+
+def _done(w: _Walk, st: _Cycle, d: int) -> _Cycle:
+    """Axis ``d`` has handed its split on: transform it (when complex) and drop it."""
+    pending = list(st.pending)
+    pending.remove(d)
+    if d in w.complex_axes:
+        w.b.transform(w.step_op, [d], [w.want[d]])
+    return st._replace(pending=tuple(pending))
+
+
+def _walk_step(w: _Walk, st: _Cycle) -> _Cycle:
+    """One step of the walk: a pending axis hands its split on, or the cycle grows."""
+    b, cycle = w.b, st.axes
+    order = sorted(st.pending, reverse=w.direction > 0)
+    ready = [d for d in order if d in cycle and not b.split(_receiver(w, cycle, d))]
+    ready = [d for d in ready if _receiver(w, cycle, d) != d]
+    if ready:
+        d = ready[0]
+        b.move(d, _receiver(w, cycle, d))
+        return _done(w, st, d)
+    st = st._replace(natural=True)
+    d = order[0]
+    borrow = w.unsplit_spare(cycle)
+    fits = [u for u in borrow if b.can_receive(u, b.spec[d])] or borrow
+    if fits:
+        return st._replace(axes=tuple(sorted([*cycle, fits[0]])))
+    target = _next_of(w, cycle, d) if d in cycle else d
+    if target == d and w.real_axis is not None and w.real_axis not in cycle:
+        # The halved axis is the only one left: it takes the split, padded.
+        return st._replace(axes=tuple(sorted([*cycle, w.real_axis])))
+    if target == d:
+        raise _stuck_error(w, d)
+    b.move(d, target)
+    return _done(w, st, d)
+
+
+def _stuck_error(w: _Walk, d: int) -> NotImplementedError:
+    """No axis can take split axis ``d``'s split."""
+    name, b, real = w.problem.name, w.b, w.real_axis
+    if real is not None and w.problem.kind == "c2r":
+        m = b.shape[real]
+        return NotImplementedError(
+            f"{name}: {b.ctx}: the C2R axis {d} (length {m}) is split and no other "
+            "axis can take its split, so it needs the four-step C2R transform, which "
+            f"needs the real length n = 2 * {m} = {2 * m} (numpy then zero-pads the "
+            f"Nyquist term; n={w.want[real]} was asked) and the square of the device "
+            f"count ({b.parts(d) ** 2}) to divide {m}. Pass n={2 * m} (s=), choose "
+            "such a length, add or split another axis, or use ifftn."
+        )
+    if real is not None:
+        return NotImplementedError(
+            f"{name}: {b.ctx}: axis {d} is split and the only axis that could take its "
+            f"split is the halved R2C axis {real} (length {w.want[real] // 2 + 1}), "
+            "which the mesh does not divide. Choose a real length n whose n//2+1 the "
+            "mesh divides (s=...), add or split another axis, or use fftn."
+        )
+    devices = b.parts(d)
+    return NotImplementedError(
+        f"{name}: {b.ctx}: axis {d} is split over {devices} devices and no other "
+        "axis can take its split, so it needs the four-step FFT, which needs the "
+        f"square of the device count ({devices**2}) to divide the transformed "
+        f"length ({w.want.get(d, b.shape[d])}) and no other split axis. Choose such "
+        "a length (s=/n=), split fewer devices, or replicate the array."
+    )
+
+
+def _c2r_last(w: _Walk, st: _Cycle, real: int) -> None:
+    """C2R: a split that landed on the real axis moves on once more; then ``irfft``."""
+    b = w.b
+    if b.split(real):
+        dest = _next_of(w, st.axes, real)
+        if b.split(dest):
+            raise NotImplementedError(
+                f"{w.problem.name}: {b.ctx}: the C2R axis {real} ends up split and axis "
+                f"{dest} cannot take its split. Leave axis {real} unsplit or use "
+                "out_layout='natural'."
+            )
+        b.move(real, dest)
+    b.transform("irfft", [real], [w.want[real]])
+
+
+def _walk(w: _Walk, st: _Cycle) -> _Cycle:
+    """Every transform and move, from the input's layout to where the transforms end."""
+    kind, real = w.problem.kind, w.real_axis
+    if kind == "r2c" and real is not None:
+        st = _r2c_first(w, st, real)
+    if kind == "c2r" and real is not None and w.b.split(real):
+        st = st._replace(pending=(*st.pending, real))
+    free = [a for a in w.complex_axes if not w.b.split(a)]
+    w.b.transform(w.step_op, free, [w.want[a] for a in free])
+    while st.pending:
+        st = _walk_step(w, st)
+    if kind == "c2r" and real is not None:
+        _c2r_last(w, st, real)
+    return st
+
+
+def _unwound(b: _Builder, natural: bool, out_layout: str) -> _Builder:
+    """``b`` moved back towards the input's layout when the plan asks or pads its output."""
+    if natural:
+        back = copy.deepcopy(b)
+        back.unwind()
+        if back.padded() and out_layout != "natural":
+            # The way back ends padded (a split R2C axis, now halved): keep the
+            # first layout on it that divides, as the default layout promises.
+            b.unwind(until_divisible=True)
+            return b
+        return back
+    if b.padded():
+        back = copy.deepcopy(b)
+        back.unwind()
+        if back.padded():  # e.g. a split R2C axis now halved: stop where it divides
+            b.unwind(until_divisible=True)
+            return b
+        return back
+    return b
+
+
+def _settled(
+    end: _Builder, b: _Builder, out_layout: str, out_target: Sequence[tuple[str, ...]] | None
+) -> _Builder:
+    """The output layout: ``b`` unless it is padded or ``out_target`` is reachable from ``end``."""
+    natural_groups = tuple(tuple(a for a, _, _ in lv) for lv in end.start)
+    if b.padded():
+        # Neither the way back nor the layout reached divides (a length changed by
+        # ``s`` under a stacked or whole-mesh split): move from where the
+        # transforms ended to the nearest layout that does, if any.
+        path = _nearest_even(end, natural_groups if out_layout == "natural" else None)
+        if path is None:
+            raise _padded_output_error(b, out_layout)
+        b = _moved(copy.deepcopy(end), path)
+    if out_target is not None and tuple(b.spec) != tuple(out_target):
+        path = _nearest_even(end, tuple(tuple(e) for e in out_target))
+        b = b if path is None else _moved(copy.deepcopy(end), path)
+    return b
+
+
 def make_plan(
-    problem: Problem, /, *, ctx: str = "", out_target: Sequence[tuple[str, ...]] | None = None
+    problem: FftProblem, /, *, ctx: str = "", out_target: Sequence[tuple[str, ...]] | None = None
 ) -> FFTPlan:
     """Plan ``problem``: its input split as ``problem.spec``, transformed along its ``axes``.
 
@@ -443,6 +713,10 @@ def make_plan(
     padding (the inverse then retraces its moves); a padded forward plan returns
     ``x``'s layout itself, and its inverse from there may choose another one.
 
+    The walk is flat functions around one :class:`_Walk` and the loop state
+    :class:`_Cycle`: :func:`_walk` runs the transforms and moves, :func:`_unwound`
+    and :func:`_settled` pick the output layout.
+
     Raises:
       ValueError: the output layout would split an axis the mesh does not divide
         (a length changed by ``s`` on a split axis; the message names the axis and
@@ -450,192 +724,20 @@ def make_plan(
       NotImplementedError: a 1-D array split along its only axis (no axis to receive
         the split); an R2C axis that is split when no transformed axis is free.
     """
-    name, shape, axes, kind = problem.name, problem.shape, problem.axes, problem.kind
-    inverse, out_layout, entries = problem.inverse, problem.out_layout, problem.spec
-    rank = len(shape)
-    b = _Builder(problem, ctx or f"array shape={shape}")
-    want = dict(zip(axes, problem.sizes, strict=True))
-    step_op: LocalOp = "ifft" if inverse else "fft"
-    real_axis = axes[-1] if kind != "c2c" else None
-    complex_axes = [a for a in axes if a != real_axis]
-    direction = -1 if (inverse or kind == "c2r") else 1
-    groups = math.prod(b.parts(a) for a in axes)
-    cycle = sorted(complex_axes)
-    if real_axis is not None:
-        half = want[real_axis] // 2 + 1
-        if half % groups == 0 or (kind == "c2r" and b.split(real_axis)):
-            cycle = sorted([*cycle, real_axis])
-    pending = [a for a in complex_axes if b.split(a)]
-    decomposition = {0: "local", 1: "slab"}.get(len([a for a in axes if b.split(a)]), "pencil")
-    back_to_natural = out_layout == "natural"
-
-    if kind == "r2c" and real_axis is not None:
-        if b.split(real_axis):
-            ring = sorted([*cycle, real_axis]) if real_axis not in cycle else cycle
-            nxt = ring[(ring.index(real_axis) + 1) % len(ring)]
-            if nxt == real_axis or b.split(nxt):
-                # Borrow an untransformed axis, as fftn does; the split stays there.
-                spare = [
-                    u
-                    for u in range(rank)
-                    if u not in axes and not b.split(u) and b.shape[u] > 1
-                    if b.can_receive(u, b.spec[real_axis])
-                ]
-                if not spare:
-                    half, devices = want[real_axis] // 2 + 1, b.parts(real_axis)
-                    why = (
-                        f"the next transformed axis ({nxt}) is split too"
-                        if nxt != real_axis
-                        else "it is the only transformed axis"
-                        if half % devices == 0
-                        else f"it is the only transformed axis (its {half} = n//2+1 outputs "
-                        f"cannot be split over {devices} devices either: JAX has no "
-                        "uneven sharding, so there is no four-step R2C transform)"
-                    )
-                    raise NotImplementedError(
-                        f"{name}: {b.ctx}: the R2C axis {real_axis} is split and {why}; "
-                        "no untransformed axis is unsplit and divisible by its devices, so "
-                        "no axis can take its split before the real transform. Leave the "
-                        "last transformed axis unsplit, or use fftn on a complex input."
-                    )
-                nxt = spare[0]
-            b.move(real_axis, nxt)
-            if nxt not in pending and nxt in complex_axes:
-                pending.append(nxt)
-        b.transform("rfft", [real_axis], [want[real_axis]])
-    if kind == "c2r" and real_axis is not None and b.split(real_axis):
-        pending.append(real_axis)
-
-    free = [a for a in complex_axes if not b.split(a)]
-    b.transform(step_op, free, [want[a] for a in free])
-    cycle_list = list(cycle)
-
-    def nxt_of(d: int) -> int:
-        return cycle_list[(cycle_list.index(d) + direction) % len(cycle_list)]
-
-    def receiver(d: int) -> int:
-        """The next axis, or one further on that takes ``d``'s split without padding.
-
-        Only unsplit axes up to the next split one are candidates: that keeps the
-        inverse transform's walk back (the other way round) landing on ``d``.
-        """
-        k, n = cycle_list.index(d), len(cycle_list)
-        for u in (cycle_list[(k + direction * i) % n] for i in range(1, n)):
-            if b.split(u):
-                break
-            if b.can_receive(u, b.spec[d]):
-                return u
-        return nxt_of(d)
-
-    def done(d: int) -> None:
-        pending.remove(d)
-        if d in complex_axes:
-            b.transform(step_op, [d], [want[d]])
-
-    while pending:
-        order = sorted(pending, reverse=direction > 0)
-        ready = [d for d in order if d in cycle_list and not b.split(receiver(d))]
-        ready = [d for d in ready if receiver(d) != d]
-        if ready:
-            d = ready[0]
-            b.move(d, receiver(d))
-            done(d)
-            continue
-        back_to_natural = True
-        borrow = [
-            u
-            for u in range(rank)
-            if u not in axes and u not in cycle_list and not b.split(u) and b.shape[u] > 1
-        ]
-        d = order[0]
-        fits = [u for u in borrow if b.can_receive(u, b.spec[d])] or borrow
-        if fits:
-            cycle_list = sorted([*cycle_list, fits[0]])
-            continue
-        target = nxt_of(d) if d in cycle_list else d
-        if target == d and real_axis is not None and real_axis not in cycle_list:
-            # The halved axis is the only one left: it takes the split, padded.
-            cycle_list = sorted([*cycle_list, real_axis])
-            continue
-        if target == d and real_axis is not None and kind == "c2r":
-            m = b.shape[real_axis]
-            raise NotImplementedError(
-                f"{name}: {b.ctx}: the C2R axis {d} (length {m}) is split and no other "
-                "axis can take its split, so it needs the four-step C2R transform, which "
-                f"needs the real length n = 2 * {m} = {2 * m} (numpy then zero-pads the "
-                f"Nyquist term; n={want[real_axis]} was asked) and the square of the device "
-                f"count ({b.parts(d) ** 2}) to divide {m}. Pass n={2 * m} (s=), choose "
-                "such a length, add or split another axis, or use ifftn."
-            )
-        if target == d and real_axis is not None:
-            raise NotImplementedError(
-                f"{name}: {b.ctx}: axis {d} is split and the only axis that could take its "
-                f"split is the halved R2C axis {real_axis} (length {want[real_axis] // 2 + 1}), "
-                "which the mesh does not divide. Choose a real length n whose n//2+1 the "
-                "mesh divides (s=...), add or split another axis, or use fftn."
-            )
-        if target == d:
-            devices = b.parts(d)
-            raise NotImplementedError(
-                f"{name}: {b.ctx}: axis {d} is split over {devices} devices and no other "
-                "axis can take its split, so it needs the four-step FFT, which needs the "
-                f"square of the device count ({devices**2}) to divide the transformed "
-                f"length ({want.get(d, b.shape[d])}) and no other split axis. Choose such "
-                "a length (s=/n=), split fewer devices, or replicate the array."
-            )
-        b.move(d, target)
-        done(d)
-
-    if kind == "c2r" and real_axis is not None:
-        if b.split(real_axis):  # a split landed on the C2R axis: pass it on once more
-            dest = nxt_of(real_axis)
-            if b.split(dest):
-                raise NotImplementedError(
-                    f"{name}: {b.ctx}: the C2R axis {real_axis} ends up split and axis "
-                    f"{dest} cannot take its split. Leave axis {real_axis} unsplit or use "
-                    "out_layout='natural'."
-                )
-            b.move(real_axis, dest)
-        b.transform("irfft", [real_axis], [want[real_axis]])
-    end = copy.deepcopy(b)
-    if back_to_natural:
-        natural = copy.deepcopy(b)
-        natural.unwind()
-        if natural.padded() and out_layout != "natural":
-            # The way back ends padded (a split R2C axis, now halved): keep the
-            # first layout on it that divides, as the default layout promises.
-            b.unwind(until_divisible=True)
-        else:
-            b = natural
-    elif b.padded():
-        natural = copy.deepcopy(b)
-        natural.unwind()
-        if natural.padded():  # e.g. a split R2C axis now halved: stop where it divides
-            b.unwind(until_divisible=True)
-        else:
-            b = natural
-    natural_groups = tuple(tuple(a for a, _, _ in lv) for lv in end.start)
-    if b.padded():
-        # Neither the way back nor the layout reached divides (a length changed by
-        # ``s`` under a stacked or whole-mesh split): move from where the
-        # transforms ended to the nearest layout that does, if any.
-        path = _nearest_even(end, natural_groups if out_layout == "natural" else None)
-        if path is None:
-            raise _padded_output_error(b, out_layout)
-        b = _moved(copy.deepcopy(end), path)
-    if out_target is not None and tuple(b.spec) != tuple(out_target):
-        path = _nearest_even(end, tuple(tuple(e) for e in out_target))
-        b = b if path is None else _moved(copy.deepcopy(end), path)
-    out_entries = tuple(b.spec)
+    w, st = _start(problem, ctx)
+    st = _walk(w, st)
+    end = copy.deepcopy(w.b)
+    b = _settled(end, _unwound(w.b, st.natural, problem.out_layout), problem.out_layout, out_target)
+    out_entries, entries = tuple(b.spec), problem.spec
     ins, outs = problem.in_order, problem.out_order
     return FFTPlan(
-        name=name,
-        in_shape=permute(shape, ins),
+        name=problem.name,
+        in_shape=permute(problem.shape, ins),
         in_spec=_to_spec(permute(entries, ins)),
         out_shape=permute(b.shape, outs),
         out_spec=_to_spec(permute(out_entries, outs)),
         steps=tuple(b.steps),
-        decomposition=decomposition,
+        decomposition=w.decomposition,
         layout="natural" if out_entries == entries else "default",
         norm=problem.norm,
         in_order=ins,
@@ -644,7 +746,7 @@ def make_plan(
     )
 
 
-def _chunks(problem: Problem) -> int:
+def _chunks(problem: FftProblem) -> int:
     """The problem's ``chunks``, or the planner's choice by the size of a device's block."""
     if problem.chunks is not None:
         return problem.chunks

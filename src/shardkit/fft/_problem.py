@@ -20,13 +20,13 @@ from shardkit.layout.internal import NormSpec, normalize
 
 __all__ = [
     "KINDS",
+    "AxisOrder",
+    "FftProblem",
     "InLayout",
     "Kind",
-    "Layout",
     "Name",
-    "Order",
+    "OutLayout",
     "PlanLayout",
-    "Problem",
     "is_name",
     "permute",
     "transposed_order",
@@ -37,17 +37,17 @@ Name = Literal["fftn", "ifftn", "rfftn", "irfftn"]
 Kind = Literal["c2c", "r2c", "c2r"]
 # What the public ``out_layout`` takes; ``"transposed"`` is ``"default"``'s splits
 # with the transformed axes rolled (see ``transposed_order``).
-Layout = Literal["default", "natural", "transposed"]
+OutLayout = Literal["default", "natural", "transposed"]
 # What the public ``in_layout`` takes.
 InLayout = Literal["natural", "transposed"]
-# Where the planner puts the splits (the axis order is separate: ``Problem.out_order``).
+# Where the planner puts the splits (the axis order is separate: ``FftProblem.out_order``).
 PlanLayout = Literal["default", "natural"]
 # An axis order: position ``i`` of the stored array holds logical axis ``order[i]``
 # (``stored = logical.transpose(order)``); ``()`` is the identity.
-Order = tuple[int, ...]
+AxisOrder = tuple[int, ...]
 
 
-def transposed_order(rank: int, axes: tuple[int, ...]) -> Order:
+def transposed_order(rank: int, axes: tuple[int, ...]) -> AxisOrder:
     """The ``"transposed"`` layout's axis order: the transformed axes rolled by one.
 
     With ``t = sorted(axes)``, position ``t[i]`` holds logical axis ``t[i + 1]``
@@ -62,12 +62,12 @@ def transposed_order(rank: int, axes: tuple[int, ...]) -> Order:
     return () if order == list(range(rank)) else tuple(order)
 
 
-def permute(values: Sequence[Any], order: Order) -> tuple[Any, ...]:
+def permute(values: Sequence[Any], order: AxisOrder) -> tuple[Any, ...]:
     """Logical per-axis ``values`` in the stored order ``order``."""
     return tuple(values[o] for o in order) if order else tuple(values)
 
 
-def unpermute(values: Sequence[Any], order: Order) -> tuple[Any, ...]:
+def unpermute(values: Sequence[Any], order: AxisOrder) -> tuple[Any, ...]:
     """Stored per-axis ``values`` (in order ``order``) back in the logical order."""
     if not order:
         return tuple(values)
@@ -87,12 +87,12 @@ KINDS: Mapping[str, tuple[Kind, bool, Callable[..., jax.Array]]] = {
 
 
 def is_name(name: object) -> TypeGuard[Name]:
-    """Whether ``name`` is one of the transforms a :class:`Problem` describes."""
+    """Whether ``name`` is one of the transforms a :class:`FftProblem` describes."""
     return name in KINDS
 
 
 @dataclasses.dataclass(frozen=True)
-class Problem:
+class FftProblem:
     """One transform of one array: the planner's whole input.
 
     Shapes, specs and ``axes`` are *logical* (the axes of ``x`` for ``fftn``);
@@ -127,8 +127,8 @@ class Problem:
     out_layout: PlanLayout = "default"
     spec: NormSpec = ()
     mesh: tuple[tuple[str, int], ...] = ()
-    in_order: Order = ()
-    out_order: Order = ()
+    in_order: AxisOrder = ()
+    out_order: AxisOrder = ()
     chunks: int | None = None
 
     def __post_init__(self) -> None:
@@ -172,7 +172,7 @@ class Problem:
         """:attr:`mesh` as a mapping from axis name to size."""
         return dict(self.mesh)
 
-    def placed(self, spec: PartitionSpec | NormSpec, mesh_sizes: Mapping[str, int]) -> Problem:
+    def placed(self, spec: PartitionSpec | NormSpec, mesh_sizes: Mapping[str, int]) -> FftProblem:
         """The same transform of an input split as ``spec`` over a mesh of ``mesh_sizes``.
 
         ``spec`` is the input array's own (in :attr:`in_order`).

@@ -39,7 +39,7 @@ from jax.sharding import AxisType
 from shardkit.fft._fourstep import planned
 from shardkit.fft._partition import Op, auto_layout, default_cycle
 from shardkit.fft._plan import FFTPlan
-from shardkit.fft._problem import Problem
+from shardkit.fft._problem import FftProblem
 from shardkit.layout.internal import NormSpec, every_split, normalize, to_pspec
 
 __all__ = ["Route", "route"]
@@ -83,7 +83,7 @@ class Route:
         return normalize(self.plan.out_spec, len(self.plan.in_shape))
 
 
-def route(problem: Problem, in_dtype: str, mesh: Any) -> Route:
+def route(problem: FftProblem, in_dtype: str, mesh: Any) -> Route:
     """The route of ``problem`` (``out_layout`` the user's) on ``mesh`` (``None``: unknown).
 
     Only a mesh whose axes of size > 1 are all ``Auto`` is checked against every
@@ -115,7 +115,7 @@ def route(problem: Problem, in_dtype: str, mesh: Any) -> Route:
 
 # Plain values (no mesh, no compiled program): bounded, outside the program cache.
 @functools.lru_cache(maxsize=512)
-def _choose(problem: Problem, ops: tuple[Op, ...], mesh: tuple[tuple[str, int], ...]) -> Route:
+def _choose(problem: FftProblem, ops: tuple[Op, ...], mesh: tuple[tuple[str, int], ...]) -> Route:
     """:func:`route`'s steps 1 to 3 for the candidate rules ``ops`` (the first the fallback)."""
     sizes = dict(mesh)
     splits = every_split(problem.in_shape, sizes)
@@ -153,7 +153,7 @@ def _groups(split: NormSpec) -> list[tuple[str, ...]]:
     return sorted(e for e in split if e)
 
 
-def _explicit_out(problem: Problem, split: NormSpec, sizes: dict[str, int]) -> NormSpec | None:
+def _explicit_out(problem: FftProblem, split: NormSpec, sizes: dict[str, int]) -> NormSpec | None:
     """The output spec Explicit axes give ``split`` (``None`` where they refuse it)."""
     try:
         p = planned(problem.placed(split, sizes))

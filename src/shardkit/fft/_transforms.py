@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from shardkit.fft._api import transform
-from shardkit.fft._problem import InLayout, Layout
+from shardkit.fft._problem import InLayout, OutLayout
 from shardkit.fft._shift import shift
 
 __all__ = [
@@ -54,7 +54,7 @@ def fftn(
     axes: Sequence[int] | None = None,
     norm: str | None = None,
     *,
-    out_layout: Layout = "default",
+    out_layout: OutLayout = "default",
     in_layout: InLayout = "natural",
 ) -> jax.Array:
     """N-D discrete Fourier transform of a sharded array, as ``jnp.fft.fftn``.
@@ -122,7 +122,7 @@ def ifftn(
     axes: Sequence[int] | None = None,
     norm: str | None = None,
     *,
-    out_layout: Layout = "default",
+    out_layout: OutLayout = "default",
     in_layout: InLayout = "natural",
 ) -> jax.Array:
     """N-D inverse FFT, as ``jnp.fft.ifftn``; the default layout undoes :func:`fftn`'s.
@@ -173,7 +173,7 @@ def rfftn(
     axes: Sequence[int] | None = None,
     norm: str | None = None,
     *,
-    out_layout: Layout = "default",
+    out_layout: OutLayout = "default",
     in_layout: InLayout = "natural",
 ) -> jax.Array:
     """N-D FFT of a real sharded array, as ``jnp.fft.rfftn`` (R2C).
@@ -221,7 +221,7 @@ def irfftn(
     axes: Sequence[int] | None = None,
     norm: str | None = None,
     *,
-    out_layout: Layout = "default",
+    out_layout: OutLayout = "default",
     in_layout: InLayout = "natural",
 ) -> jax.Array:
     """Inverse of :func:`rfftn` (C2R), as ``jnp.fft.irfftn``.
@@ -261,7 +261,7 @@ def fft2(
     axes: Sequence[int] = _AXES_2D,
     norm: str | None = None,
     *,
-    out_layout: Layout = "default",
+    out_layout: OutLayout = "default",
     in_layout: InLayout = "natural",
 ) -> jax.Array:
     """2-D FFT over ``axes`` (default the last two), as ``jnp.fft.fft2``; see :func:`fftn`.
@@ -282,7 +282,7 @@ def ifft2(
     axes: Sequence[int] = _AXES_2D,
     norm: str | None = None,
     *,
-    out_layout: Layout = "default",
+    out_layout: OutLayout = "default",
     in_layout: InLayout = "natural",
 ) -> jax.Array:
     """2-D inverse FFT, as ``jnp.fft.ifft2``; see :func:`ifftn`.
@@ -303,7 +303,7 @@ def rfft2(
     axes: Sequence[int] = _AXES_2D,
     norm: str | None = None,
     *,
-    out_layout: Layout = "default",
+    out_layout: OutLayout = "default",
     in_layout: InLayout = "natural",
 ) -> jax.Array:
     """2-D R2C FFT, as ``jnp.fft.rfft2``; see :func:`rfftn`.
@@ -324,7 +324,7 @@ def irfft2(
     axes: Sequence[int] = _AXES_2D,
     norm: str | None = None,
     *,
-    out_layout: Layout = "default",
+    out_layout: OutLayout = "default",
     in_layout: InLayout = "natural",
 ) -> jax.Array:
     """2-D C2R inverse FFT, as ``jnp.fft.irfft2``; see :func:`irfftn`.
@@ -346,7 +346,7 @@ def fft(
     axis: int = -1,
     norm: str | None = None,
     *,
-    out_layout: Layout = "default",
+    out_layout: OutLayout = "default",
 ) -> jax.Array:
     """1-D FFT along ``axis``, as ``jnp.fft.fft``.
 
@@ -385,7 +385,7 @@ def ifft(
     axis: int = -1,
     norm: str | None = None,
     *,
-    out_layout: Layout = "default",
+    out_layout: OutLayout = "default",
 ) -> jax.Array:
     """1-D inverse FFT along ``axis``, as ``jnp.fft.ifft``; see :func:`fft`.
 
@@ -405,7 +405,7 @@ def rfft(
     axis: int = -1,
     norm: str | None = None,
     *,
-    out_layout: Layout = "default",
+    out_layout: OutLayout = "default",
 ) -> jax.Array:
     """1-D R2C FFT along ``axis``, as ``jnp.fft.rfft``; see :func:`rfftn`.
 
@@ -431,7 +431,7 @@ def irfft(
     axis: int = -1,
     norm: str | None = None,
     *,
-    out_layout: Layout = "default",
+    out_layout: OutLayout = "default",
 ) -> jax.Array:
     """1-D C2R inverse FFT along ``axis``, as ``jnp.fft.irfft``; see :func:`irfftn`.
 
@@ -478,7 +478,7 @@ def hfft(
     axis: int = -1,
     norm: str | None = None,
     *,
-    out_layout: Layout = "default",
+    out_layout: OutLayout = "default",
 ) -> jax.Array:
     """FFT of a Hermitian-symmetric signal (real spectrum), as ``numpy.fft.hfft``.
 
@@ -502,7 +502,7 @@ def ihfft(
     axis: int = -1,
     norm: str | None = None,
     *,
-    out_layout: Layout = "default",
+    out_layout: OutLayout = "default",
 ) -> jax.Array:
     """Inverse of :func:`hfft` (a real input), as ``numpy.fft.ihfft``.
 

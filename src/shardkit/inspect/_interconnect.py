@@ -45,9 +45,9 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["INTERCONNECTS", "Algorithm", "CollectiveFit", "Interconnect"]
+__all__ = ["INTERCONNECTS", "CollectiveAlgorithm", "CollectiveFit", "Interconnect"]
 
-Algorithm = Literal["ring", "tree"]
+CollectiveAlgorithm = Literal["ring", "tree"]
 _ALGORITHMS = ("ring", "tree")
 _KINDS = (
     "all-gather",
@@ -185,7 +185,7 @@ class Interconnect:
     name: str
     latency_s: float
     bandwidth: float
-    algorithm: Algorithm = "ring"
+    algorithm: CollectiveAlgorithm = "ring"
     peak_flops: float = 1e12
     description: str = ""
     fits: tuple[CollectiveFit, ...] = ()
@@ -260,7 +260,7 @@ class Interconnect:
             lo_n, lo_t = n, t
         return lo_t * out_bytes / lo_n
 
-    def with_algorithm(self, algorithm: Algorithm, /) -> Interconnect:
+    def with_algorithm(self, algorithm: CollectiveAlgorithm, /) -> Interconnect:
         """The same link with another collective algorithm."""
         return dataclasses.replace(self, algorithm=algorithm)
 

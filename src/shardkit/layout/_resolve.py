@@ -32,8 +32,9 @@ from typing import Any, Literal, TypeAlias
 import jax
 import jax.core as jax_core
 import numpy as np
-from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec
+from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
+from shardkit._types import AnyMesh
 from shardkit.layout._checks import entry_axes
 from shardkit.layout._spec import SpecLike
 from shardkit.layout._spec import spec as parse_spec
@@ -53,7 +54,6 @@ __all__ = [
     "to_pspec",
 ]
 
-AnyMesh: TypeAlias = Mesh | AbstractMesh
 NormSpec: TypeAlias = tuple[tuple[str, ...], ...]
 How: TypeAlias = Literal["concrete", "explicit-traced", "auto-traced", "host"]
 

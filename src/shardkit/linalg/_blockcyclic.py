@@ -31,9 +31,10 @@ from typing import Any, Literal, NamedTuple, TypeAlias, get_args
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec
+from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
 from shardkit._programs import cached, shard_jit
+from shardkit._types import AnyMesh
 from shardkit.layout.internal import (
     Operand,
     SpecLike,
@@ -62,7 +63,6 @@ __all__ = [
 ]
 
 Order: TypeAlias = Literal["cyclic", "natural"]
-AnyMesh: TypeAlias = Mesh | AbstractMesh
 ORDER_NAMES: tuple[str, ...] = get_args(Order)
 """The legal values of ``order=``."""
 

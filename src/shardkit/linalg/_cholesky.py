@@ -22,7 +22,9 @@ or, from ``cholesky.with_status(...)`` and ``cho_factor.with_status(...)``, the 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import functools
+from collections.abc import Iterator
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -35,6 +37,7 @@ from shardkit.linalg._blockcyclic import (
     DEFAULT_BLOCK,
     DEFAULT_STAGES,
     AnyMesh,
+    LocalTables,
     Order,
     Plan,
     SpecLike,
@@ -153,88 +156,162 @@ def _chol_block(d: jax.Array) -> tuple[jax.Array, jax.Array]:
     return lax.cond(jnp.isfinite(low).all(), lambda: (low, jnp.int32(-1)), lambda: _chol_columns(d))
 
 
-def _chol_local(a: jax.Array, plan: Plan, stages: int) -> tuple[jax.Array, jax.Array]:
-    tab = local_tables(plan)
-    a = to_local_order(a, plan, tab)
+@dataclasses.dataclass(frozen=True, eq=False)
+class _CholeskyStage:
+    """What every panel step of one stage reads; built once per stage, outside its loop.
+
+    Attributes:
+      plan: the static layout.
+      tab: this device's tables.
+      eye: the ``nb x nb`` identity (the block a non-owner or a failed pivot factors).
+      r0, c0: the first local row and column still active in this stage.
+      rows: active local rows.
+      g_r, g_c: the elimination index of each active local row and column.
+      at_c: where each of this device's active columns sits among the stage rows that
+        the all-gather stacks device row by device row (clipped where it is not active).
+    """
+
+    plan: Plan
+    tab: LocalTables
+    eye: jax.Array
+    r0: int
+    c0: int
+    rows: int
+    g_r: jax.Array
+    g_c: jax.Array
+    at_c: jax.Array
+
+    def first_row(self, j: jax.Array) -> jax.Array:
+        """The first active local row on or below active column ``j``'s diagonal."""
+        return jnp.sum(self.g_r < self.g_c[j])
+
+
+class _CholeskyCarry(NamedTuple):
+    """The carry of the loop over panels: the whole local block and the status.
+
+    A stage's active rows are a static offset into ``a``: a carried slice ``a[r0:]``
+    would be a second, share-sized buffer.
+    """
+
+    a: jax.Array
+    status: jax.Array
+
+
+def _chol_stages(
+    plan: Plan, stages: int, tab: LocalTables, eye: jax.Array, m: int
+) -> Iterator[tuple[int, int, _CholeskyStage]]:
+    """Each stage's ``(first step, end step, _CholeskyStage)``, built as its loop is reached."""
     nb = plan.nb
-    m = a.shape[0]
-    r, c = tab.r, tab.c
-    rows_ax, cols_ax = plan.row_axes, plan.col_axes
-    status = jnp.int32(0)
-    eye = jnp.eye(nb, dtype=a.dtype)
     for s0, s1, lr, lc in plan.stage_bounds(stages):
         r0, c0 = lr * nb, lc * nb
         g_r, g_c = tab.g_r[r0:], tab.g_c[c0:]
         rows = m - r0
-        # Where each of this device's active columns sits among the stage rows that
-        # all_gather stacks device row by device row (clipped where it is not active).
         blk = g_c // nb
         at_c = jnp.maximum(tab.own_r[blk] * rows + tab.slot_r[blk] * nb + g_c % nb - r0, 0)
+        yield s0, s1, _CholeskyStage(plan, tab, eye, r0, c0, rows, g_r, g_c, at_c)
 
-        def step(
-            e: jax.Array,
-            carry: tuple[jax.Array, jax.Array],
-            g_r: jax.Array = g_r,
-            g_c: jax.Array = g_c,
-            r0: int = r0,
-            c0: int = c0,
-            rows: int = rows,
-            at_c: jax.Array = at_c,
-        ) -> tuple[jax.Array, jax.Array]:
-            a, status = carry
-            ce, cs = tab.own_c[e], tab.slot_c[e]
-            re, rs = tab.own_r[e], tab.slot_r[e]
-            # The mesh column owning the panel factors it alone; the other columns
-            # factor an identity and receive L21 afterwards.
-            owner = c == ce
-            le = jnp.clip(rs * nb - r0, 0, rows - nb)
-            d = psum(jnp.where(r == re, dslice(a, (r0 + le, cs * nb), (nb, nb)), 0), rows_ax)
-            d = jnp.where(owner, jnp.tril(d), eye)  # NaN above the diagonal is ignored
-            l11, first = _chol_block(d)
-            failed = (first >= 0) | ~jnp.isfinite(d).all()
-            first = jnp.maximum(first, 0)
-            status = jnp.where((status == 0) & failed, e * nb + first + 1, status)
-            l11 = jnp.where(failed, eye, l11)
-            below = (g_r >= (e + 1) * nb)[:, None]
 
-            def own(a: jax.Array) -> tuple[jax.Array, jax.Array]:
-                pan = dslice(a, (r0, cs * nb), (rows, nb))
-                l21 = trsm(jnp.conj(l11).T, pan, lower=False, left=False)  # pan @ L11^-H
-                new = jnp.where(below, l21, pan)
-                new = dupdate(new, jnp.where(r == re, l11, dslice(new, (le, 0), (nb, nb))), (le, 0))
-                return dupdate(a, new, (r0, cs * nb)), jnp.where(below, l21, 0)
+class _PanelAt(NamedTuple):
+    """Where panel ``e`` sits: its device column's slot, device row and local row."""
 
-            def idle(a: jax.Array) -> tuple[jax.Array, jax.Array]:
-                return a, jnp.zeros((rows, nb), a.dtype)
+    e: jax.Array
+    cs: jax.Array  # the panel's block-column slot on its mesh column
+    re: jax.Array  # the mesh row holding its diagonal block
+    le: jax.Array  # that block's first row among the active local rows
 
-            # Only the owner column solves and writes its panel.
-            a, l21 = on_owner(owner, cols_ax, own, idle, a)
-            # L21 along the mesh row, from its owner.
-            l21 = psum(l21, cols_ax)
-            # The panel's rows for this device's columns: gathered along the mesh column
-            # (each device row sends only its stage rows), then picked out by position.
-            nxt = (e + 1) * nb
-            rows_all = lax.all_gather(l21, rows_ax, tiled=True) if rows_ax else l21
-            right = jnp.where((g_c >= nxt)[:, None], rows_all[at_c], 0)
-            # Only the lower triangle of the active corner, in place in the carried
-            # block: tiles whose rows all sit above their first column are skipped
-            # (the upper triangle is never read).
-            a = active_update(
-                a,
-                l21,
-                jnp.conj(right),
-                (r0, c0),
-                jnp.sum(g_r < nxt),
-                jnp.sum(g_c < nxt),
-                nb=nb,
-                first_row=lambda j: jnp.sum(g_r < g_c[j]),
-                right_rows=True,
-            )
-            return a, status
 
-        # The loop carries the whole block (a stage's active rows are a static offset
-        # into it): a carried slice a[r0:] would be a second, share-sized buffer.
-        a, status = lax.fori_loop(jnp.int32(s0), jnp.int32(s1), step, (a, status))
+def _diagonal_block(
+    ctx: _CholeskyStage, at: _PanelAt, owner: jax.Array, a: jax.Array, status: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """Panel ``e``'s ``L11`` (summed down its mesh column, one ``nb x nb`` all-reduce) and status.
+
+    The mesh column owning the panel factors it alone; the other columns factor an
+    identity and receive L21 afterwards. A failed block factors as the identity.
+    """
+    nb = ctx.plan.nb
+    mine = ctx.tab.r == at.re
+    d = psum(
+        jnp.where(mine, dslice(a, (ctx.r0 + at.le, at.cs * nb), (nb, nb)), 0), ctx.plan.row_axes
+    )
+    d = jnp.where(owner, jnp.tril(d), ctx.eye)  # NaN above the diagonal is ignored
+    l11, first = _chol_block(d)
+    failed = (first >= 0) | ~jnp.isfinite(d).all()
+    first = jnp.maximum(first, 0)
+    status = jnp.where((status == 0) & failed, at.e * nb + first + 1, status)
+    return jnp.where(failed, ctx.eye, l11), status
+
+
+def _solve_panel(
+    ctx: _CholeskyStage, at: _PanelAt, l11: jax.Array, below: jax.Array, a: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """On the owner column: ``L21 = pan L11^-H``, written into ``a``; returns ``(a, L21)``."""
+    nb, r0, le = ctx.plan.nb, ctx.r0, at.le
+    pan = dslice(a, (r0, at.cs * nb), (ctx.rows, nb))
+    l21 = trsm(jnp.conj(l11).T, pan, lower=False, left=False)  # pan @ L11^-H
+    new = jnp.where(below, l21, pan)
+    new = dupdate(new, jnp.where(ctx.tab.r == at.re, l11, dslice(new, (le, 0), (nb, nb))), (le, 0))
+    return dupdate(a, new, (r0, at.cs * nb)), jnp.where(below, l21, 0)
+
+
+def _idle_panel(ctx: _CholeskyStage, a: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Off the owner column: ``a`` unchanged and a zero ``L21``."""
+    return a, jnp.zeros((ctx.rows, ctx.plan.nb), a.dtype)
+
+
+def _trailing_update(ctx: _CholeskyStage, e: jax.Array, a: jax.Array, l21: jax.Array) -> jax.Array:
+    """``a -= L21 L21^H`` over the active lower triangle, from L21's rows stacked once.
+
+    The panel's rows for this device's columns are gathered along the mesh column
+    (each device row sends only its stage rows), then picked out by position.
+    """
+    nb, g_r, g_c, rows_ax = ctx.plan.nb, ctx.g_r, ctx.g_c, ctx.plan.row_axes
+    nxt = (e + 1) * nb
+    rows_all = lax.all_gather(l21, rows_ax, tiled=True) if rows_ax else l21
+    right = jnp.where((g_c >= nxt)[:, None], rows_all[ctx.at_c], 0)
+    # Only the lower triangle of the active corner, in place in the carried
+    # block: tiles whose rows all sit above their first column are skipped
+    # (the upper triangle is never read).
+    return active_update(
+        a,
+        l21,
+        jnp.conj(right),
+        (ctx.r0, ctx.c0),
+        jnp.sum(g_r < nxt),
+        jnp.sum(g_c < nxt),
+        nb=nb,
+        first_row=ctx.first_row,
+        right_rows=True,
+    )
+
+
+def _chol_step(ctx: _CholeskyStage, e: jax.Array, carry: _CholeskyCarry) -> _CholeskyCarry:
+    """Step ``e``: panel ``e`` factored by its mesh column, broadcast, the trailing update."""
+    tab, nb = ctx.tab, ctx.plan.nb
+    ce, cs = tab.own_c[e], tab.slot_c[e]
+    re, rs = tab.own_r[e], tab.slot_r[e]
+    owner = tab.c == ce
+    at = _PanelAt(e, cs, re, jnp.clip(rs * nb - ctx.r0, 0, ctx.rows - nb))
+    l11, status = _diagonal_block(ctx, at, owner, carry.a, carry.status)
+    below = (ctx.g_r >= (e + 1) * nb)[:, None]
+    # Only the owner column solves and writes its panel.
+    solve = functools.partial(_solve_panel, ctx, at, l11, below)
+    a, l21 = on_owner(owner, ctx.plan.col_axes, solve, functools.partial(_idle_panel, ctx), carry.a)
+    # L21 along the mesh row, from its owner.
+    l21 = psum(l21, ctx.plan.col_axes)
+    return _CholeskyCarry(_trailing_update(ctx, e, a, l21), status)
+
+
+def _chol_local(a: jax.Array, plan: Plan, stages: int) -> tuple[jax.Array, jax.Array]:
+    """The Cholesky kernel, inside ``shard_map``: (factor in slot order, status)."""
+    tab = local_tables(plan)
+    a = to_local_order(a, plan, tab)
+    eye = jnp.eye(plan.nb, dtype=a.dtype)
+    state = _CholeskyCarry(a, jnp.int32(0))
+    for s0, s1, ctx in _chol_stages(plan, stages, tab, eye, a.shape[0]):
+        step = functools.partial(_chol_step, ctx)
+        state = lax.fori_loop(jnp.int32(s0), jnp.int32(s1), step, state)
+    a, status = state
+    cols_ax = plan.col_axes
     if cols_ax:  # each mesh column saw its own panels' pivots: the first failure of all
         never = jnp.int32(jnp.iinfo(jnp.int32).max)
         status = lax.pmin(jnp.where(status == 0, never, status), cols_ax)
@@ -387,6 +464,7 @@ def _cholesky(
     nb: int = DEFAULT_BLOCK,
     mesh: AnyMesh | None = None,
     spec: SpecLike = None,
+    stages: int = DEFAULT_STAGES,
     check_finite: bool = True,
     overwrite_a: bool = False,
 ) -> Checked[jax.Array]:
@@ -402,6 +480,8 @@ def _cholesky(
       a: ``(n, n)`` real symmetric or complex Hermitian positive definite, sharded
         ``P(rows, cols)`` (or host data with ``mesh=``/``spec=``).
       nb: block size.
+      stages: see :func:`cho_factor`. (No ``order=``: ``L`` is LAPACK's, in natural
+        order.)
       mesh: the mesh, when ``a`` does not carry it.
       spec: ``a``'s spec, likewise.
       overwrite_a: donate ``a``'s buffer to the factorization (as SciPy's
@@ -437,9 +517,9 @@ def _cholesky(
         empty = jnp.zeros((0, 0), a.dtype)
         return succeeded(empty)
     if op.unknown:
-        out, status = _on_layout(a, op, nb, 8, tril=True)
+        out, status = _on_layout(a, op, nb, stages, tril=True)
     else:
-        f = _factor(a, op, nb, "natural", 8, overwrite_a)
+        f = _factor(a, op, nb, "natural", stages, overwrite_a)
         m, p = f.mesh, f.spec
         assert m is not None
         assert p is not None

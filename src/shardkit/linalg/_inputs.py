@@ -27,7 +27,7 @@ and the callers answer as NumPy does (``det`` 1, empty solutions).
 
 from __future__ import annotations
 
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, Literal, TypeAlias, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -38,7 +38,9 @@ from jax.typing import ArrayLike as JaxArrayLike
 from shardkit.layout.internal import is_traced
 
 __all__ = [
+    "TRANS_CODES",
     "ArrayInput",
+    "Trans",
     "as_rhs",
     "empty_solution",
     "gate",
@@ -46,6 +48,7 @@ __all__ = [
     "referenced",
     "require_finite",
     "rhs_shape",
+    "trans_code",
 ]
 
 
@@ -54,6 +57,28 @@ _T = TypeVar("_T")
 ArrayInput: TypeAlias = JaxArrayLike | npt.ArrayLike
 """A matrix or right-hand side as the linear-algebra functions take it, as SciPy does:
 a ``jax.Array`` (or tracer), a NumPy array, a scalar or nested sequences of numbers."""
+
+
+Trans: TypeAlias = Literal[0, 1, 2, "N", "T", "C"]
+"""Which system a solve with a factor or triangle answers, SciPy's spelling: ``0``/``"N"``
+``a x = b``, ``1``/``"T"`` ``a^T x = b``, ``2``/``"C"`` ``a^H x = b`` (the same as ``1``
+for real ``a``)."""
+
+TRANS_CODES: dict[Any, int] = {0: 0, 1: 1, 2: 2, "N": 0, "T": 1, "C": 2}
+
+
+def trans_code(where: str, trans: Any) -> int:
+    """``trans`` (:data:`Trans`) as ``0``, ``1`` or ``2``.
+
+    Raises:
+      ValueError: it is not one of :data:`Trans`.
+    """
+    if isinstance(trans, bool) or trans not in TRANS_CODES:
+        raise ValueError(
+            f"{where}: trans={trans!r} is not one of {list(TRANS_CODES)} "
+            "(a x = b, a^T x = b, a^H x = b)"
+        )
+    return TRANS_CODES[trans]
 
 
 @jax.jit

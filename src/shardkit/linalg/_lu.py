@@ -74,6 +74,7 @@ from shardkit.linalg._blockcyclic import (
     Plan,
     SpecLike,
     Spmd,
+    check_order,
     dslice,
     local_tables,
     make_plan,
@@ -85,11 +86,13 @@ from shardkit.linalg._dtype import as_inexact, common, real_dtype
 from shardkit.linalg._grid import home, regrid, rhs_to_grid
 from shardkit.linalg._inputs import (
     ArrayInput,
+    Trans,
     as_rhs,
     empty_solution,
     gate,
     nan_unless,
     require_finite,
+    trans_code,
 )
 from shardkit.linalg._lu_kernel import PIVOTING_NAMES, Pivoting, factor_local
 from shardkit.linalg._pad import (
@@ -396,7 +399,7 @@ def _solve_program(plan: Plan, mesh: AnyMesh, spec: PartitionSpec, trans: bool) 
 
 
 def lu_solve(
-    factors: LUFactors, b: ArrayInput, /, *, trans: int = 0, check_finite: bool = True
+    factors: LUFactors, b: ArrayInput, /, *, trans: Trans = 0, check_finite: bool = True
 ) -> jax.Array:
     """Solve ``a x = b`` (``trans=1``: ``a^T x = b``, ``2``: ``a^H x = b``) from :func:`lu_factor`.
 
@@ -410,8 +413,9 @@ def lu_solve(
     Args:
       factors: from :func:`lu_factor`.
       b: ``(n,)`` or ``(n, nrhs)``; a complex ``b`` with real factors gives a complex ``x``.
-      trans: ``0`` (``a x = b``), ``1`` (``a^T x = b``) or ``2`` (``a^H x = b``; the
-        same as ``1`` for real ``a``).
+      trans: ``0``/``"N"`` (``a x = b``), ``1``/``"T"`` (``a^T x = b``) or ``2``/``"C"``
+        (``a^H x = b``; the same as ``1`` for real ``a``), as in
+        :func:`solve_triangular`.
       check_finite: eagerly, raise ``ValueError`` when ``b`` holds an inf or NaN
         (SciPy's default; the factors were checked by :func:`lu_factor`).
 
@@ -425,10 +429,7 @@ def lu_solve(
       >>> bool(np.allclose(np.asarray(x), 1 / np.arange(1.0, 17)))
       True
     """
-    if isinstance(trans, bool) or trans not in (0, 1, 2):
-        raise ValueError(
-            f"lu_solve: trans={trans!r} is not one of [0, 1, 2] (a x = b, a^T x = b, a^H x = b)"
-        )
+    code = trans_code("lu_solve", trans)
     n = factors.padding.n
     dt = common("lu_solve", factors.lu.dtype, b)
     ok = require_finite("lu_solve", check_finite, b=b)
@@ -437,7 +438,7 @@ def lu_solve(
     if empty is not None:
         return empty
     b2, vec = as_rhs("lu_solve", b, n, dt)
-    x = _lu_solve(factors, b2, trans)
+    x = _lu_solve(factors, b2, code)
     return nan_unless(x[:, 0] if vec else x, ok)
 
 
@@ -478,6 +479,7 @@ def _solve(
     /,
     *,
     nb: int = DEFAULT_BLOCK,
+    order: Order = "cyclic",
     mesh: AnyMesh | None = None,
     spec: SpecLike = None,
     stages: int = DEFAULT_STAGES,
@@ -513,6 +515,8 @@ def _solve(
         ``mesh=``/``spec=`` (any ``n``).
       b: ``(n,)`` or ``(n, nrhs)``.
       nb: block size.
+      order: ``"cyclic"`` (balanced elimination order, the default) or ``"natural"``
+        (LAPACK's order); see :func:`lu_factor`.
       mesh: the mesh, when ``a`` does not carry it (host data). Not needed under
         ``jit`` on Auto axes: the layout comes from the partitioner.
       spec: ``a``'s spec, likewise.
@@ -559,6 +563,7 @@ def _solve(
     a = as_inexact("solve", "a", a)
     dt = common("solve", a.dtype, b)  # a bad b fails before the factorization
     _check_options("solve", pivoting, lookahead)
+    check_order("solve", order)
     check_same_devices("solve", {"a": a, "b": b}, mesh=mesh)
     a, op, g = regrid(a, matrix_operand("solve", a, mesh, spec))
     b = rhs_to_grid(b, g)
@@ -583,14 +588,14 @@ def _solve(
             tail,
             "i j, k l -> i l, ",
             nb=nb,
-            order="cyclic",
+            order=order,
             stages=stages,
             pivoting=pivoting,
             lookahead=lookahead,
         )
         x = nan_unless(x[:, 0] if vec else x, ok)
         return _traced_status("solve", x, status, a, x.dtype)
-    f = _factor(a, op, nb, "cyclic", stages, pivoting, overwrite_a, lookahead=lookahead)
+    f = _factor(a, op, nb, order, stages, pivoting, overwrite_a, lookahead=lookahead)
     x = _lu_solve(f, b2, 0)
     x = nan_unless(x[:, 0] if vec else x, ok)
     return checked(_problem("solve", f), home(x, g), home(f.status, g), traced=is_traced(a, b))
@@ -630,6 +635,8 @@ def _det_parts(
     where: str,
     a: Any,
     nb: int,
+    order: str,
+    stages: int,
     mesh: AnyMesh | None,
     spec: Any,
     pivoting: str,
@@ -638,6 +645,7 @@ def _det_parts(
     """``(sign, log|det a|)`` from the distributed LU; ``(1, 0)`` for a 0x0 ``a``."""
     a = as_inexact(where, "a", a)
     _check_options(where, pivoting, False)
+    check_order(where, order)
     a, op, g = regrid(a, matrix_operand(where, a, mesh, spec))
     ok = require_finite(where, check, a=a)
     a = gate(ok, a)
@@ -657,12 +665,12 @@ def _det_parts(
             tail,
             "i j -> , , ",
             nb=nb,
-            order="cyclic",
-            stages=DEFAULT_STAGES,
+            order=order,
+            stages=stages,
             pivoting=pivoting,
         )
     else:
-        f = _factor(a, op, nb, "cyclic", DEFAULT_STAGES, pivoting)
+        f = _factor(a, op, nb, order, stages, pivoting)
         sign, logabs = _sign_log(_u_diagonal(f), f.swaps)
     return home(nan_unless((sign, logabs), ok), g)
 
@@ -691,9 +699,11 @@ def det(
     /,
     *,
     nb: int = DEFAULT_BLOCK,
+    order: Order = "cyclic",
     mesh: AnyMesh | None = None,
     spec: SpecLike = None,
     pivoting: Pivoting = "tournament",
+    stages: int = DEFAULT_STAGES,
     check_finite: bool = True,
 ) -> jax.Array:
     """Determinant of sharded ``a``, like ``jnp.linalg.det``, from the distributed LU.
@@ -711,9 +721,12 @@ def det(
     Args:
       a: ``(n, n)`` float or complex matrix sharded ``P(rows, cols)`` (or host data).
       nb: block size.
+      order: ``"cyclic"`` (balanced elimination order, the default) or ``"natural"``
+        (LAPACK's order); see :func:`lu_factor`.
       mesh: the mesh, when ``a`` does not carry it.
       spec: ``a``'s spec, likewise.
       pivoting: ``"tournament"`` or ``"partial"``; see :func:`lu_factor`.
+      stages: see :func:`lu_factor`.
       check_finite: eagerly, raise ``ValueError`` when ``a`` holds an inf or NaN
         (SciPy's default); under ``jit`` the result is NaN instead.
 
@@ -729,7 +742,7 @@ def det(
       >>> round(float(shardkit.linalg.det(a, nb=1)), 6)
       40320.0
     """
-    sign, logabs = _det_parts("det", a, nb, mesh, spec, pivoting, check_finite)
+    sign, logabs = _det_parts("det", a, nb, order, stages, mesh, spec, pivoting, check_finite)
     return sign * jnp.exp(logabs).astype(sign.dtype)
 
 
@@ -738,9 +751,11 @@ def slogdet(
     /,
     *,
     nb: int = DEFAULT_BLOCK,
+    order: Order = "cyclic",
     mesh: AnyMesh | None = None,
     spec: SpecLike = None,
     pivoting: Pivoting = "tournament",
+    stages: int = DEFAULT_STAGES,
     check_finite: bool = True,
 ) -> tuple[jax.Array, jax.Array]:
     """``(sign, logabsdet)`` of sharded ``a``, like ``jnp.linalg.slogdet``, from the distributed LU.
@@ -753,9 +768,12 @@ def slogdet(
     Args:
       a: ``(n, n)`` float or complex matrix sharded ``P(rows, cols)`` (or host data).
       nb: block size.
+      order: ``"cyclic"`` (balanced elimination order, the default) or ``"natural"``
+        (LAPACK's order); see :func:`lu_factor`.
       mesh: the mesh, when ``a`` does not carry it.
       spec: ``a``'s spec, likewise.
       pivoting: ``"tournament"`` or ``"partial"``; see :func:`lu_factor`.
+      stages: see :func:`lu_factor`.
       check_finite: eagerly, raise ``ValueError`` when ``a`` holds an inf or NaN
         (SciPy's default); under ``jit`` both results are NaN instead.
 
@@ -772,7 +790,7 @@ def slogdet(
       >>> float(sign), round(float(logabs), 4)
       (-1.0, 1381.5511)
     """
-    return _det_parts("slogdet", a, nb, mesh, spec, pivoting, check_finite)
+    return _det_parts("slogdet", a, nb, order, stages, mesh, spec, pivoting, check_finite)
 
 
 def _inv(
@@ -781,9 +799,11 @@ def _inv(
     /,
     *,
     nb: int = DEFAULT_BLOCK,
+    order: Order = "cyclic",
     mesh: AnyMesh | None = None,
     spec: SpecLike = None,
     pivoting: Pivoting = "tournament",
+    stages: int = DEFAULT_STAGES,
     check_finite: bool = True,
 ) -> Checked[jax.Array]:
     """Inverse of sharded ``a``, like ``jnp.linalg.inv``: ``solve(a, I)``.
@@ -796,9 +816,12 @@ def _inv(
     Args:
       a: ``(n, n)`` float or complex matrix sharded ``P(rows, cols)`` (or host data).
       nb: block size.
+      order: ``"cyclic"`` (balanced elimination order, the default) or ``"natural"``
+        (LAPACK's order); see :func:`lu_factor`.
       mesh: the mesh, when ``a`` does not carry it.
       spec: ``a``'s spec, likewise.
       pivoting: ``"tournament"`` or ``"partial"``; see :func:`lu_factor`.
+      stages: see :func:`lu_factor`.
       check_finite: eagerly, raise ``ValueError`` when ``a`` holds an inf or NaN
         (SciPy's default); under ``jit`` NaN-fill the result instead.
 
@@ -817,6 +840,7 @@ def _inv(
     """
     a = as_inexact("inv", "a", a)
     _check_options("inv", pivoting, False)
+    check_order("inv", order)
     a, op, g = regrid(a, matrix_operand("inv", a, mesh, spec))
     ok = require_finite("inv", check_finite, a=a)
     a = gate(ok, a)
@@ -841,13 +865,13 @@ def _inv(
             tail,
             "i j -> i k, ",
             nb=nb,
-            order="cyclic",
-            stages=DEFAULT_STAGES,
+            order=order,
+            stages=stages,
             pivoting=pivoting,
         )
         x = nan_unless(x, ok)
         return _traced_status("inv", x, status, a, x.dtype)
-    f = _factor(a, op, nb, "cyclic", DEFAULT_STAGES, pivoting)
+    f = _factor(a, op, nb, order, stages, pivoting)
     x = _lu_solve(f, jnp.eye(f.padding.n, dtype=f.lu.dtype), 0)
     x = nan_unless(x, ok)
     return checked(_problem("inv", f), home(x, g), home(f.status, g), traced=is_traced(a))
@@ -885,6 +909,7 @@ def _lu(
     mesh: AnyMesh | None = None,
     spec: SpecLike = None,
     pivoting: Pivoting = "partial",
+    stages: int = DEFAULT_STAGES,
     check_finite: bool = True,
 ) -> Checked[tuple[jax.Array, jax.Array, jax.Array]]:
     """``(p, l, u)`` with ``a = p @ l @ u``, like ``jax.scipy.linalg.lu``, all sharded like ``a``.
@@ -910,6 +935,7 @@ def _lu(
       spec: ``a``'s spec, likewise.
       pivoting: ``"partial"`` (LAPACK's factors) or ``"tournament"``; see
         :func:`lu_factor`.
+      stages: see :func:`lu_factor`.
       check_finite: eagerly, raise ``ValueError`` when ``a`` holds an inf or NaN
         (SciPy's default); under ``jit`` NaN-fill the factors instead.
 
@@ -952,12 +978,12 @@ def _lu(
             "i j -> i j, i j, i j, ",
             nb=nb,
             order="natural",
-            stages=DEFAULT_STAGES,
+            stages=stages,
             pivoting=pivoting,
         )
         plu = nan_unless(tuple(plu), ok)
         return _traced_status("lu", plu, status, a, plu[0].dtype)
-    f = _factor(a, op, nb, "natural", DEFAULT_STAGES, pivoting)
+    f = _factor(a, op, nb, "natural", stages, pivoting)
     m, p = f.mesh, f.spec
     assert m is not None
     assert p is not None

@@ -2,7 +2,7 @@
 
 ``shardkit.plan`` searches the layouts of a matmul chain with the matmul engine's own
 pieces, so that a plan's predictions are the prices ``matmul(algorithm="auto")`` would
-quote: the algorithm table (:data:`ALGORITHMS`) and :class:`Problem`, the variant
+quote: the algorithm table (:data:`ALGORITHMS`) and :class:`MatmulProblem`, the variant
 enumeration and pricing (:func:`enumerate_variants`, :func:`price`), the communication
 model (:class:`Comm`, ``Spec``, :func:`spec_text`) and the ``shard_map`` builder
 (:func:`build`). ``shardkit.bench``'s LU ablation times the factorization's own
@@ -30,7 +30,7 @@ from shardkit.linalg._householder import householder_local, project
 from shardkit.linalg._matmul import (
     ALGORITHMS,
     Comm,
-    Problem,
+    MatmulProblem,
     Spec,
     build,
     enumerate_variants,
@@ -45,7 +45,7 @@ __all__ = [
     "DEFAULT_BLOCK",
     "DEFAULT_STAGES",
     "Comm",
-    "Problem",
+    "MatmulProblem",
     "Spec",
     "active_update",
     "after",

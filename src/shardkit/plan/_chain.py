@@ -51,7 +51,7 @@ from shardkit.linalg import Candidate
 from shardkit.linalg.internal import (
     ALGORITHMS,
     Comm,
-    Problem,
+    MatmulProblem,
     Spec,
     build,
     enumerate_variants,
@@ -61,7 +61,7 @@ from shardkit.linalg.internal import (
 
 __all__ = ["ChainPlan", "ChainStep", "candidate_specs", "matmul_chain"]
 
-Shape = tuple[int, int]
+MatrixShape = tuple[int, int]
 
 
 def candidate_specs(shape: Sequence[int], mesh: Mesh) -> tuple[PartitionSpec, ...]:
@@ -128,7 +128,7 @@ class ChainPlan:
     """
 
     mesh: Mesh
-    shapes: tuple[Shape, ...]
+    shapes: tuple[MatrixShape, ...]
     order: str
     in_specs: tuple[PartitionSpec, ...]
     steps: tuple[ChainStep, ...]
@@ -274,7 +274,7 @@ class _Ctx:
     def norm(self, p: PartitionSpec) -> Spec:
         return drop_unit_axes(normalize(p, 2), dict(self.sizes))
 
-    def block(self, shape: Shape, p: PartitionSpec) -> int:
+    def block(self, shape: MatrixShape, p: PartitionSpec) -> int:
         d = dict(self.sizes)
         s = self.norm(p)
         return self.itemsize * math.prod(
@@ -287,8 +287,8 @@ class _Ctx:
 @functools.lru_cache(maxsize=200_000)
 def step_options(
     ctx: _Ctx,
-    sa_shape: Shape,
-    sb_shape: Shape,
+    sa_shape: MatrixShape,
+    sb_shape: MatrixShape,
     sa: PartitionSpec,
     sb: PartitionSpec,
     target: PartitionSpec,
@@ -298,7 +298,7 @@ def step_options(
     Working bytes: the step's memory beyond its two operand blocks (output,
     temporaries, redistribution buffers).
     """
-    problem = Problem(
+    problem = MatmulProblem(
         a=ctx.norm(sa),
         b=ctx.norm(sb),
         m=sa_shape[0],
@@ -401,21 +401,7 @@ def matmul_chain(
       True
     """
     shp = _check_shapes(shapes)
-    if not isinstance(mesh, Mesh):
-        raise TypeError(
-            f"matmul_chain: mesh={mesh!r} ({type(mesh).__name__}) must be a "
-            "jax.sharding.Mesh, e.g. shardkit.mesh('2x4', 'x,y')"
-        )
-    if memory_limit is not None:
-        memory_limit = as_count(
-            "matmul_chain", "memory_limit", memory_limit, minimum=1, fix="bytes per device, or None"
-        )
-    for i in range(len(shp) - 1):
-        if shp[i][1] != shp[i + 1][0]:
-            raise ValueError(
-                f"matmul_chain: shapes[{i}]={shp[i]} and shapes[{i + 1}]={shp[i + 1]} do not "
-                "chain; each matrix's columns must equal the next one's rows"
-            )
+    memory_limit = _check_chain(shp, mesh, memory_limit)
     dtype = _check_dtype(dtype)
     link = _interconnect(interconnect)
     ctx = _Ctx(
@@ -429,7 +415,7 @@ def matmul_chain(
         else tuple(_spec_arg("specs", i, s, None, mesh) for i, s in enumerate(specs))
     )
 
-    def cands(shape: Shape) -> tuple[PartitionSpec, ...]:
+    def cands(shape: MatrixShape) -> tuple[PartitionSpec, ...]:
         base = candidate_specs(shape, mesh)
         return base if pool is None else tuple(p for p in pool if p in base)
 
@@ -451,31 +437,10 @@ def matmul_chain(
     for length in range(2, n + 1):
         for i in range(n - length + 1):
             j = i + length - 1
-            shape = (shp[i][0], shp[j][1])
-            targets = cands(shape)
+            targets = cands((shp[i][0], shp[j][1]))
             if j - i == n - 1 and target_out is not None:
                 targets = (target_out,)
-            table: dict[PartitionSpec, list[_Option]] = {}
-            for k in range(i, j):
-                lshape, rshape = (shp[i][0], shp[k][1]), (shp[k + 1][0], shp[j][1])
-                for sl, lopts in best[i, k].items():
-                    res_l = 0 if k == i else ctx.block(lshape, sl)
-                    for sr, ropts in best[k + 1, j].items():
-                        res_r = 0 if k + 1 == j else ctx.block(rshape, sr)
-                        for t in targets:
-                            for step in step_options(ctx, lshape, rshape, sl, sr, t):
-                                for lo in lopts:
-                                    for ro in ropts:
-                                        cost, peak = combine(lo, ro, res_l, res_r, step)
-                                        if peak <= limit:
-                                            table.setdefault(t, []).append(
-                                                _Option(
-                                                    cost,
-                                                    peak,
-                                                    lo.leaves + ro.leaves,
-                                                    ("node", lo, ro, t, step[2]),
-                                                )
-                                            )
+            table = _product_options(ctx, shp, best, (i, j), targets, limit)
             best[i, j] = {t: _pareto(opts) for t, opts in table.items()}
     finals = [o for opts in best[0, n - 1].values() for o in opts]
     if not finals:
@@ -488,10 +453,68 @@ def matmul_chain(
     return _to_plan(top, mesh, shp, memory_limit, dtype.name)
 
 
+def _product_options(
+    ctx: _Ctx,
+    shp: tuple[MatrixShape, ...],
+    best: dict[tuple[int, int], dict[PartitionSpec, list[_Option]]],
+    span: tuple[int, int],
+    targets: tuple[PartitionSpec, ...],
+    limit: float,
+) -> dict[PartitionSpec, list[_Option]]:
+    """Every option within ``limit`` for the product ``A_i..A_j`` (``span``), by its spec.
+
+    Each split ``A_i..A_k @ A_k+1..A_j`` combines the two sides' options (``best``)
+    with every step that makes a ``targets`` spec of their product.
+    """
+    i, j = span
+    table: dict[PartitionSpec, list[_Option]] = {}
+    for k in range(i, j):
+        lshape, rshape = (shp[i][0], shp[k][1]), (shp[k + 1][0], shp[j][1])
+        for sl, lopts in best[i, k].items():
+            res_l = 0 if k == i else ctx.block(lshape, sl)
+            for sr, ropts in best[k + 1, j].items():
+                res_r = 0 if k + 1 == j else ctx.block(rshape, sr)
+                for t in targets:
+                    for step in step_options(ctx, lshape, rshape, sl, sr, t):
+                        for lo in lopts:
+                            for ro in ropts:
+                                cost, peak = combine(lo, ro, res_l, res_r, step)
+                                if peak <= limit:
+                                    table.setdefault(t, []).append(
+                                        _Option(
+                                            cost,
+                                            peak,
+                                            lo.leaves + ro.leaves,
+                                            ("node", lo, ro, t, step[2]),
+                                        )
+                                    )
+    return table
+
+
 # ---- argument checks ------------------------------------------------------------------
 
 
-def _check_shapes(shapes: Any) -> tuple[Shape, ...]:
+def _check_chain(shp: tuple[MatrixShape, ...], mesh: Any, memory_limit: int | None) -> int | None:
+    """``mesh`` a ``Mesh``, ``memory_limit`` a positive count or None, and the shapes chain."""
+    if not isinstance(mesh, Mesh):
+        raise TypeError(
+            f"matmul_chain: mesh={mesh!r} ({type(mesh).__name__}) must be a "
+            "jax.sharding.Mesh, e.g. shardkit.mesh('2x4', 'x,y')"
+        )
+    if memory_limit is not None:
+        memory_limit = as_count(
+            "matmul_chain", "memory_limit", memory_limit, minimum=1, fix="bytes per device, or None"
+        )
+    for i in range(len(shp) - 1):
+        if shp[i][1] != shp[i + 1][0]:
+            raise ValueError(
+                f"matmul_chain: shapes[{i}]={shp[i]} and shapes[{i + 1}]={shp[i + 1]} do not "
+                "chain; each matrix's columns must equal the next one's rows"
+            )
+    return memory_limit
+
+
+def _check_shapes(shapes: Any) -> tuple[MatrixShape, ...]:
     """Each shape a pair of positive ints (NumPy integers too), named on failure."""
     if isinstance(shapes, str) or not isinstance(shapes, Sequence | np.ndarray):
         raise TypeError(
@@ -500,7 +523,7 @@ def _check_shapes(shapes: Any) -> tuple[Shape, ...]:
         )
     if len(shapes) == 0:
         raise ValueError("matmul_chain: shapes=[] is empty; give at least one matrix")
-    out: list[Shape] = []
+    out: list[MatrixShape] = []
     for i, s in enumerate(shapes):
         if isinstance(s, str) or not isinstance(s, Sequence | np.ndarray) or len(s) != 2:
             raise ValueError(
@@ -531,7 +554,7 @@ def _check_dtype(dtype: Any) -> np.dtype[Any]:
 
 
 def _spec_arg(
-    name: str, index: int | None, value: Any, shape: Shape | None, mesh: Mesh
+    name: str, index: int | None, value: Any, shape: MatrixShape | None, mesh: Mesh
 ) -> PartitionSpec:
     """A spec argument parsed, its axes checked against ``mesh`` (and ``shape`` if given)."""
     label = name if index is None else f"{name}[{index}]"
@@ -550,7 +573,7 @@ def _spec_arg(
 
 
 def _check_in_specs(
-    in_specs: Sequence[Any] | None, shp: tuple[Shape, ...], mesh: Mesh
+    in_specs: Sequence[Any] | None, shp: tuple[MatrixShape, ...], mesh: Mesh
 ) -> list[PartitionSpec | None]:
     n = len(shp)
     if in_specs is None:
@@ -572,7 +595,7 @@ def _check_in_specs(
 
 
 def _to_plan(
-    top: _Option, mesh: Mesh, shp: tuple[Shape, ...], limit: int | None, dtype: str
+    top: _Option, mesh: Mesh, shp: tuple[MatrixShape, ...], limit: int | None, dtype: str
 ) -> ChainPlan:
     in_specs: dict[int, PartitionSpec] = {}
     steps: list[ChainStep] = []

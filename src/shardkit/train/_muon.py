@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import math
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -168,53 +169,9 @@ def muon(
       True
     """
     optax = _optax()
-    if isinstance(ns_coeffs, str):
-        if ns_coeffs not in _NS_PRESETS:
-            raise ValueError(
-                f"muon: ns_coeffs={ns_coeffs!r} is not a preset; choose one of "
-                f"{sorted(_NS_PRESETS)} or pass (c0, c1, c2)"
-            )
-        ns_coeffs = _NS_PRESETS[ns_coeffs]
-    if preconditioning not in _PRECONDITIONINGS:
-        raise ValueError(
-            f"muon: preconditioning={preconditioning!r}; choose one of {list(_PRECONDITIONINGS)}"
-        )
-    shape = np.shape(np.asarray(ns_coeffs, dtype=np.float64))
-    if len(shape) not in (1, 2) or shape[-1] != 3:
-        raise ValueError(
-            f"muon: ns_coeffs has shape {shape}; pass (c0, c1, c2) or one such triple per "
-            "iteration, shape (k, 3)"
-        )
-    steps = int(ns_steps)
-    if steps < 1 or (len(shape) == 2 and shape[0] < 1):
-        raise ValueError(f"muon: ns_steps={ns_steps!r} must be at least 1")
-    dims_given = muon_weight_dimension_numbers
-    default_dims = optax.contrib.MuonDimensionNumbers()
-
-    def dims_of(params: Any) -> Any:
-        return dims_given(params) if callable(dims_given) else dims_given
-
-    def labels(params: Any) -> Any:
-        if dims_given is None:
-            return jax.tree.map(lambda x: "muon" if np.ndim(x) == 2 else "adam", params)
-        return jax.tree.map(
-            lambda d, sub: jax.tree.map(lambda _: "adam" if d is None else "muon", sub),
-            dims_of(params),
-            params,
-            is_leaf=_is_dims_or_none,
-        )
-
-    def dims_tree(params: Any) -> Any:
-        """Dimension numbers at Muon's leaves, MaskedNode at AdamW's (partition's shape)."""
-        masked = optax.MaskedNode()
-        mask = jax.tree.map(lambda label: label == "muon", labels(params))
-        given = default_dims if dims_given is None else dims_of(params)
-        return jax.tree.map(
-            lambda d, sub: jax.tree.map(lambda on: d if on else masked, sub),
-            given,
-            mask,
-            is_leaf=lambda x: _is_dims_or_none(x) or isinstance(x, optax.MaskedNode),
-        )
+    ns_coeffs, steps = _check_iteration(ns_coeffs, ns_steps, preconditioning)
+    leaves = _Leaves(muon_weight_dimension_numbers, optax.contrib.MuonDimensionNumbers())
+    labels, dims_tree = leaves.labels, leaves.dims_tree
 
     settings = {
         "steps": steps,
@@ -245,6 +202,72 @@ def muon(
         },
         labels,
     )
+
+
+def _check_iteration(ns_coeffs: Any, ns_steps: int, preconditioning: str) -> tuple[Any, int]:
+    """``ns_coeffs`` (a preset's name resolved), ``ns_steps`` and ``preconditioning`` checked."""
+    if isinstance(ns_coeffs, str):
+        if ns_coeffs not in _NS_PRESETS:
+            raise ValueError(
+                f"muon: ns_coeffs={ns_coeffs!r} is not a preset; choose one of "
+                f"{sorted(_NS_PRESETS)} or pass (c0, c1, c2)"
+            )
+        ns_coeffs = _NS_PRESETS[ns_coeffs]
+    if preconditioning not in _PRECONDITIONINGS:
+        raise ValueError(
+            f"muon: preconditioning={preconditioning!r}; choose one of {list(_PRECONDITIONINGS)}"
+        )
+    shape = np.shape(np.asarray(ns_coeffs, dtype=np.float64))
+    if len(shape) not in (1, 2) or shape[-1] != 3:
+        raise ValueError(
+            f"muon: ns_coeffs has shape {shape}; pass (c0, c1, c2) or one such triple per "
+            "iteration, shape (k, 3)"
+        )
+    steps = int(ns_steps)
+    if steps < 1 or (len(shape) == 2 and shape[0] < 1):
+        raise ValueError(f"muon: ns_steps={ns_steps!r} must be at least 1")
+    return ns_coeffs, steps
+
+
+@dataclasses.dataclass(frozen=True)
+class _Leaves:
+    """Which leaves Muon updates (the rest go to AdamW), from ``muon_weight_dimension_numbers``.
+
+    Attributes:
+      given: the dimension numbers (a tree, or a function of the parameters), or None:
+        every 2-D leaf, with ``default``.
+      default: ``optax.contrib.MuonDimensionNumbers()``.
+    """
+
+    given: Any
+    default: Any
+
+    def dims_of(self, params: Any) -> Any:
+        return self.given(params) if callable(self.given) else self.given
+
+    def labels(self, params: Any) -> Any:
+        """``"muon"`` or ``"adam"`` at each leaf (``optax.partition``'s labels)."""
+        if self.given is None:
+            return jax.tree.map(lambda x: "muon" if np.ndim(x) == 2 else "adam", params)
+        return jax.tree.map(
+            lambda d, sub: jax.tree.map(lambda _: "adam" if d is None else "muon", sub),
+            self.dims_of(params),
+            params,
+            is_leaf=_is_dims_or_none,
+        )
+
+    def dims_tree(self, params: Any) -> Any:
+        """Dimension numbers at Muon's leaves, MaskedNode at AdamW's (partition's shape)."""
+        optax = _optax()
+        masked = optax.MaskedNode()
+        mask = jax.tree.map(lambda label: label == "muon", self.labels(params))
+        given = self.default if self.given is None else self.dims_of(params)
+        return jax.tree.map(
+            lambda d, sub: jax.tree.map(lambda on: d if on else masked, sub),
+            given,
+            mask,
+            is_leaf=lambda x: _is_dims_or_none(x) or isinstance(x, optax.MaskedNode),
+        )
 
 
 def _is_dims_or_none(x: Any) -> bool:

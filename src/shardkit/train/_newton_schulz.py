@@ -55,14 +55,20 @@ from jax.sharding import PartitionSpec as P
 from shardkit.inspect import Interconnect, interconnect
 from shardkit.linalg.internal import after, axis_index, dslice
 
-__all__ = ["MuonMatrix", "Variant", "newton_schulz", "orthogonalize_sharded", "plan_matrices"]
+__all__ = [
+    "MuonMatrix",
+    "NewtonSchulzVariant",
+    "newton_schulz",
+    "orthogonalize_sharded",
+    "plan_matrices",
+]
 
-Variant = Literal["twice", "gram", "split", "local"]
-Method = Literal["products", "dealt"]
+NewtonSchulzVariant = Literal["twice", "gram", "split", "local"]
+NewtonSchulzMethod = Literal["products", "dealt"]
 
 # The step's Newton-Schulz flops a device may do, over its even share.
 _FLOP_SLACK = 1.25
-_VARIANTS: tuple[Variant, ...] = ("twice", "gram", "split")
+_VARIANTS: tuple[NewtonSchulzVariant, ...] = ("twice", "gram", "split")
 
 
 @dataclass(frozen=True)
@@ -88,8 +94,8 @@ class MuonMatrix:
     path: str
     shape: tuple[int, ...]
     spec: P
-    method: Method
-    variant: Variant
+    method: NewtonSchulzMethod
+    variant: NewtonSchulzVariant
     owner: int | None
     bytes_sent: float
     flops: float
@@ -207,7 +213,7 @@ def newton_schulz(
     eps: Any,
     ax: tuple[str, ...] = (),
     p: int = 1,
-    variant: Variant = "local",
+    variant: NewtonSchulzVariant = "local",
 ) -> jax.Array:
     """Muon's orthogonalization of ``X`` (``m x n``, ``m <= n``) held as column blocks.
 
@@ -248,7 +254,7 @@ def _iteration_flops(m: float, n: float) -> float:
 
 
 def _variant_cost(
-    v: Variant, lay: _Layout, p: int, steps: int, link: Interconnect, itemsize: int
+    v: NewtonSchulzVariant, lay: _Layout, p: int, steps: int, link: Interconnect, itemsize: int
 ) -> tuple[float, float, float]:
     """``(bytes sent per device, flops per device, seconds)`` of ``products`` with ``v``."""
     m, w = lay.m, lay.width
@@ -289,6 +295,37 @@ class _Item:
     itemsize: int
 
 
+def _deal_seconds(net: Interconnect, lay: _Layout, size: int, p: int, total: float) -> float:
+    """Predicted time to deal a matrix out and back (two all-to-alls) and iterate on it whole."""
+    return 2 * net.time("all-to-all", p, p * lay.m * lay.width * size) + total / net.peak_flops
+
+
+def _dealt_owners(
+    todo: Sequence[_Item],
+    costs: Sequence[dict[str, tuple[float, float, float]]],
+    pick: dict[int, NewtonSchulzVariant],
+    p: int,
+    steps: int,
+    net: Interconnect,
+) -> dict[int, int]:
+    """``{matrix: device}`` for the matrices dealt whole to one device each.
+
+    Matrices of one working shape are dealt together, whatever their layouts, in full
+    rounds of ``p``, where dealing beats their picked products.
+    """
+    owner: dict[int, int] = {}
+    groups: dict[Any, list[_Item]] = {}
+    for it in todo:
+        groups.setdefault((it.lay.m, it.lay.n, it.lay.width, it.itemsize), []).append(it)
+    for members in groups.values():
+        lay, size = members[0].lay, members[0].itemsize
+        full = len(members) // p * p if p > 1 else 0
+        deal = _deal_seconds(net, lay, size, p, _iteration_flops(lay.m, lay.n) * steps)
+        if full and deal < sum(costs[it.index][pick[it.index]][2] for it in members[:p]):
+            owner.update({it.index: k % p for k, it in enumerate(members[:full])})
+    return owner
+
+
 def plan_matrices(
     items: Sequence[tuple[str, tuple[int, ...], P, int]],
     mesh: Mesh,
@@ -306,27 +343,17 @@ def plan_matrices(
     costs = [
         {v: _variant_cost(v, it.lay, p, steps, net, it.itemsize) for v in _VARIANTS} for it in todo
     ]
-    pick: dict[int, Variant] = {
+    pick: dict[int, NewtonSchulzVariant] = {
         it.index: min(_VARIANTS, key=lambda v: costs[it.index][v][2]) for it in todo
     }
-    owner: dict[int, int] = {}
-    groups: dict[Any, list[_Item]] = {}
-    for it in todo:  # one working shape: dealt together, whatever their layouts
-        groups.setdefault((it.lay.m, it.lay.n, it.lay.width, it.itemsize), []).append(it)
-    for members in groups.values():
-        lay, size = members[0].lay, members[0].itemsize
-        full = len(members) // p * p if p > 1 else 0
-        total = _iteration_flops(lay.m, lay.n) * steps
-        deal = 2 * net.time("all-to-all", p, p * lay.m * lay.width * size) + total / net.peak_flops
-        if full and deal < sum(costs[it.index][pick[it.index]][2] for it in members[:p]):
-            owner.update({it.index: k % p for k, it in enumerate(members[:full])})
+    owner = _dealt_owners(todo, costs, pick, p, steps, net)
     # The step's products may cost a device 1.25x its share of the flops in all: trade
     # the cheapest seconds for fewer flops where the sum is over (A^2 whole, A X twice).
     shares = [_iteration_flops(it.lay.m, it.lay.n) * steps / p for it in todo]
     spent = sum(shares[i] if i in owner else costs[i][pick[i]][1] for i in range(len(todo)))
     share = sum(shares)
     while spent > _FLOP_SLACK * share:
-        moves: list[tuple[float, float, int, Variant]] = [
+        moves: list[tuple[float, float, int, NewtonSchulzVariant]] = [
             (c[pick[i]][1] - c[v][1], c[v][2] - c[pick[i]][2], i, v)
             for i, c in enumerate(costs)
             if i not in owner
@@ -345,9 +372,7 @@ def plan_matrices(
         if it.index in owner:
             lay, size = it.lay, it.itemsize
             deal_bytes = 2 * (p - 1) * lay.m * lay.width * size / p
-            deal = 2 * net.time("all-to-all", p, p * lay.m * lay.width * size) + total / (
-                net.peak_flops
-            )
+            deal = _deal_seconds(net, lay, size, p, total)
             out.append(
                 MuonMatrix(
                     it.path,
@@ -407,7 +432,7 @@ def orthogonalize_sharded(
 
     def body(c: jax.Array, flag: jax.Array, *blocks: jax.Array) -> tuple[jax.Array, ...]:
         def iterate(
-            x: jax.Array, variant: Variant = "local", on: tuple[str, ...] = ()
+            x: jax.Array, variant: NewtonSchulzVariant = "local", on: tuple[str, ...] = ()
         ) -> jax.Array:
             return newton_schulz(
                 x,

@@ -32,7 +32,7 @@ import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -390,102 +390,192 @@ def check_microbatches(where: str, plan: PipelinePlan, microbatches: int, batch_
         )
 
 
-def _value_and_grad(plan: PipelinePlan, sched: Timetable, mesh: Mesh) -> Callable[..., Any]:
+class _Ticks(NamedTuple):
+    """The carry of the scan over one stage's ticks.
+
+    Attributes:
+      stash: activations received from the previous stage, by slot.
+      cot: cotangents received from the next stage (the last stage's own), by slot.
+      grads: this stage's gradients so far.
+      loss: the loss so far (the last stage's).
+    """
+
+    stash: jax.Array
+    cot: jax.Array
+    grads: Any
+    loss: jax.Array
+
+
+@dataclass(frozen=True, eq=False)
+class _StageRun:
+    """What every tick of one stage reads; built once per step, inside ``shard_map``.
+
+    Attributes:
+      stack: the layers' stack.
+      stage: the mesh axis of the stages.
+      p: this stage's layers.
+      s: this stage's index.
+      xs, ys: the embedded microbatches and their targets.
+      is_real, is_last: per layer slot: a real layer; the model's last layer.
+      width: the embedded activations' width; between: what travels between stages
+        (None: all of it).
+      tab: this stage's timetable rows (kind, microbatch, slot, receive slots) by tick.
+      n_micro: microbatches per step.
+      forward_perm, backward_perm: the ``ppermute`` pairs to the next and previous stage.
+    """
+
+    stack: _Stack
+    stage: str
+    p: Any
+    s: jax.Array
+    xs: jax.Array
+    ys: Any
+    is_real: jax.Array
+    is_last: jax.Array
+    width: int
+    between: int | None
+    tab: jax.Array
+    n_micro: int
+    forward_perm: list[tuple[int, int]]
+    backward_perm: list[tuple[int, int]]
+
+    def narrow(self, h: jax.Array) -> jax.Array:
+        """What travels between stages."""
+        return h if self.between is None else h[:, : self.between]
+
+    def widen(self, h: jax.Array) -> jax.Array:
+        return h if self.between is None else jnp.pad(h, ((0, 0), (0, self.width - self.between)))
+
+    def run(self, q: Any, h: jax.Array) -> jax.Array:
+        """The stage's layers ``q`` on ``h`` (padding slots pass ``h`` through)."""
+        one = functools.partial(_layer_step, self.stack)
+        return jax.lax.scan(one, h, (q, self.is_real, self.is_last))[0]
+
+    def head(self, h: jax.Array, m: jax.Array) -> jax.Array:
+        return self.stack.head(h, jax.tree.map(lambda a: a[m], self.ys)) / self.n_micro
+
+
+def _layer_step(stack: _Stack, h: jax.Array, item: Any) -> tuple[jax.Array, None]:
+    layer, r, end = item
+    return jnp.where(r, stack.apply(layer, h, end), h), None
+
+
+# The four kinds of tick, as ``lax.switch`` branches of ``(grads, loss)``:
+# ``(send forward, send backward, grads, loss, this slot's new cotangent)``.
+
+
+def _idle(zero: jax.Array, g_out: jax.Array, g: Any, acc: jax.Array) -> Any:
+    return zero, zero, g, acc, g_out
+
+
+def _forward(
+    ctx: _StageRun, x_in: jax.Array, zero: jax.Array, g_out: jax.Array, g: Any, acc: jax.Array
+) -> Any:
+    return ctx.narrow(ctx.run(ctx.p, x_in)), zero, g, acc, g_out
+
+
+def _last_forward(
+    ctx: _StageRun, x_in: jax.Array, m: jax.Array, zero: jax.Array, g: Any, acc: jax.Array
+) -> Any:
+    value, d = jax.value_and_grad(ctx.head)(ctx.run(ctx.p, x_in), m)
+    return zero, zero, g, acc + value, ctx.narrow(d)
+
+
+def _backward(
+    ctx: _StageRun, x_in: jax.Array, g_out: jax.Array, zero: jax.Array, g: Any, acc: jax.Array
+) -> Any:
+    _, pull = jax.vjp(ctx.run, ctx.p, x_in)
+    dp, dx = pull(ctx.widen(g_out))
+    return zero, ctx.narrow(dx), jax.tree.map(jnp.add, g, dp), acc, g_out
+
+
+def _tick(
+    ctx: _StageRun, sends: tuple[bool, bool], carry: _Ticks, t: jax.Array
+) -> tuple[_Ticks, None]:
+    """Tick ``t``: this stage's work of the timetable, then the sends of this run of ticks."""
+    stash, cot, grads, loss = carry
+    kind, m, slot, rf, rb = (ctx.tab[i, t] for i in range(5))
+    # Stage 0 reads its inputs from the batch (for the backward's recompute too).
+    x_in = jnp.where(ctx.s == 0, ctx.xs[m], ctx.widen(stash[slot]))
+    g_out = cot[slot]
+    zero = jnp.zeros_like(g_out)
+    branches = (
+        functools.partial(_idle, zero, g_out),
+        functools.partial(_forward, ctx, x_in, zero, g_out),
+        functools.partial(_last_forward, ctx, x_in, m, zero),
+        functools.partial(_backward, ctx, x_in, g_out, zero),
+    )
+    send_f, send_b, grads, loss, g_new = jax.lax.switch(kind, branches, grads, loss)
+    cot = cot.at[slot].set(g_new)
+    # Only the directions some stage sends in during this run of ticks move.
+    if sends[0]:
+        got_f = jax.lax.ppermute(send_f, ctx.stage, ctx.forward_perm)
+        fs = jnp.maximum(rf, 0)
+        stash = stash.at[fs].set(jnp.where(rf >= 0, got_f, stash[fs]))
+        send_b = after(send_b, got_f)
+    if sends[1]:
+        got_b = jax.lax.ppermute(send_b, ctx.stage, ctx.backward_perm)
+        bs = jnp.maximum(rb, 0)
+        cot = cot.at[bs].set(jnp.where(rb >= 0, got_b, cot[bs]))
+    return _Ticks(stash, cot, grads, loss), None
+
+
+def _stage_body(
+    plan: PipelinePlan, sched: Timetable, params: Any, x: jax.Array, y: Any
+) -> tuple[jax.Array, Any]:
+    """One stage's step inside ``shard_map``: the timetable's ticks, then the loss and grads."""
     stack, stage, data = plan.stack, plan.stage_axis, plan.data_axis
     n_stages, n_micro = plan.stages, sched.microbatches
     tables = np.stack(
         [sched.kind, sched.microbatch, sched.slot, sched.recv_forward, sched.recv_backward]
     )
     real, last = plan.flags()
-    forward_perm = [(i, i + 1) for i in range(n_stages - 1)]
-    backward_perm = [(i + 1, i) for i in range(n_stages - 1)]
+    p = jax.tree.map(lambda a: a[0], params)
+    s = jax.lax.axis_index(stage)
+    h0 = _activations(stack, p, stack.embed(x), n_micro)
+    mb = h0.shape[0] // n_micro
+    xs = h0.reshape(n_micro, mb, *h0.shape[1:])
+    ys = jax.tree.map(lambda a: a.reshape(n_micro, mb, *a.shape[1:]), y)
+    between = stack.width
+    ctx = _StageRun(
+        stack,
+        stage,
+        p,
+        s,
+        xs,
+        ys,
+        jnp.asarray(real)[s],
+        jnp.asarray(last)[s],
+        h0.shape[1],
+        between,
+        jnp.asarray(tables)[:, :, s],
+        n_micro,
+        [(i, i + 1) for i in range(n_stages - 1)],
+        [(i + 1, i) for i in range(n_stages - 1)],
+    )
+    shape = h0.shape[1:] if between is None else (between,)
+    buf = jnp.zeros((sched.slots, mb, *shape), h0.dtype)
+    state = _Ticks(buf, buf, jax.tree.map(jnp.zeros_like, p), jnp.zeros((), h0.dtype))
+    for start, stop, sends in sched.segments():
+        state, _ = jax.lax.scan(
+            functools.partial(_tick, ctx, sends), state, jnp.arange(start, stop)
+        )
+    grads, loss = state.grads, state.loss
+    if n_stages > 1:
+        loss = jax.lax.psum(loss, stage)  # held by the last stage only
+        # The gradients leave after it, so that what the step does with them next
+        # (the finite test's all-reduce) cannot run beside it.
+        grads = after(grads, loss)
+    if data is not None:
+        grads, loss = jax.lax.pmean((grads, loss), data)
+    return loss, jax.tree.map(lambda g: g[None], grads)
 
-    def body(params: Any, x: jax.Array, y: Any) -> tuple[jax.Array, Any]:
-        p = jax.tree.map(lambda a: a[0], params)
-        s = jax.lax.axis_index(stage)
-        h0 = _activations(stack, p, stack.embed(x), n_micro)
-        mb = h0.shape[0] // n_micro
-        xs = h0.reshape(n_micro, mb, *h0.shape[1:])
-        ys = jax.tree.map(lambda a: a.reshape(n_micro, mb, *a.shape[1:]), y)
-        is_real, is_last = jnp.asarray(real)[s], jnp.asarray(last)[s]
-        between = stack.width
 
-        def narrow(h: jax.Array) -> jax.Array:  # what travels between stages
-            return h if between is None else h[:, :between]
-
-        def widen(h: jax.Array) -> jax.Array:
-            return h if between is None else jnp.pad(h, ((0, 0), (0, h0.shape[1] - between)))
-
-        tab = jnp.asarray(tables)[:, :, s]
-
-        def run(q: Any, h: jax.Array) -> jax.Array:
-            def one(h: jax.Array, item: Any) -> tuple[jax.Array, None]:
-                layer, r, end = item
-                return jnp.where(r, stack.apply(layer, h, end), h), None
-
-            return jax.lax.scan(one, h, (q, is_real, is_last))[0]
-
-        def head(h: jax.Array, m: jax.Array) -> jax.Array:
-            return stack.head(h, jax.tree.map(lambda a: a[m], ys)) / n_micro
-
-        def tick(sends: tuple[bool, bool], carry: Any, t: jax.Array) -> tuple[Any, None]:
-            stash, cot, grads, loss = carry
-            kind, m, slot, rf, rb = (tab[i, t] for i in range(5))
-            # Stage 0 reads its inputs from the batch (for the backward's recompute too).
-            x_in = jnp.where(s == 0, xs[m], widen(stash[slot]))
-            g_out = cot[slot]
-            zero = jnp.zeros_like(g_out)
-
-            def idle(g: Any, acc: jax.Array) -> Any:
-                return zero, zero, g, acc, g_out
-
-            def forward(g: Any, acc: jax.Array) -> Any:
-                return narrow(run(p, x_in)), zero, g, acc, g_out
-
-            def last_forward(g: Any, acc: jax.Array) -> Any:
-                value, d = jax.value_and_grad(head)(run(p, x_in), m)
-                return zero, zero, g, acc + value, narrow(d)
-
-            def backward(g: Any, acc: jax.Array) -> Any:
-                _, pull = jax.vjp(run, p, x_in)
-                dp, dx = pull(widen(g_out))
-                return zero, narrow(dx), jax.tree.map(jnp.add, g, dp), acc, g_out
-
-            send_f, send_b, grads, loss, g_new = jax.lax.switch(
-                kind, (idle, forward, last_forward, backward), grads, loss
-            )
-            cot = cot.at[slot].set(g_new)
-            # Only the directions some stage sends in during this run of ticks move.
-            if sends[0]:
-                got_f = jax.lax.ppermute(send_f, stage, forward_perm)
-                fs = jnp.maximum(rf, 0)
-                stash = stash.at[fs].set(jnp.where(rf >= 0, got_f, stash[fs]))
-                send_b = after(send_b, got_f)
-            if sends[1]:
-                got_b = jax.lax.ppermute(send_b, stage, backward_perm)
-                bs = jnp.maximum(rb, 0)
-                cot = cot.at[bs].set(jnp.where(rb >= 0, got_b, cot[bs]))
-            return (stash, cot, grads, loss), None
-
-        shape = h0.shape[1:] if between is None else (between,)
-        buf = jnp.zeros((sched.slots, mb, *shape), h0.dtype)
-        state = (buf, buf, jax.tree.map(jnp.zeros_like, p), jnp.zeros((), h0.dtype))
-        for start, stop, sends in sched.segments():
-            body_of = functools.partial(tick, sends)
-            state, _ = jax.lax.scan(body_of, state, jnp.arange(start, stop))
-        _, _, grads, loss = state
-        if n_stages > 1:
-            loss = jax.lax.psum(loss, stage)  # held by the last stage only
-            # The gradients leave after it, so that what the step does with them next
-            # (the finite test's all-reduce) cannot run beside it.
-            grads = after(grads, loss)
-        if data is not None:
-            grads, loss = jax.lax.pmean((grads, loss), data)
-        return loss, jax.tree.map(lambda g: g[None], grads)
-
+def _value_and_grad(plan: PipelinePlan, sched: Timetable, mesh: Mesh) -> Callable[..., Any]:
+    data = plan.data_axis
     batch_spec = P(data) if data else P()
     program = jax.shard_map(
-        body,
+        functools.partial(_stage_body, plan, sched),
         mesh=mesh,
         in_specs=(plan.specs, batch_spec, batch_spec),
         out_specs=(P(), plan.specs),

@@ -8,9 +8,10 @@ import math
 import numbers
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, cast, get_args
+from typing import Any, Literal, NamedTuple, cast, get_args
 
 import jax
 import numpy as np
@@ -284,21 +285,7 @@ def run_training(
         strategy, steps, sizes, batch_size, learning_rate, max_skipped, microbatches, schedule
     )
     steps, batch_size, max_skipped = int(steps), int(batch_size), int(max_skipped)
-    every = as_count(
-        "shardkit train",
-        "checkpoint_every",
-        checkpoint_every,
-        minimum=1,
-        fix="e.g. --checkpoint-every 100",
-    )
-    if plot is not None:
-        check_output_file(plot, what="shardkit train --plot")
-        require("matplotlib", extra="bench", what="shardkit train --plot")
-    if metrics is not None:
-        check_output_file(metrics, what="shardkit train --metrics")
-    if checkpoint_dir is not None:
-        check_output_dir(checkpoint_dir, what="shardkit train --checkpoint-dir")
-        require("orbax.checkpoint", extra="train", what="shardkit train --checkpoint-dir")
+    every = _check_outputs(checkpoint_every, plot, metrics, checkpoint_dir)
     if jax.process_index() != 0:
         console = Console(file=io.StringIO())  # one rank speaks for the job
     record = {
@@ -314,94 +301,31 @@ def run_training(
         if checkpoint_dir is not None:
             ckpt = cleanup.enter_context(CheckpointManager(checkpoint_dir, every=every))
             check_resumable(ckpt, record)  # before anything is compiled
-        t0 = time.perf_counter()
-        m = _mesh(strategy, mesh)
-        model = MLP(sizes)
-        layout = strategy_layout(model, strategy=strategy, mesh=m)
-        layout.check_batch(
-            (batch_size, sizes[0]), where=f"shardkit train --batch-size {batch_size}"
+        built = _build(
+            console,
+            strategy,
+            mesh,
+            sizes,
+            batch_size,
+            optimizer,
+            learning_rate,
+            seed,
+            microbatches,
+            schedule,
         )
-        if layout.pipeline is not None:
-            check_microbatches(
-                f"shardkit train --batch-size {batch_size}",
-                layout.pipeline,
-                layout.pipeline.stages if microbatches is None else microbatches,
-                batch_size,
-            )
-        opt = _optimizer(optimizer, learning_rate)
-        key = jax.random.key(seed)
-        data_key = jax.random.fold_in(key, 1)
-
-        def batch_of(i: int) -> Any:  # the batch of step i + 1: a function of the seed and i
-            return model.batch(jax.random.fold_in(data_key, i), batch_size, layout.batch)
-
-        with busy(console, f"building the {strategy} state and compiling the step"):
-            step, state = make_train_step(
-                model,
-                opt,
-                strategy=strategy,
-                mesh=m,
-                key=key,
-                microbatches=microbatches,
-                schedule=schedule,
-            )
-            pipe = cast(Any, step).pipeline
-            batch = batch_of(0)
-            # One compile serves the report and the steps (jit's call cache would compile again).
-            compiled = cast(Any, step).lower(state, batch).compile()  # a jax.jit function
-            report = comms(compiled, state, batch)
-        compile_s = time.perf_counter() - t0
-        n_params = sum(math.prod(s) for layer in model.param_shapes() for s in layer.values())
-        console.print(
-            f"[bold]{strategy}[/] on mesh {mesh}: MLP {'-'.join(map(str, sizes))} "
-            f"({n_params:,} parameters), batch {batch_size}, {optimizer} lr={learning_rate:g}"
+        report, pipe = built.report, built.pipe
+        described = _announce(
+            console, built, strategy, mesh, sizes, batch_size, optimizer, learning_rate
         )
-        console.print(report.summary())
-        described = pipe.describe(batch_size) if pipe is not None else None
-        if described is not None:
-            console.print(described, highlight=False)
 
-        if ckpt is not None:
-            state = resume(console, ckpt, state, layout_record, steps)
-        start = int(state.step)
-        log = None
-        if metrics is not None and jax.process_index() == 0:
-            log = cleanup.enter_context(contextlib.closing(MetricsLog(metrics, keep_through=start)))
         meta: dict[str, Any] = {"run": record, "layout": layout_record}
-        with (
-            StepProgress(
-                console,
-                start=start,
-                steps=steps,
-                max_skipped=max_skipped,
-                keep_going=keep_going,
-                skipped=int(state.skipped),
-            ) as loop,
-            StopSignals() as signals,
-        ):
-            for i in range(start, steps):
-                if i > 0:
-                    batch = batch_of(i)
-                state, loss = compiled(state, batch)
-                loss_value = float(loss)  # waits for the step
-                was_skipped = loop.record(i, loss_value, int(state.skipped))
-                if log is not None:
-                    log.write(i + 1, loss_value, skipped=was_skipped)
-                meta["data"] = {"seed": int(seed), "next_batch": i + 1}
-                loop.stopped_by = signals.agreed()
-                if ckpt is not None:
-                    forced = i + 1 == steps or loop.stopped_by is not None
-                    t_save = time.perf_counter()
-                    if ckpt.save(state, metadata=meta, force=forced):
-                        loop.saved(time.perf_counter() - t_save)
-                if loop.stopped_by is not None or loop.stop:
-                    break
+        loop = _train(console, built, cleanup, ckpt, metrics, meta, steps, max_skipped, keep_going)
     return _finish(
         console,
         loop,
         report,
         plot=plot,
-        compile_s=compile_s,
+        compile_s=built.compile_s,
         checkpoint=None if ckpt is None else ckpt.directory,
         strategy=strategy,
         mesh=mesh,
@@ -413,35 +337,178 @@ def run_training(
     )
 
 
-def _finish(
-    console: Console,
-    loop: StepProgress,
-    report: CommReport,
-    /,
-    *,
+def _check_outputs(
+    checkpoint_every: int,
     plot: str | Path | None,
-    compile_s: float,
-    checkpoint: Path | None,
+    metrics: str | Path | None,
+    checkpoint_dir: str | Path | None,
+) -> int:
+    """The output options checked before anything is compiled; returns ``checkpoint_every``."""
+    every = as_count(
+        "shardkit train",
+        "checkpoint_every",
+        checkpoint_every,
+        minimum=1,
+        fix="e.g. --checkpoint-every 100",
+    )
+    if plot is not None:
+        check_output_file(plot, what="shardkit train --plot")
+        require("matplotlib", extra="bench", what="shardkit train --plot")
+    if metrics is not None:
+        check_output_file(metrics, what="shardkit train --metrics")
+    if checkpoint_dir is not None:
+        check_output_dir(checkpoint_dir, what="shardkit train --checkpoint-dir")
+        require("orbax.checkpoint", extra="train", what="shardkit train --checkpoint-dir")
+    return every
+
+
+class _Built(NamedTuple):
+    """A run's model, compiled step and first state and batch, and the step's report."""
+
+    model: MLP
+    batch_of: Callable[[int], Any]
+    compiled: Any
+    state: Any
+    batch: Any
+    report: CommReport
+    pipe: Any
+    compile_s: float
+
+
+def _build(
+    console: Console,
+    strategy: Strategy,
+    mesh: str,
+    sizes: tuple[int, ...],
+    batch_size: int,
+    optimizer: Optimizer,
+    learning_rate: float,
+    seed: int,
+    microbatches: int | None,
+    schedule: Schedule | None,
+) -> _Built:
+    """The mesh, model, layout and optimizer; the step compiled once and its collectives."""
+    t0 = time.perf_counter()
+    m = _mesh(strategy, mesh)
+    model = MLP(sizes)
+    layout = strategy_layout(model, strategy=strategy, mesh=m)
+    layout.check_batch((batch_size, sizes[0]), where=f"shardkit train --batch-size {batch_size}")
+    if layout.pipeline is not None:
+        check_microbatches(
+            f"shardkit train --batch-size {batch_size}",
+            layout.pipeline,
+            layout.pipeline.stages if microbatches is None else microbatches,
+            batch_size,
+        )
+    opt = _optimizer(optimizer, learning_rate)
+    key = jax.random.key(seed)
+    data_key = jax.random.fold_in(key, 1)
+
+    def batch_of(i: int) -> Any:  # the batch of step i + 1: a function of the seed and i
+        return model.batch(jax.random.fold_in(data_key, i), batch_size, layout.batch)
+
+    with busy(console, f"building the {strategy} state and compiling the step"):
+        step, state = make_train_step(
+            model,
+            opt,
+            strategy=strategy,
+            mesh=m,
+            key=key,
+            microbatches=microbatches,
+            schedule=schedule,
+        )
+        pipe = cast(Any, step).pipeline
+        batch = batch_of(0)
+        # One compile serves the report and the steps (jit's call cache would compile again).
+        compiled = cast(Any, step).lower(state, batch).compile()  # a jax.jit function
+        report = comms(compiled, state, batch)
+    compile_s = time.perf_counter() - t0
+    return _Built(model, batch_of, compiled, state, batch, report, pipe, compile_s)
+
+
+def _announce(
+    console: Console,
+    built: _Built,
     strategy: str,
     mesh: str,
     sizes: tuple[int, ...],
     batch_size: int,
+    optimizer: str,
     learning_rate: float,
-    pipeline: str | None = None,
-    bubble: float | None = None,
-) -> TrainRun:
-    """The summary lines, the stop message, the plot and the :class:`TrainRun`."""
+) -> str | None:
+    """Print the run's first lines (model, step report, pipeline); returns the pipeline's."""
+    n_params = sum(math.prod(s) for layer in built.model.param_shapes() for s in layer.values())
+    console.print(
+        f"[bold]{strategy}[/] on mesh {mesh}: MLP {'-'.join(map(str, sizes))} "
+        f"({n_params:,} parameters), batch {batch_size}, {optimizer} lr={learning_rate:g}"
+    )
+    console.print(built.report.summary())
+    described = built.pipe.describe(batch_size) if built.pipe is not None else None
+    if described is not None:
+        console.print(described, highlight=False)
+    return described
+
+
+def _train(
+    console: Console,
+    built: _Built,
+    cleanup: contextlib.ExitStack,
+    ckpt: CheckpointManager | None,
+    metrics: str | Path | None,
+    meta: dict[str, Any],
+    steps: int,
+    max_skipped: int,
+    keep_going: bool,
+) -> StepProgress:
+    """Resume from ``ckpt``, then step under the progress bar and the stop signals."""
+    state, batch = built.state, built.batch
+    if ckpt is not None:
+        state = resume(console, ckpt, state, meta["layout"], steps)
+    start = int(state.step)
+    log = None
+    if metrics is not None and jax.process_index() == 0:
+        log = cleanup.enter_context(contextlib.closing(MetricsLog(metrics, keep_through=start)))
+    seed = meta["run"]["seed"]
+    with (
+        StepProgress(
+            console,
+            start=start,
+            steps=steps,
+            max_skipped=max_skipped,
+            keep_going=keep_going,
+            skipped=int(state.skipped),
+        ) as loop,
+        StopSignals() as signals,
+    ):
+        for i in range(start, steps):
+            if i > 0:
+                batch = built.batch_of(i)
+            state, loss = built.compiled(state, batch)
+            loss_value = float(loss)  # waits for the step
+            was_skipped = loop.record(i, loss_value, int(state.skipped))
+            if log is not None:
+                log.write(i + 1, loss_value, skipped=was_skipped)
+            meta["data"] = {"seed": int(seed), "next_batch": i + 1}
+            loop.stopped_by = signals.agreed()
+            if ckpt is not None:
+                forced = i + 1 == steps or loop.stopped_by is not None
+                t_save = time.perf_counter()
+                if ckpt.save(state, metadata=meta, force=forced):
+                    loop.saved(time.perf_counter() - t_save)
+            if loop.stopped_by is not None or loop.stop:
+                break
+    return loop
+
+
+def _print_summary(
+    console: Console,
+    loop: StepProgress,
+    report: CommReport,
+    peak: int | None,
+    checkpoint: Path | None,
+) -> None:
+    """The run's closing lines: losses and speed, saves, memory, skipped steps, a stop."""
     losses = loop.losses
-    if loop.stop:
-        last = loop.start + len(losses)
-        raise FloatingPointError(
-            f"shardkit train: stopped at step {last} of {loop.steps}: steps "
-            f"{last - loop.in_a_row + 1} to {last} were skipped, {loop.in_a_row} in a row "
-            f"(--max-skipped {loop.max_skipped}), because their loss or gradients are not "
-            f"finite (the loss is {losses[-1]}); lower the learning rate (now "
-            f"{learning_rate:g}), or pass --keep-going (keep_going=True) to run every step"
-        )
-    peak = report.memory.peak_bytes if report.memory else None
     steps_per_s = loop.steps_per_s
     if losses:
         console.print(
@@ -480,6 +547,39 @@ def _finish(
             highlight=False,
             soft_wrap=True,
         )
+
+
+def _finish(
+    console: Console,
+    loop: StepProgress,
+    report: CommReport,
+    /,
+    *,
+    plot: str | Path | None,
+    compile_s: float,
+    checkpoint: Path | None,
+    strategy: str,
+    mesh: str,
+    sizes: tuple[int, ...],
+    batch_size: int,
+    learning_rate: float,
+    pipeline: str | None = None,
+    bubble: float | None = None,
+) -> TrainRun:
+    """The summary lines, the stop message, the plot and the :class:`TrainRun`."""
+    losses = loop.losses
+    if loop.stop:
+        last = loop.start + len(losses)
+        raise FloatingPointError(
+            f"shardkit train: stopped at step {last} of {loop.steps}: steps "
+            f"{last - loop.in_a_row + 1} to {last} were skipped, {loop.in_a_row} in a row "
+            f"(--max-skipped {loop.max_skipped}), because their loss or gradients are not "
+            f"finite (the loss is {losses[-1]}); lower the learning rate (now "
+            f"{learning_rate:g}), or pass --keep-going (keep_going=True) to run every step"
+        )
+    peak = report.memory.peak_bytes if report.memory else None
+    steps_per_s = loop.steps_per_s
+    _print_summary(console, loop, report, peak, checkpoint)
     png = None
     if plot is not None and losses:
         png = plot_losses(np.array(losses), plot, title=f"{strategy} on {mesh}")

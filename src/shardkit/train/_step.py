@@ -203,26 +203,14 @@ def make_train_step(
     optax = require_optax()
     t = as_trainable("make_train_step", model, loss)
     _check_optimizer(optimizer)
-    if on_nonfinite not in NONFINITE:
-        raise ValueError(
-            f"make_train_step: on_nonfinite={on_nonfinite!r}; choose one of {list(NONFINITE)} "
-            "(skip: leave the state as it was and count the step; raise: FloatingPointError "
-            "naming the step; apply: apply the update anyway)"
-        )
+    _check_nonfinite(on_nonfinite)
     if t.bundled or key is not None:
         key = check_key("make_train_step", "key", key)
     layout = strategy_layout(t, strategy=strategy, mesh=mesh, rules=rules, loss=loss)
     pipe = _pipeline(layout, t, microbatches, schedule)
     if pipe is not None:
         t = pipe.trainable
-    params = t.draw(key, layout.params)
-    opt_shardings = layout.opt_state(optimizer, params)
-    init = optimizer.init
-    if layout.explicit:  # as the step: the optimizer's code sees Auto axes
-        init = jax.sharding.auto_axes(init, out_sharding=opt_shardings)
-    opt_state = jax.jit(init, out_shardings=opt_shardings)(params)
-    counts = jax.device_put(np.zeros((), np.int32), layout.replicated)
-    state_shardings = TrainState(layout.params, opt_shardings, layout.replicated, layout.replicated)
+    first, state_shardings = _first_state(layout, t, optimizer, key)
     grad_shardings = layout.param_constraints()
     takes_extra = _takes_extra_args(optimizer.update)
     check_finite = on_nonfinite != "apply"
@@ -276,9 +264,32 @@ def make_train_step(
         in_shardings=(state_shardings, batch_shardings),
         out_shardings=(state_shardings, layout.replicated),
     )
-    first = TrainState(params, opt_state, counts, counts)
     checked = _CheckedStep(jitted, t, layout, raise_nonfinite=on_nonfinite == "raise", pipe=pipe)
     return checked, first
+
+
+def _check_nonfinite(on_nonfinite: Any) -> None:
+    if on_nonfinite not in NONFINITE:
+        raise ValueError(
+            f"make_train_step: on_nonfinite={on_nonfinite!r}; choose one of {list(NONFINITE)} "
+            "(skip: leave the state as it was and count the step; raise: FloatingPointError "
+            "naming the step; apply: apply the update anyway)"
+        )
+
+
+def _first_state(
+    layout: StrategyLayout, t: Trainable, optimizer: Any, key: Any
+) -> tuple[TrainState, TrainState]:
+    """The first state (parameters drawn from ``key``, the optimizer's initial state) and its shardings."""
+    params = t.draw(key, layout.params)
+    opt_shardings = layout.opt_state(optimizer, params)
+    init = optimizer.init
+    if layout.explicit:  # as the step: the optimizer's code sees Auto axes
+        init = jax.sharding.auto_axes(init, out_sharding=opt_shardings)
+    opt_state = jax.jit(init, out_shardings=opt_shardings)(params)
+    counts = jax.device_put(np.zeros((), np.int32), layout.replicated)
+    state_shardings = TrainState(layout.params, opt_shardings, layout.replicated, layout.replicated)
+    return TrainState(params, opt_state, counts, counts), state_shardings
 
 
 def _pipeline(

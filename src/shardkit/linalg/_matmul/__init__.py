@@ -12,7 +12,7 @@ algorithm's layout rule and per-shard body), ``_cost`` (enumerating and pricing 
 variants, ``explain`` tables) and ``_api`` (``matmul``).
 """
 
-from shardkit.linalg._matmul._algos import ALGORITHMS, Problem
+from shardkit.linalg._matmul._algos import ALGORITHMS, MatmulProblem
 from shardkit.linalg._matmul._api import ALGORITHM_NAMES, Algorithm, build, matmul
 from shardkit.linalg._matmul._cost import Candidate, Explanation, enumerate_variants, price
 from shardkit.linalg._matmul._model import Comm, Spec, spec_text
@@ -24,7 +24,7 @@ __all__ = [
     "Candidate",
     "Comm",
     "Explanation",
-    "Problem",
+    "MatmulProblem",
     "Spec",
     "build",
     "enumerate_variants",

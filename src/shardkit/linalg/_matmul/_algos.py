@@ -2,7 +2,7 @@
 
 Write the operands' matrix specs as ``a: (am, ak)`` and ``b: (bk, bn)`` (tuples of mesh
 axes, see ``_matmul_model``); ``|e|`` is the number of pieces entry ``e`` splits into.
-Every function below returns the variants an algorithm offers for one :class:`Problem`,
+Every function below returns the variants an algorithm offers for one :class:`MatmulProblem`,
 or a string saying why it does not apply (used in error messages and ``explain``).
 """
 
@@ -33,7 +33,7 @@ from shardkit.linalg._matmul._model import (
 
 
 @dataclass(frozen=True)
-class Problem:
+class MatmulProblem:
     """The matrix dims of one product and the per-device sizes around them.
 
     Attributes:
@@ -116,7 +116,7 @@ def _accumulate(acc: jax.Array, product: Any, dim: int, parts: int) -> jax.Array
     return _loop(parts, step, acc)
 
 
-def local(pb: Problem) -> Result:
+def local(pb: MatmulProblem) -> Result:
     """No communication: ``a (am, -) @ b (-, bn) -> (am, bn)``, ``am`` and ``bn`` disjoint."""
     (am, ak), (bk, bn) = pb.a, pb.b
     if ak or bk:
@@ -134,7 +134,7 @@ def local(pb: Problem) -> Result:
     ]
 
 
-def _contraction_split(pb: Problem, algorithm: str) -> Entry | str:
+def _contraction_split(pb: MatmulProblem, algorithm: str) -> Entry | str:
     (am, ak), (bk, bn) = pb.a, pb.b
     if not ak or ak != bk:
         return (
@@ -146,7 +146,7 @@ def _contraction_split(pb: Problem, algorithm: str) -> Entry | str:
     return ak
 
 
-def allreduce(pb: Problem) -> Result:
+def allreduce(pb: MatmulProblem) -> Result:
     """Partial products summed: ``a (am, s) @ b (s, bn) -> (am, bn)``, one all-reduce over s."""
     s = _contraction_split(pb, "allreduce")
     if isinstance(s, str):
@@ -172,7 +172,7 @@ def allreduce(pb: Problem) -> Result:
     ]
 
 
-def reduce_scatter(pb: Problem) -> Result:
+def reduce_scatter(pb: MatmulProblem) -> Result:
     """``a (am, s) @ b (s, bn) -> (am+s, bn)`` or ``(am, bn+s)``: one reduce-scatter over s."""
     s = _contraction_split(pb, "reduce_scatter")
     if isinstance(s, str):
@@ -207,7 +207,7 @@ def reduce_scatter(pb: Problem) -> Result:
     return out or f"neither the output's rows nor its columns divide into {p} parts"
 
 
-def allgather(pb: Problem) -> Result:
+def allgather(pb: MatmulProblem) -> Result:
     """Gather until the product is local: contraction splits, then a rows/columns clash."""
     (am, ak), (bk, bn) = pb.a, pb.b
     clash = set(am) & set(bn)
@@ -279,7 +279,7 @@ def allgather(pb: Problem) -> Result:
     return variants
 
 
-def ring(pb: Problem) -> Result:
+def ring(pb: MatmulProblem) -> Result:
     """Collective matmul: the gather or reduce-scatter as ``p - 1`` overlapped permutes."""
     (am, ak), (bk, bn) = pb.a, pb.b
     out: list[Variant] = []
@@ -299,7 +299,7 @@ def ring(pb: Problem) -> Result:
     )
 
 
-def _ring_gather_k(pb: Problem, *, rotate_b: bool) -> Variant:
+def _ring_gather_k(pb: MatmulProblem, *, rotate_b: bool) -> Variant:
     (am, ak), (bk, bn) = pb.a, pb.b
     s = bk if rotate_b else ak
     p, kb = pb.p(s), pb.k // pb.p(s)
@@ -353,7 +353,7 @@ def _ring_gather_k(pb: Problem, *, rotate_b: bool) -> Variant:
     )
 
 
-def _ring_scatter(pb: Problem) -> list[Variant]:
+def _ring_scatter(pb: MatmulProblem) -> list[Variant]:
     (am, s), (_, bn) = pb.a, pb.b
     p = pb.p(s)
     variants = []
@@ -402,7 +402,7 @@ def _ring_scatter(pb: Problem) -> list[Variant]:
     return variants
 
 
-def _ring_gather_n(pb: Problem) -> Variant:
+def _ring_gather_n(pb: MatmulProblem) -> Variant:
     am, bn = pb.a[0], pb.b[1]
     p, nb = pb.p(bn), pb.n // pb.p(bn)
     perm = ring_perm(p)
@@ -435,7 +435,7 @@ def _ring_gather_n(pb: Problem) -> Variant:
     )
 
 
-def _grid(pb: Problem, algorithm: str) -> tuple[str, str] | str:
+def _grid(pb: MatmulProblem, algorithm: str) -> tuple[str, str] | str:
     (am, ak), (bk, bn) = pb.a, pb.b
     if not (len(am) == 1 and len(ak) == 1 and am != ak and (am, ak) == (bk, bn)):
         return (
@@ -445,7 +445,7 @@ def _grid(pb: Problem, algorithm: str) -> tuple[str, str] | str:
     return am[0], ak[0]
 
 
-def cannon(pb: Problem) -> Result:
+def cannon(pb: MatmulProblem) -> Result:
     """Cannon on a square ``q x q`` grid: skew, then ``q`` steps of multiply and shift."""
     grid = _grid(pb, "cannon")
     if isinstance(grid, str):
@@ -493,7 +493,7 @@ def cannon(pb: Problem) -> Result:
     ]
 
 
-def summa(pb: Problem) -> Result:
+def summa(pb: MatmulProblem) -> Result:
     """SUMMA on an ``R x C`` grid: ``lcm(R, C)`` panel broadcasts along rows and columns.
 
     A broadcast from one owner is written as a ``psum`` of the panel zeroed on the

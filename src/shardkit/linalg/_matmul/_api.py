@@ -29,9 +29,10 @@ from typing import Any, Literal, TypeAlias, get_args, overload
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 from shardkit._programs import cached, shard_jit
+from shardkit._types import AnyMesh
 from shardkit.inspect import Interconnect
 from shardkit.inspect import interconnect as _interconnect
 from shardkit.layout.internal import (
@@ -46,7 +47,7 @@ from shardkit.layout.internal import (
     spec_summary,
     to_pspec,
 )
-from shardkit.linalg._matmul._algos import ALGORITHMS, Problem
+from shardkit.linalg._matmul._algos import ALGORITHMS, MatmulProblem
 from shardkit.linalg._matmul._cost import Candidate, Explanation, enumerate_variants, price
 from shardkit.linalg._matmul._model import Spec, spec_text
 from shardkit.linalg._partitioned import partitioned
@@ -58,8 +59,6 @@ Algorithm: TypeAlias = Literal[
 ]
 ALGORITHM_NAMES: tuple[str, ...] = get_args(Algorithm)
 """The legal values of ``algorithm=``."""
-
-AnyMesh: TypeAlias = Mesh | AbstractMesh
 
 
 def _as_operand(x: Any) -> Any:
@@ -116,7 +115,7 @@ def build(cand: Candidate, mesh: AnyMesh, sa: Spec, sb: Spec, batch_spec: Spec) 
 # cache of their own (shardkit._programs) rather than the program cache's bound.
 @functools.lru_cache(maxsize=512)
 def _candidates(
-    problem: Problem,
+    problem: MatmulProblem,
     names: tuple[str, ...],
     target: Spec | None,
     batch_spec: Spec,
@@ -353,7 +352,7 @@ def _choose(
     local_batch = math.prod(
         n // math.prod(sizes[x] for x in e) for n, e in zip(a_shape[:nb], batch_spec, strict=True)
     )
-    problem = Problem(
+    problem = MatmulProblem(
         a=sa[nb:],
         b=sb[-2:],
         m=a_shape[-2],

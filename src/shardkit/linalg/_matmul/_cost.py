@@ -11,7 +11,7 @@ from rich.text import Text
 
 from shardkit.inspect import Interconnect
 from shardkit.layout import format_bytes
-from shardkit.linalg._matmul._algos import ALGORITHMS, Problem
+from shardkit.linalg._matmul._algos import ALGORITHMS, MatmulProblem
 from shardkit.linalg._matmul._model import (
     Comm,
     Redistribution,
@@ -65,7 +65,7 @@ class Candidate:
 
 
 def price(
-    pb: Problem,
+    pb: MatmulProblem,
     variant: Variant,
     link: Interconnect,
     *,
@@ -119,7 +119,7 @@ def price(
 
 
 def enumerate_variants(
-    pb: Problem, algorithms: Sequence[str]
+    pb: MatmulProblem, algorithms: Sequence[str]
 ) -> tuple[list[Variant], dict[str, str]]:
     """Every variant of ``algorithms`` for ``pb``, and why each other algorithm does not apply."""
     found: list[Variant] = []

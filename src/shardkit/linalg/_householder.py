@@ -39,8 +39,8 @@ Mesh axes the layout does not use (``P(x, None)`` on a 2x4 mesh) split the rows
 further inside the kernel instead of repeating the work on every replica; ``q``'s row
 block is all-gathered over them at the end.
 
-The loops are flat functions of a :class:`Stage` (the sizes and axes) and NamedTuple
-states (:class:`Factoring`, :class:`Forming`), as the LU kernel's.
+The loops are flat functions of a :class:`QrStage` (the sizes and axes) and NamedTuple
+states (:class:`Reducing`, :class:`FormingQ`), as the LU kernel's.
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ def signs(top: jax.Array) -> jax.Array:
     return s
 
 
-class Stage(NamedTuple):
+class QrStage(NamedTuple):
     """What every step of one factorization reads: its static sizes and mesh axes."""
 
     rows: tuple[str, ...]  # the axes splitting the rows (the layout's, then the spare ones)
@@ -142,7 +142,7 @@ class Stage(NamedTuple):
     npd: int  # the matrix's columns, padded to a whole panel
 
 
-class Panel(NamedTuple):
+class Reflector(NamedTuple):
     """One panel's reflector, as :func:`_panel` builds it (replicated over ``cols``)."""
 
     q: jax.Array  # (m, nb) the panel's orthonormal Q, zero above its diagonal
@@ -152,7 +152,7 @@ class Panel(NamedTuple):
     lo: jax.Array  # the first local row at or below the diagonal
 
 
-class Factoring(NamedTuple):
+class Reducing(NamedTuple):
     """The factorization loop's state."""
 
     x: jax.Array  # (m, k + nrhs) the local block (and right-hand sides), reduced so far
@@ -161,7 +161,7 @@ class Factoring(NamedTuple):
     rd: jax.Array  # (npd, nb) the diagonal blocks S R
 
 
-class Forming(NamedTuple):
+class FormingQ(NamedTuple):
     """The loop state of forming ``q`` (``x``, ``ts`` and ``ss`` are read only)."""
 
     q: jax.Array  # (m, k) q's local block, formed from the last panel back
@@ -170,28 +170,28 @@ class Forming(NamedTuple):
     ss: jax.Array
 
 
-def _grow(st: Stage) -> jax.Array:
+def _grow(st: QrStage) -> jax.Array:
     """The global row of each local row."""
     return axis_index(st.rows) * st.m + jnp.arange(st.m, dtype=jnp.int32)
 
 
-def _gcol(st: Stage) -> jax.Array:
+def _gcol(st: QrStage) -> jax.Array:
     """The global column of each local column of ``a``."""
     return axis_index(st.cols) * st.k + jnp.arange(st.k, dtype=jnp.int32)
 
 
-def _owner(st: Stage, j: jax.Array) -> tuple[jax.Array, jax.Array]:
+def _owner(st: QrStage, j: jax.Array) -> tuple[jax.Array, jax.Array]:
     """Whether this device's column group holds global column ``j``, and its local offset."""
     owner = j // st.k
     return axis_index(st.cols) == owner, j - owner * st.k
 
 
-def _local_col(st: Stage, j: jax.Array) -> jax.Array:
+def _local_col(st: QrStage, j: jax.Array) -> jax.Array:
     """The first local column at or right of global column ``j``."""
     return jnp.clip(j - axis_index(st.cols) * st.k, 0, st.k)
 
 
-def _local_qr(st: Stage, pan: jax.Array, j: jax.Array, lo: jax.Array) -> tuple[jax.Array, ...]:
+def _local_qr(st: QrStage, pan: jax.Array, j: jax.Array, lo: jax.Array) -> tuple[jax.Array, ...]:
     # Active rows first: the QR's trivial directions (a rank-deficient panel) then stay
     # in active rows, never in the rows above the diagonal.
     top = jnp.roll(jnp.where((_grow(st) >= j)[:, None], pan, 0), -lo, axis=0)
@@ -199,7 +199,7 @@ def _local_qr(st: Stage, pan: jax.Array, j: jax.Array, lo: jax.Array) -> tuple[j
     return q1, r1
 
 
-def _idle_qr(st: Stage, pan: jax.Array, j: jax.Array, lo: jax.Array) -> tuple[jax.Array, ...]:
+def _idle_qr(st: QrStage, pan: jax.Array, j: jax.Array, lo: jax.Array) -> tuple[jax.Array, ...]:
     return jnp.zeros((st.m, st.nb), pan.dtype), jnp.zeros((st.nb, st.nb), pan.dtype)
 
 
@@ -211,7 +211,7 @@ def _no_rows(q1: jax.Array, mix: jax.Array, lo: jax.Array) -> jax.Array:
     return jnp.zeros_like(q1)
 
 
-def _head(st: Stage, stack: jax.Array, q1: jax.Array) -> jax.Array:
+def _head(st: QrStage, stack: jax.Array, q1: jax.Array) -> jax.Array:
     """The diagonal's device: the stack's QR, the signs and ``T^-1``, packed for one psum.
 
     Its own rows of the panel's Q start with the diagonal block (the rows were rolled
@@ -226,11 +226,11 @@ def _head(st: Stage, stack: jax.Array, q1: jax.Array) -> jax.Array:
     return jnp.concatenate([q2, t, s[:, None] * rts, s[None, :]], axis=0)
 
 
-def _no_head(st: Stage, stack: jax.Array, q1: jax.Array) -> jax.Array:
+def _no_head(st: QrStage, stack: jax.Array, q1: jax.Array) -> jax.Array:
     return jnp.zeros((stack.shape[0] + 2 * st.nb + 1, st.nb), stack.dtype)
 
 
-def _panel(st: Stage, x: jax.Array, p: jax.Array) -> Panel:
+def _panel(st: QrStage, x: jax.Array, p: jax.Array) -> Reflector:
     """Panel ``p``'s TSQR and reflector: its owner column group factors it, then sends it along.
 
     Each device with active rows QRs its part of the panel; one all-gather stacks the
@@ -260,17 +260,17 @@ def _panel(st: Stage, x: jax.Array, p: jax.Array) -> Panel:
     q = on_owner(live, every, _combine, _no_rows, q1, mix, lo)
     q = psum(q, st.cols)  # the panel's Q along the mesh row: (M / R) x nb
     q = jnp.where((_grow(st) >= j)[:, None], q, 0)
-    return Panel(q, s, t, sr, lo)
+    return Reflector(q, s, t, sr, lo)
 
 
-def _reflector(st: Stage, q: jax.Array, s: jax.Array, j: jax.Array) -> jax.Array:
+def _reflector(st: QrStage, q: jax.Array, s: jax.Array, j: jax.Array) -> jax.Array:
     """``W = Q - [S; 0]``, ``S`` on the rows ``j ..`` of the panel's diagonal block."""
     lanes = jnp.arange(st.nb, dtype=jnp.int32)
     return q - (_grow(st)[:, None] == j + lanes[None, :]).astype(q.dtype) * s[None, :]
 
 
 def _apply(
-    st: Stage, w: jax.Array, t: jax.Array, y: jax.Array, lo: jax.Array, clo: jax.Array
+    st: QrStage, w: jax.Array, t: jax.Array, y: jax.Array, lo: jax.Array, clo: jax.Array
 ) -> jax.Array:
     """``y - w (t (w^H y))`` on the active corner: local rows from ``lo``, columns ``clo``."""
     z = psum(project(w, y, lo, clo), st.rows)
@@ -278,7 +278,7 @@ def _apply(
     return active_update(y, w, v, (0, 0), lo, clo, nb=st.nb)
 
 
-def _set_panel(st: Stage, y: jax.Array, j: jax.Array, value: jax.Array) -> jax.Array:
+def _set_panel(st: QrStage, y: jax.Array, j: jax.Array, value: jax.Array) -> jax.Array:
     """``value`` over the panel's columns of ``y`` on their owner column group only."""
     mine, off = _owner(st, j)
     if not st.cols:
@@ -289,7 +289,7 @@ def _set_panel(st: Stage, y: jax.Array, j: jax.Array, value: jax.Array) -> jax.A
     return y.at[:, dest].set(value, mode="drop")
 
 
-def _factor_step(st: Stage, form_q: bool, p: jax.Array, f: Factoring) -> Factoring:
+def _factor_step(st: QrStage, form_q: bool, p: jax.Array, f: Reducing) -> Reducing:
     """Panel ``p``: its reflector, ``H^H`` on the trailing columns (and right-hand sides)."""
     pan = _panel(st, f.x, p)
     j = p * st.nb
@@ -300,10 +300,10 @@ def _factor_step(st: Stage, form_q: bool, p: jax.Array, f: Factoring) -> Factori
         old = dslice(x, (0, off), (st.m, st.nb))
         x = _set_panel(st, x, j, jnp.where((_grow(st) >= j)[:, None], pan.q, old))
     ts = f.ts.at[p].set(pan.t)
-    return Factoring(x, ts, dupdate(f.ss, pan.s, (j,)), dupdate(f.rd, pan.sr, (j, 0)))
+    return Reducing(x, ts, dupdate(f.ss, pan.s, (j,)), dupdate(f.rd, pan.sr, (j, 0)))
 
 
-def _r_block(st: Stage, x: jax.Array, rd: jax.Array) -> jax.Array:
+def _r_block(st: QrStage, x: jax.Array, rd: jax.Array) -> jax.Array:
     """``r`` on this device's rows and columns: what the updates left above each diagonal
     block, the blocks ``S R``, zeros below."""
     grow, gcol = _grow(st), _gcol(st)
@@ -313,7 +313,7 @@ def _r_block(st: Stage, x: jax.Array, rd: jax.Array) -> jax.Array:
     return upper + jnp.where(same, diag, 0)
 
 
-def _q_step(st: Stage, i: jax.Array, f: Forming) -> Forming:
+def _q_step(st: QrStage, i: jax.Array, f: FormingQ) -> FormingQ:
     """``H_p`` on ``q`` for panel ``p = panels - 1 - i`` (LAPACK's ``orgqr`` order)."""
     p = st.npd // st.nb - 1 - i
     j = p * st.nb
@@ -330,15 +330,15 @@ def _q_step(st: Stage, i: jax.Array, f: Forming) -> Forming:
     return f._replace(q=_set_panel(st, q, j, qp * jnp.conj(s)[None, :]))
 
 
-def _form_q(st: Stage, f: Factoring, dep: jax.Array) -> jax.Array:
+def _form_q(st: QrStage, f: Reducing, dep: jax.Array) -> jax.Array:
     """``q = H_1 ... H_p [I; 0]``: this device's ``(m, k)`` block (after ``dep``)."""
     q = (_grow(st)[:, None] == _gcol(st)[None, :]).astype(f.x.dtype)
-    init = Forming(after(q, dep), f.x, f.ts, f.ss)
+    init = FormingQ(after(q, dep), f.x, f.ts, f.ss)
     panels = jnp.int32(st.npd // st.nb)
     return lax.fori_loop(jnp.int32(0), panels, partial(_q_step, st), init).q
 
 
-def _gathered_r(st: Stage, f: Factoring, n: int, rest: bool) -> dict[str, jax.Array]:
+def _gathered_r(st: QrStage, f: Reducing, n: int, rest: bool) -> dict[str, jax.Array]:
     """``r`` (``n`` rows, this device's columns) and ``q^H b`` on every device of the row axes."""
     rb = _r_block(st, f.x, f.rd)
     grow = _grow(st)
@@ -412,9 +412,9 @@ def householder_local(
     x = x if extra is None else jnp.concatenate([x, extra.astype(x.dtype)], axis=1)
     if ms % nb or k % nb:
         raise NotImplementedError(f"householder_local: nb={nb} divides neither {ms} nor {k}")
-    st = Stage(rows + spare, cols, parts, ms, k, nb, npd)
+    st = QrStage(rows + spare, cols, parts, ms, k, nb, npd)
     dt, panels = x.dtype, npd // nb
-    init = Factoring(
+    init = Reducing(
         x, jnp.zeros((panels, nb, nb), dt), jnp.zeros((npd,), dt), jnp.zeros((npd, nb), dt)
     )
     step = partial(_factor_step, st, form_q)

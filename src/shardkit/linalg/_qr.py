@@ -303,44 +303,41 @@ def _nan_fill(status: jax.Array, *xs: jax.Array) -> tuple[jax.Array, ...]:
     return tuple(jnp.where(status != 0, jnp.full_like(x, jnp.nan), x) for x in xs)
 
 
-def _house_local(a: jax.Array, lay: _Layout, fill: bool) -> tuple[jax.Array, ...]:
-    """Householder QR on a layout other than TSQR's: ``(q, r, status, ratio)`` as BCGS2's."""
+def _house_local(a: jax.Array, lay: _Layout) -> tuple[jax.Array, ...]:
+    """Householder QR on a layout other than TSQR's: local ``q``, local ``r``, ``r``'s diagonal."""
     out = _householder(lay, a, True)
     q, r = out["q"], out["r"]
     if not lay.own_r and lay.r_spec[0] is not None:  # r's rows split like a's row axes
         r = dslice(r, (axis_index(lay.rows) * lay.r_rows, 0), (lay.r_rows, r.shape[1]))
     # r's consumers (lstsq's condition estimate: collectives) after q's loop: one chain.
-    r = after(r, q)
-    status, ratio = _diagonal_status(out["diag"], lay.n)
+    return q, after(r, q), out["diag"]
+
+
+def _factor_local(a: jax.Array, lay: _Layout, fill: bool) -> tuple[jax.Array, ...]:
+    """The factorization of a layout other than TSQR's, Householder or BCGS2: (local ``q``,
+    local ``r``, status, diagonal ratio), NaN-filled on rank deficiency with ``fill``."""
+    q, r, d = (_house_local if lay.house else _bcgs2_local)(a, lay)
+    status, ratio = _diagonal_status(d, lay.n)
     if fill:
         q, r = _nan_fill(status, q, r)
     return q, r, status, ratio
 
 
 @cached
-def _house_program(lay: _Layout, fill: bool) -> Any:
+def _factor_program(lay: _Layout, fill: bool) -> Any:
     return Spmd(
-        lambda a: _house_local(a, lay, fill),
+        lambda a: _factor_local(a, lay, fill),
         lay.mesh,
         lay.spec,
         (lay.spec, lay.r_spec, PartitionSpec(), PartitionSpec()),
     )
 
 
-def _factor_program(lay: _Layout, fill: bool) -> Any:
-    """The factorization of a layout other than TSQR's: Householder, or BCGS2."""
-    return _house_program(lay, fill) if lay.house else _bcgs2_program(lay, fill)
-
-
 # ---- BCGS2 --------------------------------------------------------------------------
 
 
-def _bcgs2_local(a: jax.Array, lay: _Layout, fill: bool) -> tuple[jax.Array, ...]:
-    """The BCGS2 kernel, inside ``shard_map``: (local ``q``, local ``r``, status, diagonal ratio).
-
-    The ratio ``min|r_jj| / max|r_jj|`` (replicated) is the cheap condition estimate
-    :func:`lstsq` reads (an upper bound on ``1 / kappa(a)``).
-    """
+def _bcgs2_local(a: jax.Array, lay: _Layout) -> tuple[jax.Array, ...]:
+    """The BCGS2 kernel, inside ``shard_map``: local ``q``, local ``r``, ``r``'s diagonal."""
     n, nb, cb = lay.n, lay.nb, lay.cb
     mr, k = a.shape
     dt = a.dtype
@@ -399,21 +396,7 @@ def _bcgs2_local(a: jax.Array, lay: _Layout, fill: bool) -> tuple[jax.Array, ...
         return qa, rl, dupdate(d, jnp.diagonal(rdiag), (j0,))
 
     init = (a, jnp.zeros((nrl, k), dt), jnp.zeros((n,), dt))
-    qa, rl, d = lax.fori_loop(jnp.int32(0), jnp.int32(n // nb), panel, init)
-    status, ratio = _diagonal_status(d, n)
-    if fill:
-        qa, rl = _nan_fill(status, qa, rl)
-    return qa, rl, status, ratio
-
-
-@cached
-def _bcgs2_program(lay: _Layout, fill: bool) -> Any:
-    return Spmd(
-        lambda a: _bcgs2_local(a, lay, fill),
-        lay.mesh,
-        lay.spec,
-        (lay.spec, lay.r_spec, PartitionSpec(), PartitionSpec()),
-    )
+    return lax.fori_loop(jnp.int32(0), jnp.int32(n // nb), panel, init)
 
 
 def _padded(a: Any, lay: _Layout) -> Any:

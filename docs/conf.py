@@ -57,10 +57,27 @@ nitpick_ignore_regex = [
     (r"py:.*", r"shardkit(\.\w+)*\._\w+(\..+)?"),
     (r"py:class", r"shardkit\.train\.models\.Hooks"),
     # unqualified names from string annotations that autodoc cannot resolve
-    (r"py:class", r"Mesh|Layout|OutLayout|CollectiveAlgorithm|Console|AxisTypeLike"),
+    (r"py:class", r"Mesh|Layout|OutLayout|CollectiveAlgorithm|Console|AxisTypeLike|PyTree|JSONObject"),
     # submodules are documented through their package's page
     (r"py:mod", r"shardkit\.\w+\.\w+"),
 ]
+
+
+def _optax_for_type_hints() -> None:
+    """Let autodoc resolve the train package's optax annotations.
+
+    The train modules import optax for type checking only (it is an optional extra,
+    imported when a step is built); without the name, autodoc cannot evaluate any of a
+    function's hints and shows them as unresolvable strings.
+    """
+    import optax
+
+    for name in ("_muon", "_step", "_strategies"):
+        module = importlib.import_module(f"shardkit.train.{name}")
+        module.optax = optax  # type: ignore[attr-defined]
+
+
+_optax_for_type_hints()
 
 
 def _dataclass_fields() -> list[str]:

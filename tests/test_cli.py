@@ -88,7 +88,7 @@ def test_launch_runs_psum_across_two_processes(tmp_path: Path) -> None:
         "initialize()\n"
         "import shardkit\n"
         "m = shardkit.mesh('8', 'x')\n"
-        "x = shardkit.shard(np.arange(8.0), m, 'x')\n"
+        "x = shardkit.shard(np.arange(8.0), mesh=m, spec='x')\n"
         "total = jax.shard_map(lambda b: jax.lax.psum(b.sum(), 'x'), mesh=m,"
         " in_specs=P('x'), out_specs=P())(x)\n"
         "print('total', float(total.addressable_data(0)), 'of', jax.device_count())\n"

@@ -43,11 +43,11 @@ def test_four_threads_get_correct_results_without_deadlock() -> None:
     signals = []
     for shape, spec in (((16, 8, 8), "x,y"), ((16, 12, 10), "x")):
         v = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
-        signals.append((shard(v, m, spec), np.fft.fftn(v)))
+        signals.append((shard(v, mesh=m, spec=spec), np.fft.fftn(v)))
     products = []
     for rows, inner, cols in ((32, 64, 16), (16, 32, 24)):
         x, y = rng.standard_normal((rows, inner)), rng.standard_normal((inner, cols))
-        products.append((shard(x, m, "x,y"), shard(y, m, "y,None"), x @ y))
+        products.append((shard(x, mesh=m, spec="x,y"), shard(y, mesh=m, spec="y,None"), x @ y))
     # What comms reports for each product, computed before the threads start.
     reports = [shardkit.comms(matmul, a, b) for a, b, _ in products]
 

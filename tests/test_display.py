@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import shardkit
+from _meshes import make_mesh
 from shardkit._display import rich_text
 
 
@@ -33,8 +34,8 @@ def test_html_text_sees_a_difference() -> None:
 
 
 def test_comm_report_html_has_the_text_lines() -> None:
-    m = shardkit.mesh("2x4", "x,y")
-    a = shardkit.shard(np.ones((16, 16), np.float32), m, "x,y")
+    m = make_mesh("2x4")
+    a = shardkit.shard(np.ones((16, 16), np.float32), mesh=m, spec="x,y")
     report = shardkit.comms(jax.jit(lambda v: jnp.sum(v, axis=0)), a)
     assert report.collectives  # the table has rows
     assert html_text(report._repr_html_()) == plain(report)
@@ -42,16 +43,16 @@ def test_comm_report_html_has_the_text_lines() -> None:
 
 
 def test_chain_plan_html_has_the_text_lines() -> None:
-    m = shardkit.mesh("8", "x")
-    plan = shardkit.plan.matmul_chain([(16, 8), (8, 16), (16, 8)], m, memory_limit=1024)
+    m = make_mesh("8")
+    plan = shardkit.plan.matmul_chain([(16, 8), (8, 16), (16, 8)], mesh=m, memory_limit=1024)
     assert html_text(plan._repr_html_()) == plain(plan)
     assert plan.order in html_text(plan._repr_html_())
 
 
 def test_matmul_explanation_html_has_the_text_lines() -> None:
-    m = shardkit.mesh("2x4", "x,y")
-    a = shardkit.shard(np.ones((16, 8), np.float32), m, "x,y")
-    b = shardkit.shard(np.ones((8, 16), np.float32), m, "y,None")
+    m = make_mesh("2x4")
+    a = shardkit.shard(np.ones((16, 8), np.float32), mesh=m, spec="x,y")
+    b = shardkit.shard(np.ones((8, 16), np.float32), mesh=m, spec="y,None")
     explanation = shardkit.linalg.matmul(a, b, explain=True)
     text = html_text(explanation._repr_html_())
     assert text == plain(explanation)
@@ -60,8 +61,8 @@ def test_matmul_explanation_html_has_the_text_lines() -> None:
 
 @pytest.mark.parametrize(("spec", "moves"), [("x,y", 2), ("x", 1), (None, 0)])
 def test_fft_plan_display_shows_every_fact_of_its_text(spec: str | None, moves: int) -> None:
-    m = shardkit.mesh("2x4", "x,y")
-    plan = shardkit.fft.plan("fftn", (8, 8, 8), spec, m)
+    m = make_mesh("2x4")
+    plan = shardkit.fft.plan("fftn", (8, 8, 8), spec=spec, mesh=m)
     assert plan.all_to_alls == moves
     rich_form = plain(rich_text(plan, width=120))
     assert html_text(plan._repr_html_()) == rich_form

@@ -13,6 +13,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import shardkit
+from _meshes import make_mesh
 from shardkit import random as sk_random
 from shardkit.inspect import comms
 
@@ -38,19 +39,21 @@ Draw = Callable[[jax.Array, tuple[int, ...], Any], jax.Array]
 
 DRAWS: dict[str, tuple[Draw, Draw]] = {
     "normal": (
-        lambda k, s, sh: sk_random.normal(k, s, sh, dtype=jnp.float32),
+        lambda k, s, sh: sk_random.normal(k, s, out_sharding=sh, dtype=jnp.float32),
         lambda k, s, _: jax.random.normal(k, s, jnp.float32),
     ),
     "uniform": (
-        lambda k, s, sh: sk_random.uniform(k, s, sh, dtype=jnp.float32, minval=-2, maxval=3),
+        lambda k, s, sh: sk_random.uniform(
+            k, s, out_sharding=sh, dtype=jnp.float32, minval=-2, maxval=3
+        ),
         lambda k, s, _: jax.random.uniform(k, s, jnp.float32, -2, 3),
     ),
     "bernoulli": (
-        lambda k, s, sh: sk_random.bernoulli(k, s, sh, p=0.3),
+        lambda k, s, sh: sk_random.bernoulli(k, s, out_sharding=sh, p=0.3),
         lambda k, s, _: jax.random.bernoulli(k, 0.3, s),
     ),
     "randint": (
-        lambda k, s, sh: sk_random.randint(k, s, sh, minval=-5, maxval=1000),
+        lambda k, s, sh: sk_random.randint(k, s, out_sharding=sh, minval=-5, maxval=1000),
         lambda k, s, _: jax.random.randint(k, s, -5, 1000, jnp.int32),
     ),
 }
@@ -59,7 +62,7 @@ DRAWS: dict[str, tuple[Draw, Draw]] = {
 def _sharding(
     mesh_shape: str, names: str, spec: P, axis_types: Literal["auto", "explicit"] = "auto"
 ) -> NamedSharding:
-    return shardkit.sharding(shardkit.mesh(mesh_shape, names, axis_types=axis_types), spec)
+    return shardkit.sharding(make_mesh(mesh_shape, axis_types, names=names), spec)
 
 
 # normal over every layout; the other draws over every other one (each compiles).
@@ -101,11 +104,11 @@ def test_no_collective_in_the_compiled_draw(
 def test_global_flag_off_changes_nothing() -> None:
     key = jax.random.key(11)
     s = _sharding("2x4", "x,y", P("x", "y"))
-    on = np.asarray(sk_random.normal(key, SHAPE, s, dtype=jnp.float32))
+    on = np.asarray(sk_random.normal(key, SHAPE, out_sharding=s, dtype=jnp.float32))
     with jax.threefry_partitionable(False):
-        off = np.asarray(sk_random.normal(key, SHAPE, s, dtype=jnp.float32))
+        off = np.asarray(sk_random.normal(key, SHAPE, out_sharding=s, dtype=jnp.float32))
         data = jax.random.key_data(key)
-        fn = lambda d: sk_random.normal(jax.random.wrap_key_data(d), SHAPE, s)  # noqa: E731
+        fn = lambda d: sk_random.normal(jax.random.wrap_key_data(d), SHAPE, out_sharding=s)  # noqa: E731
         comms(fn, data).assert_none()
         # JAX's own stable draw under the same sharding communicates (the seed's sharp bit).
         plain = jax.jit(lambda d: jax.random.normal(d, SHAPE), out_shardings=s)
@@ -116,8 +119,10 @@ def test_global_flag_off_changes_nothing() -> None:
 
 def test_legacy_keys_and_explicit_meshes() -> None:
     key = jax.random.PRNGKey(5)
-    auto = sk_random.normal(key, SHAPE, _sharding("4x2", "x,y", P("x", "y")))
-    explicit = sk_random.normal(key, SHAPE, _sharding("4x2", "x,y", P("x", "y"), "explicit"))
+    auto = sk_random.normal(key, SHAPE, out_sharding=_sharding("4x2", "x,y", P("x", "y")))
+    explicit = sk_random.normal(
+        key, SHAPE, out_sharding=_sharding("4x2", "x,y", P("x", "y"), "explicit")
+    )
     np.testing.assert_array_equal(np.asarray(auto), np.asarray(explicit))
     assert auto.dtype == jnp.float64  # JAX's default float with x64 on (conftest)
 
@@ -128,7 +133,7 @@ def test_inside_jit_the_sharding_is_a_constraint() -> None:
 
     @jax.jit
     def f(k: jax.Array) -> jax.Array:
-        return sk_random.uniform(k, (8, 8), s, dtype=jnp.float32) * 2
+        return sk_random.uniform(k, (8, 8), out_sharding=s, dtype=jnp.float32) * 2
 
     out = f(key)
     expected = 2 * np.asarray(jax.random.uniform(key, (8, 8), jnp.float32))
@@ -139,18 +144,18 @@ def test_bad_arguments_raise_with_the_layout() -> None:
     key = jax.random.key(0)
     s = _sharding("2x4", "x,y", P("x", "y"))
     with pytest.raises(
-        ValueError, match=r"normal\(sharding=...\): array shape=\(24, 6\).*not divisible by 4"
+        ValueError, match=r"normal\(out_sharding=...\): array shape=\(24, 6\).*not divisible by 4"
     ):
-        sk_random.normal(key, (24, 6), s)
+        sk_random.normal(key, (24, 6), out_sharding=s)
     with pytest.raises(ValueError, match="has rank 1"):
-        sk_random.normal(key, (24,), s)
+        sk_random.normal(key, (24,), out_sharding=s)
     with pytest.raises(TypeError, match=r"must be a jax\.sharding\.Sharding"):
-        sk_random.normal(key, SHAPE, P("x"))  # type: ignore[arg-type]
+        sk_random.normal(key, SHAPE, out_sharding=P("x"))  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="PRNG key"):
-        sk_random.normal(jnp.zeros(2, jnp.float32), SHAPE, s)
+        sk_random.normal(jnp.zeros(2, jnp.float32), SHAPE, out_sharding=s)
     with pytest.raises(TypeError, match="non-negative integers"):
-        sk_random.normal(key, (2.5, 4), s)  # type: ignore[arg-type]
+        sk_random.normal(key, (2.5, 4), out_sharding=s)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="dtype=int32 must be a floating dtype"):
-        sk_random.normal(key, SHAPE, s, dtype=jnp.int32)
+        sk_random.normal(key, SHAPE, out_sharding=s, dtype=jnp.int32)
     with pytest.raises(ValueError, match="dtype=float32 must be an integer dtype"):
-        sk_random.randint(key, SHAPE, s, minval=0, maxval=3, dtype=jnp.float32)
+        sk_random.randint(key, SHAPE, out_sharding=s, minval=0, maxval=3, dtype=jnp.float32)

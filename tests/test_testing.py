@@ -6,7 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from shardkit.layout import mesh, shard
+from _meshes import make_mesh
+from shardkit.layout import shard
 from shardkit.testing import assert_close, tolerance
 
 
@@ -14,7 +15,7 @@ def test_passes_within_tolerance() -> None:
     assert_close(np.array([1, 2, 3], np.float32), np.array([1, 2, 3 + 1e-6]))
     assert_close(jnp.ones(4, jnp.bfloat16), np.full(4, 1.001))
     assert_close(np.array([np.nan, 1.0]), np.array([np.nan, 1.0]))
-    assert_close(shard(np.arange(8.0), mesh("8", "x"), "x"), np.arange(8.0))
+    assert_close(shard(np.arange(8.0), mesh=make_mesh("8"), spec="x"), np.arange(8.0))
     assert_close(jnp.float32(2.0), np.float64(2.0 + 1e-7))  # 0-d, as det returns
 
 

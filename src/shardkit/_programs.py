@@ -34,6 +34,7 @@ from shardkit._config import check_cache_size, program_cache_size
 
 __all__ = [
     "ProgramCacheInfo",
+    "after",
     "cached",
     "cached_program",
     "clear_program_cache",
@@ -162,7 +163,7 @@ def program_cache_info() -> ProgramCacheInfo:
 
     Example:
       >>> m = shardkit.mesh("8", "x")
-      >>> x = shardkit.shard(np.ones((16, 4), np.complex64), m, "x,None")
+      >>> x = shardkit.shard(np.ones((16, 4), np.complex64), mesh=m, spec="x,None")
       >>> before = shardkit.program_cache_info()
       >>> _ = shardkit.fft.fftn(x); _ = shardkit.fft.fftn(x)
       >>> info = shardkit.program_cache_info()
@@ -253,3 +254,23 @@ def shard_jit(
         return op(x), op(jax.sharding.reshard(jnp.asarray(t, x.dtype), sharding))
 
     return op
+
+
+def after(x: Any, *deps: jax.Array) -> Any:
+    """``x`` unchanged, made to wait for ``deps`` (inside ``shard_map``, local arrays).
+
+    A data dependency XLA cannot fold away: a select on "``|d| > inf``" of one element
+    of each dep, never true. Independent collectives of one program must not run side
+    by side: XLA's CPU runtime starts them concurrently on a pool of one thread per
+    device, devices reach them in different orders and the rendezvous hangs (see
+    :mod:`shardkit.inspect._order`); ordering them costs one select over ``x``.
+    """
+    never = jnp.bool_(False)
+    for d in deps:
+        first = jnp.abs(jnp.ravel(d)[:1].astype(jnp.float32 if d.dtype == jnp.bool_ else d.dtype))
+        never = never | (first[0] > jnp.inf)
+
+    def wait(leaf: jax.Array) -> jax.Array:
+        return jnp.where(never, jnp.zeros_like(leaf), leaf)
+
+    return jax.tree.map(wait, x)

@@ -479,6 +479,7 @@ def train(
     """
     from shardkit.distributed import initialize
     from shardkit.train import run_training
+    from shardkit.train.internal import progress_console
 
     try:
         layer_sizes = tuple(int(s) for s in sizes.split(","))
@@ -488,9 +489,9 @@ def train(
         ) from None
     with _usage():  # the launcher's variables, if any: one job of all ranks
         initialize()
-    with _usage():  # run_training's messages name the option
+    with _usage(), progress_console(_console):  # run_training's messages name the option
         run = run_training(
-            _console,
+            progress=True,
             strategy=strategy,
             mesh=mesh,
             steps=steps,

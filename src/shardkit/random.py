@@ -1,8 +1,8 @@
 """Mesh-invariant sharded random numbers, generated in place with no communication.
 
-``normal(key, shape, sharding)`` returns the same values as
+``normal(key, shape, out_sharding=sharding)`` returns the same values as
 ``jax.random.normal(key, shape)`` computed on one device, whatever the mesh and spec
-of ``sharding``, and every device computes only its own block: the compiled program
+of ``out_sharding`` (JAX's own name for it, as in ``jax.random.normal``), and every device computes only its own block: the compiled program
 holds no collective (``shardkit.comms`` proves it in the tests).
 
 This rests on JAX's *partitionable* threefry implementation, the flag
@@ -23,7 +23,8 @@ but may change across releases (as JAX documents).
 
 Keys may be typed keys (``jax.random.key``) or legacy ``uint32[2]`` keys
 (``jax.random.PRNGKey``). The functions also work inside ``jax.jit``, where the
-sharding becomes a constraint on the draw.
+sharding becomes a constraint on the draw. The positional ``sharding`` of earlier
+releases still works, with a ``DeprecationWarning``.
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import AxisType, NamedSharding, Sharding
 
+from shardkit._deprecation import UNSET, pick
 from shardkit._programs import cached
+from shardkit._typing import ArrayLike, DTypeLike
 from shardkit.layout.internal import check_placement, is_traced
 
 __all__ = ["bernoulli", "normal", "randint", "uniform"]
@@ -103,10 +106,28 @@ def _jitted(name: str, shape: tuple[int, ...], dtype: Any, sharding: Sharding) -
     return jax.jit(draw, out_shardings=sharding)
 
 
+def _out(where: str, sharding: Sharding | None, out_sharding: Sharding | None) -> Sharding:
+    """The result's sharding, from ``out_sharding=`` or the deprecated positional one."""
+    out = pick(
+        where,
+        old=f"the positional sharding, {where}(key, shape, sharding)",
+        old_value=UNSET if sharding is None else sharding,
+        new=f"{where}(key, shape, out_sharding=sharding)",
+        new_value=out_sharding,
+        stacklevel=5,
+    )
+    if out is None:
+        raise TypeError(
+            f"{where}: out_sharding= is missing; pass where the result lives, e.g. "
+            f"{where}(key, shape, out_sharding=shardkit.sharding(mesh, 'x,y'))"
+        )
+    return out
+
+
 def _check(where: str, key: Any, shape: Any, sharding: Any) -> tuple[int, ...]:
     if not isinstance(sharding, Sharding):
         raise TypeError(
-            f"{where}: sharding={sharding!r} ({type(sharding).__name__}) must be a "
+            f"{where}: out_sharding={sharding!r} ({type(sharding).__name__}) must be a "
             "jax.sharding.Sharding, e.g. shardkit.sharding(mesh, 'x,y') or "
             "jax.NamedSharding(mesh, jax.P('x', 'y'))"
         )
@@ -118,7 +139,7 @@ def _check(where: str, key: Any, shape: Any, sharding: Any) -> tuple[int, ...]:
         raise TypeError(f"{where}: shape={shape!r} must be a tuple of non-negative integers")
     shape = tuple(int(d) for d in shape)
     if isinstance(sharding, NamedSharding):
-        check_placement(f"{where}(sharding=...)", shape, sharding.spec, sharding.mesh)
+        check_placement(f"{where}(out_sharding=...)", shape, sharding.spec, sharding.mesh)
     else:
         sharding.shard_shape(shape)  # raises for an indivisible shape
     dtype = getattr(key, "dtype", None)
@@ -192,9 +213,15 @@ def _check_interval(where: str, minval: Any, maxval: Any, dtype: Any = None) -> 
 
 
 def normal(
-    key: jax.Array, shape: Sequence[int], sharding: Sharding, /, *, dtype: Any = None
+    key: ArrayLike,
+    shape: Sequence[int],
+    sharding: Sharding | None = None,
+    /,
+    *,
+    out_sharding: Sharding | None = None,
+    dtype: DTypeLike | None = None,
 ) -> jax.Array:
-    """Standard normal values of ``shape``, placed with ``sharding``, drawn in place.
+    """Standard normal values of ``shape``, placed with ``out_sharding``, drawn in place.
 
     Each device draws only its own block (no collective; compute and memory 1/P of
     the array per device when it is fully sharded). The values are bit-identical for
@@ -204,42 +231,47 @@ def normal(
     Args:
       key: a PRNG key (``jax.random.key`` or ``jax.random.PRNGKey``).
       shape: the global shape.
-      sharding: where the result lives, e.g. ``shardkit.sharding(mesh, "x,y")``.
+      sharding: deprecated positional spelling of ``out_sharding``.
+      out_sharding: where the result lives, e.g. ``shardkit.sharding(mesh, "x,y")``
+        (JAX's name, as in ``jax.random.normal(..., out_sharding=...)``).
       dtype: a floating dtype; JAX's default float when None.
 
     Returns:
-      A ``jax.Array`` of ``shape`` with ``sharding``.
+      A ``jax.Array`` of ``shape`` with ``out_sharding``.
 
     Raises:
-      TypeError: ``key``, ``shape`` or ``sharding`` has the wrong type.
+      TypeError: ``key``, ``shape`` or ``out_sharding`` has the wrong type (or is missing).
       ValueError: the spec does not fit the mesh or does not divide ``shape``.
 
     Example:
       >>> m = shardkit.mesh("2x4", "x,y", axis_types="auto")
       >>> key = jax.random.key(0)
-      >>> a = shardkit.random.normal(key, (4, 8), shardkit.sharding(m, "x,y"), dtype=np.float32)
+      >>> a = shardkit.random.normal(key, (4, 8), out_sharding=shardkit.sharding(m, "x,y"), dtype=np.float32)
       >>> shardkit.describe(a)
       'float32[4@x,8@y] on mesh(x=2,y=4): 8 shards of float32[2,2] (16 B each), 1 copy'
-      >>> b = shardkit.random.normal(key, (4, 8), shardkit.sharding(m, "y,None"), dtype=np.float32)
+      >>> b = shardkit.random.normal(key, (4, 8), out_sharding=shardkit.sharding(m, "y,None"), dtype=np.float32)
       >>> bool((np.asarray(a) == np.asarray(b)).all())
       True
       >>> bool((np.asarray(a) == np.asarray(jax.random.normal(key, (4, 8), np.float32))).all())
       True
     """
-    return _draw("normal", key, shape, sharding, _float_dtype("normal", dtype))
+    return _draw(
+        "normal", key, shape, _out("normal", sharding, out_sharding), _float_dtype("normal", dtype)
+    )
 
 
 def uniform(
-    key: jax.Array,
+    key: ArrayLike,
     shape: Sequence[int],
-    sharding: Sharding,
+    sharding: Sharding | None = None,
     /,
     *,
-    dtype: Any = None,
-    minval: Any = 0.0,
-    maxval: Any = 1.0,
+    out_sharding: Sharding | None = None,
+    dtype: DTypeLike | None = None,
+    minval: ArrayLike = 0.0,
+    maxval: ArrayLike = 1.0,
 ) -> jax.Array:
-    """Uniform values in ``[minval, maxval)`` of ``shape``, placed with ``sharding``.
+    """Uniform values in ``[minval, maxval)`` of ``shape``, placed with ``out_sharding``.
 
     Drawn in place with no communication; identical for every mesh and spec and to
     ``jax.random.uniform(key, shape, dtype, minval, maxval)`` (see :func:`normal`).
@@ -247,7 +279,8 @@ def uniform(
     Args:
       key: a PRNG key.
       shape: the global shape.
-      sharding: where the result lives.
+      sharding: deprecated positional spelling of ``out_sharding``.
+      out_sharding: where the result lives.
       dtype: a floating dtype; JAX's default float when None.
       minval: lower bound (inclusive), a scalar (or an array broadcasting to ``shape``).
       maxval: upper bound (exclusive), above ``minval`` in ``dtype``. The check runs
@@ -256,32 +289,37 @@ def uniform(
         ``jax.random.uniform``, ``maxval <= minval`` gives ``minval``.
 
     Returns:
-      A ``jax.Array`` of ``shape`` with ``sharding``.
+      A ``jax.Array`` of ``shape`` with ``out_sharding``.
 
     Raises:
-      TypeError: ``key``, ``shape`` or ``sharding`` has the wrong type, or a bound
+      TypeError: ``key``, ``shape`` or ``out_sharding`` has the wrong type (or is missing), or a bound
         is not a real number.
       ValueError: the spec does not fit the mesh or does not divide ``shape``, or
         ``minval >= maxval`` (or NaN).
 
     Example:
       >>> m = shardkit.mesh("8", "x", axis_types="auto")
-      >>> u = shardkit.random.uniform(jax.random.key(1), (16,), shardkit.sharding(m, "x"),
+      >>> u = shardkit.random.uniform(jax.random.key(1), (16,), out_sharding=shardkit.sharding(m, "x"),
       ...                             dtype=np.float32, minval=-1.0, maxval=1.0)
       >>> bool((np.asarray(u) >= -1).all() and (np.asarray(u) < 1).all())
       True
     """
+    out = _out("uniform", sharding, out_sharding)
     dt = _float_dtype("uniform", dtype)
     _check_interval("uniform", minval, maxval, dt)
-    return _draw(
-        "uniform", key, shape, sharding, dt, jnp.asarray(minval, dt), jnp.asarray(maxval, dt)
-    )
+    return _draw("uniform", key, shape, out, dt, jnp.asarray(minval, dt), jnp.asarray(maxval, dt))
 
 
 def bernoulli(
-    key: jax.Array, shape: Sequence[int], sharding: Sharding, /, *, p: Any = 0.5
+    key: ArrayLike,
+    shape: Sequence[int],
+    sharding: Sharding | None = None,
+    /,
+    *,
+    out_sharding: Sharding | None = None,
+    p: ArrayLike = 0.5,
 ) -> jax.Array:
-    """Booleans that are True with probability ``p``, of ``shape``, placed with ``sharding``.
+    """Booleans that are True with probability ``p``, of ``shape``, placed with ``out_sharding``.
 
     Drawn in place with no communication; identical for every mesh and spec and to
     ``jax.random.bernoulli(key, p, shape)`` (see :func:`normal`).
@@ -289,23 +327,24 @@ def bernoulli(
     Args:
       key: a PRNG key.
       shape: the global shape.
-      sharding: where the result lives.
+      sharding: deprecated positional spelling of ``out_sharding``.
+      out_sharding: where the result lives.
       p: probability of True, a scalar in ``[0, 1]`` (or such an array broadcasting
         to ``shape``). Checked where known, as ``uniform``'s bounds are; a ``p``
         traced under ``jit`` is not, and gives what ``jax.random.bernoulli`` gives.
 
     Returns:
-      A boolean ``jax.Array`` of ``shape`` with ``sharding``.
+      A boolean ``jax.Array`` of ``shape`` with ``out_sharding``.
 
     Raises:
-      TypeError: ``key``, ``shape`` or ``sharding`` has the wrong type, or ``p`` is
+      TypeError: ``key``, ``shape`` or ``out_sharding`` has the wrong type (or is missing), or ``p`` is
         not a real number.
       ValueError: the spec does not fit the mesh or does not divide ``shape``, or
         ``p`` is outside ``[0, 1]`` (or NaN).
 
     Example:
       >>> m = shardkit.mesh("2x4", "x,y", axis_types="auto")
-      >>> mask = shardkit.random.bernoulli(jax.random.key(2), (8, 8), shardkit.sharding(m, "x,y"),
+      >>> mask = shardkit.random.bernoulli(jax.random.key(2), (8, 8), out_sharding=shardkit.sharding(m, "x,y"),
       ...                                  p=0.25)
       >>> mask.dtype, mask.sharding.spec
       (dtype('bool'), P('x', 'y'))
@@ -319,20 +358,22 @@ def bernoulli(
             "jax.random.bernoulli would return all True above 1 and all False below 0 "
             "instead of failing. Pass the probability of True, e.g. p=0.25"
         )
-    return _draw("bernoulli", key, shape, sharding, None, jnp.asarray(p))
+    out = _out("bernoulli", sharding, out_sharding)
+    return _draw("bernoulli", key, shape, out, None, jnp.asarray(p))
 
 
 def randint(
-    key: jax.Array,
+    key: ArrayLike,
     shape: Sequence[int],
-    sharding: Sharding,
+    sharding: Sharding | None = None,
     /,
     *,
-    minval: Any,
-    maxval: Any,
-    dtype: Any = np.int32,
+    out_sharding: Sharding | None = None,
+    minval: ArrayLike,
+    maxval: ArrayLike,
+    dtype: DTypeLike = np.int32,
 ) -> jax.Array:
-    """Integers in ``[minval, maxval)`` of ``shape``, placed with ``sharding``.
+    """Integers in ``[minval, maxval)`` of ``shape``, placed with ``out_sharding``.
 
     Drawn in place with no communication; identical for every mesh and spec and to
     ``jax.random.randint(key, shape, minval, maxval, dtype)`` (see :func:`normal`).
@@ -340,7 +381,8 @@ def randint(
     Args:
       key: a PRNG key.
       shape: the global shape.
-      sharding: where the result lives.
+      sharding: deprecated positional spelling of ``out_sharding``.
+      out_sharding: where the result lives.
       minval: lower bound (inclusive), a scalar.
       maxval: upper bound (exclusive), above ``minval``; checked as ``uniform``'s
         bounds are (bounds traced under ``jit`` are not, and ``maxval <= minval``
@@ -348,26 +390,25 @@ def randint(
       dtype: an integer dtype (int32 by default).
 
     Returns:
-      An integer ``jax.Array`` of ``shape`` with ``sharding``.
+      An integer ``jax.Array`` of ``shape`` with ``out_sharding``.
 
     Raises:
-      TypeError: ``key``, ``shape`` or ``sharding`` has the wrong type, or a bound
+      TypeError: ``key``, ``shape`` or ``out_sharding`` has the wrong type (or is missing), or a bound
         is not a real number.
       ValueError: the spec does not fit the mesh, does not divide ``shape``,
         ``dtype`` is not an integer dtype, or ``minval >= maxval``.
 
     Example:
       >>> m = shardkit.mesh("4x2", "x,y", axis_types="auto")
-      >>> r = shardkit.random.randint(jax.random.key(3), (4, 6), shardkit.sharding(m, "x,y"),
+      >>> r = shardkit.random.randint(jax.random.key(3), (4, 6), out_sharding=shardkit.sharding(m, "x,y"),
       ...                             minval=0, maxval=10)
       >>> r.dtype, int(np.asarray(r).min()) >= 0, int(np.asarray(r).max()) < 10
       (dtype('int32'), True, True)
     """
+    out = _out("randint", sharding, out_sharding)
     dt = jnp.dtype(dtype)
     if not jnp.issubdtype(dt, jnp.integer):
         raise ValueError(f"randint: dtype={dt.name} must be an integer dtype")
     # Compared as given: JAX clips the bounds to the dtype's range when it draws.
     _check_interval("randint", minval, maxval)
-    return _draw(
-        "randint", key, shape, sharding, dt, jnp.asarray(minval, dt), jnp.asarray(maxval, dt)
-    )
+    return _draw("randint", key, shape, out, dt, jnp.asarray(minval, dt), jnp.asarray(maxval, dt))

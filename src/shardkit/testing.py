@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import multihost_utils
+
+from shardkit._typing import ArrayLike, DTypeLike
 
 __all__ = ["assert_close", "to_numpy", "tolerance"]
 
@@ -23,7 +23,7 @@ _TOLERANCES: dict[str, tuple[float, float]] = {
 }
 
 
-def tolerance(dtype: Any, /) -> tuple[float, float]:
+def tolerance(dtype: DTypeLike, /) -> tuple[float, float]:
     """``(rtol, atol)`` for comparing values of ``dtype``; integers and bools: exact.
 
     Raises:
@@ -40,7 +40,7 @@ def tolerance(dtype: Any, /) -> tuple[float, float]:
     return _TOLERANCES[dt.name]
 
 
-def to_numpy(x: Any, /) -> np.ndarray:
+def to_numpy(x: ArrayLike, /) -> np.ndarray:
     """A NumPy copy of ``x``, gathering across processes when it is not addressable here."""
     if isinstance(x, jax.Array) and not x.is_fully_addressable:
         return np.asarray(multihost_utils.process_allgather(x, tiled=True))
@@ -48,11 +48,11 @@ def to_numpy(x: Any, /) -> np.ndarray:
 
 
 def assert_close(
-    actual: Any,
-    desired: Any,
+    actual: ArrayLike,
+    desired: ArrayLike,
     /,
     *,
-    dtype: Any = None,
+    dtype: DTypeLike | None = None,
     what: str = "result",
     scale: float | None = None,
 ) -> None:

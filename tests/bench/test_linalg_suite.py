@@ -27,7 +27,7 @@ def test_a_case_measures_shardkit_against_its_baselines(op: str) -> None:
         if c.params["op"] == op
     ]
     records = measure_case(case, suite="linalg", timing=Timing(warmup=0, repeat=1))
-    assert records[0]["is_baseline"]
-    assert len({r["candidate"] for r in records}) >= 3
-    assert all(r["median_s"] > 0 for r in records)
-    assert all(r["metrics"] for r in records if not r["is_baseline"])
+    assert records[0].is_baseline
+    assert len({r.candidate for r in records}) >= 3
+    assert all(r.median_s > 0 for r in records)
+    assert all(r.metrics for r in records if not r.is_baseline)

@@ -31,13 +31,13 @@ def quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path, str]:
 
 def test_quick_collectives_cover_every_collective_and_axis(quick: tuple[Any, Path, str]) -> None:
     result, _, _ = quick
-    seen = {(r["params"]["mesh"], r["params"]["axis"], r["candidate"]) for r in result.records}
+    seen = {(r.params["mesh"], r.params["axis"], r.candidate) for r in result.records}
     for mesh, axes in (("8", ["x"]), ("2x4", ["x", "y"])):
         for axis in axes:
             for c in (*COLLECTIVES, "local"):
                 assert (mesh, axis, c) in seen
-    assert all(r["median_s"] > 0 for r in result.records)
-    assert all(r["ratio_median"] is not None for r in result.records if not r["is_baseline"])
+    assert all(r.median_s > 0 for r in result.records)
+    assert all(r.ratio_median is not None for r in result.records if not r.is_baseline)
 
 
 def test_quick_writes_valid_reports(quick: tuple[Any, Path, str]) -> None:
@@ -105,9 +105,9 @@ def test_quick_suite_runs_end_to_end(suite: str) -> None:
     # collectives, fft, linalg and train have their own tests (linalg: test_linalg_suite).
     result = run_bench(suite, quick=True, meshes="8", repeat=1)
     validate_results(result.data)
-    records = [r for r in result.records if r["suite"] == suite]
-    assert len({r["candidate"] for r in records}) >= 3
-    assert all(r["median_s"] > 0 for r in records)
+    records = [r for r in result.records if r.suite == suite]
+    assert len({r.candidate for r in records}) >= 3
+    assert all(r.median_s > 0 for r in records)
 
 
 def test_terminal_summary_gives_each_suite_its_own_headings(
@@ -147,6 +147,6 @@ def test_result_displays_its_summary_table(quick: tuple[Any, Path, str]) -> None
     assert [line.rstrip() for line in shown.strip("\n").splitlines()] == [
         line.rstrip() for line in text.splitlines()
     ]
-    for candidate in {r["candidate"] for r in result.records}:
+    for candidate in {r.candidate for r in result.records}:
         assert candidate in text
     assert f"shardkit bench ({result.wall_s:.1f} s)" in text

@@ -105,16 +105,16 @@ def test_measure_case_records_with_fake_compiler_and_clock() -> None:
     records = measure_case(
         case, suite="s", timing=Timing(warmup=2, repeat=4), clock=clock, compiler=compiler
     )
-    assert [r["candidate"] for r in records] == ["base", "fast", "slow"]
+    assert [r.candidate for r in records] == ["base", "fast", "slow"]
     assert warm[:6] == ["base", "base", "fast", "fast", "slow", "slow"]
     base, fast, slow = records
-    assert base["is_baseline"]
-    assert base["ratio_median"] is None
-    assert fast["ratio_median"] == 0.5
-    assert slow["ratio_median"] == 2.0
-    assert fast["compile_s"] == 10.0
-    assert fast["times_s"] == [0.5] * 4
-    assert fast["median_s"] == 0.5
-    assert slow["metrics"] == {"per_s": 0.5}
-    assert base["params"] == {"n": 4}
-    assert base["suite"] == "s"
+    assert base.is_baseline
+    assert base.ratio_median is None
+    assert fast.ratio_median == 0.5
+    assert slow.ratio_median == 2.0
+    assert fast.compile_s == 10.0
+    assert fast.times_s == (0.5,) * 4
+    assert fast.median_s == 0.5
+    assert slow.metrics == {"per_s": 0.5}
+    assert base.params == {"n": 4}
+    assert base.suite == "s"

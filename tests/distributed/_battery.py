@@ -23,6 +23,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _meshes import make_mesh
 from shardkit.distributed import gather, initialize
 from shardkit.layout.internal import operand
 
@@ -44,13 +45,12 @@ def _grid_solve(types: Literal["explicit", "auto"]) -> None:
     from jax.sharding import PartitionSpec as P
 
     import shardkit.linalg._grid as grid_module
-    from shardkit.layout import mesh
     from shardkit.linalg import det, inv, solve
 
     n = 64
     a_np = np.random.default_rng(0).standard_normal((n, n)) / 8 + 2 * np.eye(n)
     b = np.arange(n, dtype=np.float64)
-    m = mesh("8", "x", axis_types=types)
+    m = make_mesh("8", types)
     a = jax.make_array_from_callback(a_np.shape, NamedSharding(m, P("x", None)), a_np.__getitem__)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(grid_module, "GRID_MIN_ORDER", 16)
@@ -76,7 +76,7 @@ def main(out_file: Path, which: str) -> None:
     for i, op in enumerate(battery.OPS):
         if which != "full" and op.name not in SAMPLE_OPS:
             continue
-        cells = battery._sample(i)
+        cells = battery.op_cells(i, op, full=False)
         for cell in cells if which == "full" else cells[:1]:
             key = f"{op.name}[{cell.id}]"
             try:

@@ -15,6 +15,7 @@ import pytest
 from _procs import wait_gone
 from _worker import compute, data
 
+from _meshes import make_mesh
 from shardkit.distributed import launch
 
 WORKER = str(Path(__file__).with_name("_worker.py"))
@@ -27,7 +28,7 @@ def reference() -> dict[str, np.ndarray]:
     """The worker's computation on this process's 8 simulated devices."""
     if len(jax.devices()) < 8:
         pytest.skip("needs 8 devices")
-    return {k: np.asarray(v) for k, v in compute(jax.make_mesh((8,), ("x",))).items()}
+    return {k: np.asarray(v) for k, v in compute(make_mesh("8")).items()}
 
 
 @pytest.mark.multiprocess

@@ -13,6 +13,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import shardkit.distributed as dist
+from _meshes import make_mesh
 from shardkit.distributed import (
     COORDINATOR_ENV,
     LOCAL_DEVICES_ENV,
@@ -134,7 +135,7 @@ def test_bad_timeouts_are_rejected(kwargs: dict, error: type[Exception], match: 
 def test_gather_returns_the_global_array_as_numpy() -> None:
     if len(jax.devices()) < 8:
         pytest.skip("needs 8 devices")
-    mesh = jax.make_mesh((4, 2), ("x", "y"))
+    mesh = make_mesh("4x2")
     a = np.arange(12 * 6, dtype=np.int32).reshape(12, 6)
     x = jax.device_put(a, NamedSharding(mesh, P("x", "y")))
     result = gather(x)

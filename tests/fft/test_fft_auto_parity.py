@@ -17,6 +17,7 @@ import pytest
 
 import shardkit
 import shardkit.fft as skfft
+from _meshes import make_mesh
 from shardkit.inspect import comms
 from shardkit.layout.internal import normalize as normalize_spec
 from shardkit.testing import assert_close
@@ -46,8 +47,8 @@ CASES: list[tuple[str, str, tuple[int, ...], bool, Callable[..., jax.Array], Cal
 
 
 def _run(mesh_shape: str, types: str, spec: str, a: np.ndarray, fn: Callable) -> tuple:
-    m = shardkit.mesh(mesh_shape, NAMES[mesh_shape], axis_types=types)  # type: ignore[arg-type]
-    x = shardkit.shard(a, m, spec)
+    m = make_mesh(mesh_shape, types, names=NAMES[mesh_shape])  # type: ignore[arg-type]
+    x = shardkit.shard(a, mesh=m, spec=spec)
     with jax.set_mesh(m):
         f = jax.jit(fn)
         y = f(x)
@@ -76,9 +77,9 @@ def test_auto_matches_explicit(
 def test_auto_default_layout_gradient_moves_only() -> None:
     if len(jax.devices()) < 8:
         pytest.skip("needs 8 devices")
-    m = shardkit.mesh("2x4", "x,y", axis_types="auto")
+    m = make_mesh("2x4", "auto")
     a = np.random.default_rng(1).standard_normal((8, 8, 8))
-    x = shardkit.shard(a, m, "x,y")
+    x = shardkit.shard(a, mesh=m, spec="x,y")
 
     def loss(f: Callable[..., jax.Array]) -> Callable[[jax.Array], jax.Array]:
         return lambda v: jnp.sum(jnp.abs(f(v, s=(8, 16, 8))) ** 2 * jnp.arange(8.0))
@@ -92,8 +93,8 @@ def test_auto_default_layout_gradient_moves_only() -> None:
 def test_eager_auto_errors_arrive_unwrapped() -> None:
     if len(jax.devices()) < 8:
         pytest.skip("needs 8 devices")
-    m = shardkit.mesh("8", "x", axis_types="auto")
-    x = shardkit.shard(np.ones(24), m, "x")  # 8**2 does not divide 24: no four-step
+    m = make_mesh("8", "auto")
+    x = shardkit.shard(np.ones(24), mesh=m, spec="x")  # 8**2 does not divide 24: no four-step
     with jax.set_mesh(m), pytest.raises(NotImplementedError, match="square of the device"):
         jax.grad(lambda v: jnp.sum(jnp.abs(skfft.fft(v))))(x)
 
@@ -101,10 +102,10 @@ def test_eager_auto_errors_arrive_unwrapped() -> None:
 def test_jit_auto_errors_are_shardkit_errors() -> None:
     if len(jax.devices()) < 8:
         pytest.skip("needs 8 devices")
-    m = shardkit.mesh("8", "x", axis_types="auto")
-    other = shardkit.mesh("2x4", "a,b", axis_types="auto")
+    m = make_mesh("8", "auto")
+    other = make_mesh("2x4", "auto", names="a,b")
     a = np.arange(24.0)
-    x = shardkit.shard(a, m, "x")
+    x = shardkit.shard(a, mesh=m, spec="x")
     bad: list[tuple[Callable, type[Exception], str]] = [
         (lambda v: skfft.fftn(v, axes=(1,)), ValueError, "out of range"),
         (lambda v: skfft.fftn(v, s=(8, 8)), ValueError, "more entries"),
@@ -147,8 +148,8 @@ def test_split_real_axis_moves_its_split_to_a_free_axis(
 ) -> None:
     if len(jax.devices()) < 8:
         pytest.skip("needs 8 devices")
-    m = shardkit.mesh("8", "x")
+    m = make_mesh("8")
     a = np.random.default_rng(2).standard_normal((8, 16, 16))
-    y = fn(shardkit.shard(a, m, spec))
+    y = fn(shardkit.shard(a, mesh=m, spec=spec))
     assert_close(y, ref(a))
     assert normalize_spec(y.sharding.spec, 3) == out

@@ -75,7 +75,7 @@ SEEDS = range(160) if FULL else range(0, 160, 8)
 
 
 def _run(m: jax.sharding.Mesh, fn: Any, a: np.ndarray, spec: str) -> tuple[Any, Any]:
-    x = shardkit.shard(a, m, spec)
+    x = shardkit.shard(a, mesh=m, spec=spec)
     with jax.set_mesh(m):
         f = jax.jit(fn)
         return f(x), comms(f, x)
@@ -98,7 +98,7 @@ def test_auto_matches_explicit(case: tuple[Any, ...]) -> None:
     assert_close(auto, want)  # every case: right values, no INTERNAL error
     with jax.set_mesh(auto_mesh):
         problem = _describe(name, shape, s, axes, None, "default", "natural")
-        route, _ = _auto_route(problem, shardkit.shard(a, auto_mesh, spec))
+        route, _ = _auto_route(problem, shardkit.shard(a, mesh=auto_mesh, spec=spec))
     split = normalize(shardkit.spec(spec), len(shape))
     promised = route.out_spec(split)
     assert normalize(auto.sharding.spec, auto.ndim) == promised

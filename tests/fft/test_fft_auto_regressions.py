@@ -46,7 +46,7 @@ def test_length_change_sharing_a_partial_factor(fn: Callable, ref: Callable, rea
     rng = np.random.default_rng(0)
     a = rng.standard_normal((16, 16)) * (1 if real else 1 + 0.5j)
     with jax.set_mesh(m):
-        y = jax.jit(fn)(shardkit.shard(a, m, "x,None"))
+        y = jax.jit(fn)(shardkit.shard(a, mesh=m, spec="x,None"))
     assert_close(y, ref(a))
 
 
@@ -58,19 +58,19 @@ def test_per_shard_fft_operand_is_row_major_axes_21() -> None:
     )
     fn = P(skfft.ifftn, s=(9, 8), axes=(2, 1))
     with jax.set_mesh(m):
-        y = jax.jit(fn)(shardkit.shard(a, m, "None,x,y"))
+        y = jax.jit(fn)(shardkit.shard(a, mesh=m, spec="None,x,y"))
     assert_close(y, np.fft.ifftn(a, s=(9, 8), axes=(2, 1)).astype(np.complex64))
 
 
 @pytest.mark.parametrize("spec", ["x,None,None,y", "y,None,None,x"])
 def test_per_shard_fft_operand_is_row_major_under_vmap(spec: str) -> None:
     # jaxDecomp's sharded-vmap test: the batch axis split, on Explicit 2x2.
-    m = shardkit.mesh("2x2", "x,y")
+    m = make_mesh("2x2")
     rng = np.random.default_rng(2)
     a = (rng.standard_normal((4, 8, 8, 8)) + 1j * rng.standard_normal((4, 8, 8, 8))).astype(
         np.complex64
     )
-    x = shardkit.shard(a, m, spec)
+    x = shardkit.shard(a, mesh=m, spec=spec)
     for fn, ref in ((skfft.ifftn, np.fft.ifftn), (skfft.fftn, np.fft.fftn)):
         want = ref(a, axes=(1, 2, 3)).astype(np.complex64)
         assert_close(jax.vmap(fn)(x), want)
@@ -80,7 +80,7 @@ def test_per_shard_fft_operand_is_row_major_under_vmap(spec: str) -> None:
 def test_partitioner_decodes_shardings_itself() -> None:
     m = make_mesh("2x4", "auto")
     # The same devices under other names: only the equivalence search can match them.
-    other = jax.sharding.Mesh(m.devices, ("a", "b"))
+    other = make_mesh("2x4", "auto", names="a,b")
     shape = (8, 16, 4)
     cases = [
         (PartitionSpec("a", "b"), (("x",), ("y",), ())),
@@ -115,7 +115,7 @@ def test_length_change_after_a_stacked_split_plans_eagerly(
     m = make_mesh(mesh_shape)
     rng = np.random.default_rng(3)
     a = rng.standard_normal(shape) * (1 if real else 1 - 0.25j)
-    y = fn(shardkit.shard(a, m, "x,y"))
+    y = fn(shardkit.shard(a, mesh=m, spec="x,y"))
     assert_close(y, ref(a))
     assert normalize(y.sharding.spec, 2) == (("x",), ("y",))
 
@@ -156,7 +156,7 @@ def test_issue_auto_cases_give_the_promised_layout(case: tuple[Any, ...]) -> Non
     a = {"int32": (a * 10).astype(np.int32), "complex": a + 1j, "float": a}[kind]
     fn = P(getattr(skfft, name), **kw)
     m = make_mesh(mesh_shape, "auto")
-    x = shardkit.shard(a, m, spec)
+    x = shardkit.shard(a, mesh=m, spec=spec)
     with jax.set_mesh(m):
         r, _ = _auto_route(
             _describe(name, shape, kw.get("s"), kw.get("axes"), None, "default", "natural"), x
@@ -182,7 +182,7 @@ def test_split_no_rule_keeps_moves_by_all_to_all_as_explicit() -> None:
     e = make_mesh("8", "explicit")
     m = make_mesh("8", "auto")
     for spec, moves in (("x,None", 1), ("None,x", 0), ("None,None", 0)):
-        x = shardkit.shard(a, m, spec)
+        x = shardkit.shard(a, mesh=m, spec=spec)
         with jax.set_mesh(m):
             y = jax.jit(fn)(x)
             report = comms(jax.jit(fn), x)
@@ -192,11 +192,11 @@ def test_split_no_rule_keeps_moves_by_all_to_all_as_explicit() -> None:
         assert report.count("all-to-all") == moves
         if spec != "None,None":  # Explicit axes: the same program
             with jax.set_mesh(e):
-                expl = comms(jax.jit(fn), shardkit.shard(a, e, spec))
+                expl = comms(jax.jit(fn), shardkit.shard(a, mesh=e, spec=spec))
             assert expl.count("all-to-all") == moves
-    x = shardkit.shard(a, m, "x,None")
+    x = shardkit.shard(a, mesh=m, spec="x,None")
     with jax.set_mesh(m):
         g = jax.jit(jax.grad(lambda v: jnp.sum(jnp.abs(fn(v)) ** 2)))(x)
-        b = jax.jit(jax.vmap(fn))(shardkit.shard(np.stack([a, 2 * a]), m, "None,x,None"))
+        b = jax.jit(jax.vmap(fn))(shardkit.shard(np.stack([a, 2 * a]), mesh=m, spec="None,x,None"))
     assert_close(g, jax.grad(lambda v: jnp.sum(jnp.abs(jnp.fft.fft(v, n=20, axis=0)) ** 2))(a))
     assert_close(b, np.fft.fft(np.stack([a, 2 * a]), n=20, axis=1))

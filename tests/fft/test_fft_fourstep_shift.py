@@ -35,7 +35,7 @@ def test_four_step_matches_numpy(
 ) -> None:
     m = make_mesh(mesh_shape, types)
     a = _signal(shape)
-    x = shardkit.shard(a, m, spec)
+    x = shardkit.shard(a, mesh=m, spec=spec)
     f = functools.partial(getattr(skfft, name), norm=norm)
     want = getattr(np.fft, name)(a, norm=norm)
     with jax.set_mesh(m):
@@ -51,7 +51,7 @@ def test_four_step_matches_numpy(
 def test_four_step_grad_on_auto_axes() -> None:
     m = make_mesh("8", "auto")
     a = _signal((2, 128), seed=1)
-    x = shardkit.shard(a, m, "None,x")
+    x = shardkit.shard(a, mesh=m, spec="None,x")
     w = jnp.arange(128.0)
     with jax.set_mesh(m):
         g = jax.jit(jax.grad(lambda v: jnp.sum(jnp.abs(skfft.fft(v[0])) ** 2 * w)))(x)
@@ -67,7 +67,7 @@ def test_four_step_irfft_matches_numpy(mesh_shape: str, spec: str, norm: Any, ty
     """A split half-spectrum, Nyquist term dropped, to ``2 M`` real points (``M = 64``)."""
     m = make_mesh(mesh_shape, types)
     a = _signal((64,), seed=4)
-    x = shardkit.shard(a, m, spec)
+    x = shardkit.shard(a, mesh=m, spec=spec)
     f = functools.partial(skfft.irfft, n=128, norm=norm)
     want = np.fft.irfft(a, n=128, norm=norm)
     w = jnp.cos(jnp.arange(128.0))
@@ -93,15 +93,15 @@ def test_four_step_irfft_matches_numpy(mesh_shape: str, spec: str, norm: Any, ty
 def test_split_1d_real_transforms_name_the_reason() -> None:
     m = make_mesh("8")
     with pytest.raises(NotImplementedError, match=r"no four-step R2C transform"):
-        skfft.rfft(shardkit.shard(np.ones(128), m, "x"))
+        skfft.rfft(shardkit.shard(np.ones(128), mesh=m, spec="x"))
     with pytest.raises(NotImplementedError, match=r"Pass n=128"):
-        skfft.irfft(shardkit.shard(np.ones(64, np.complex128), m, "x"))
+        skfft.irfft(shardkit.shard(np.ones(64, np.complex128), mesh=m, spec="x"))
 
 
 def test_four_step_refusal_names_the_length_rule() -> None:
     m = make_mesh("8")
     with pytest.raises(NotImplementedError, match=r"square of the device count \(64\)"):
-        skfft.fft(shardkit.shard(np.ones(24), m, "x"))
+        skfft.fft(shardkit.shard(np.ones(24), mesh=m, spec="x"))
 
 
 @pytest.mark.parametrize(
@@ -113,7 +113,7 @@ def test_shifts_match_numpy_with_permutes_only(
 ) -> None:
     m = make_mesh(mesh_shape)
     a = np.arange(np.prod(shape), dtype=np.float64).reshape(shape)
-    x = shardkit.shard(a, m, spec)
+    x = shardkit.shard(a, mesh=m, spec=spec)
     for ours, ref in ((skfft.fftshift, np.fft.fftshift), (skfft.ifftshift, np.fft.ifftshift)):
         y = ours(x, axes)
         assert_close(y, ref(a, axes))
@@ -128,7 +128,7 @@ def test_hermitian_and_real_1d_transforms(norm: Any) -> None:
     m = make_mesh("8")
     v = _signal((8, 9), seed=3)
     r = np.real(v).copy()
-    x, xr = shardkit.shard(v, m, "x"), shardkit.shard(r, m, "x")
+    x, xr = shardkit.shard(v, mesh=m, spec="x"), shardkit.shard(r, mesh=m, spec="x")
     assert_close(skfft.hfft(x, norm=norm), np.fft.hfft(v, norm=norm), what="hfft")
     assert_close(skfft.ihfft(xr, norm=norm), np.fft.ihfft(r, norm=norm), what="ihfft")
     assert_close(skfft.rfft(xr, norm=norm), np.fft.rfft(r, norm=norm), what="rfft")
@@ -145,7 +145,7 @@ def test_shifts_on_auto_axes_in_jit_use_permutes_only(
     """XLA partitions ``jnp.fft.fftshift``'s roll by half into whole-block permutes."""
     m = make_mesh(mesh_shape, "auto")
     a = np.arange(np.prod(shape), dtype=np.float64).reshape(shape)
-    x = shardkit.shard(a, m, spec)
+    x = shardkit.shard(a, mesh=m, spec=spec)
     w = jnp.asarray(np.cos(a))
     with jax.set_mesh(m):
         for ours, ref in ((skfft.fftshift, np.fft.fftshift), (skfft.ifftshift, np.fft.ifftshift)):

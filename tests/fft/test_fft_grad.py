@@ -13,6 +13,7 @@ import pytest
 import shardkit
 import shardkit.fft as skfft
 from _matrix import rotate
+from _meshes import make_mesh
 from shardkit.testing import assert_close
 
 CASES = [
@@ -71,16 +72,18 @@ def _reference(name: str, dtype: str, norm: str | None) -> dict[str, np.ndarray]
 def test_grad_jvp_vjp(name: str, dtype: str, norm: str | None, types: str) -> None:
     if len(jax.devices()) < 8:
         pytest.skip("needs 8 devices")
-    m = shardkit.mesh("2x4", "x,y", axis_types=types)  # type: ignore[arg-type]
+    m = make_mesh("2x4", types)
     a = _input(name, dtype)
     r = _reference(name, dtype, norm)
-    x = shardkit.shard(a, m, "x,y,None")
+    x = shardkit.shard(a, mesh=m, spec="x,y,None")
     ours = getattr(skfft, name)
     with jax.set_mesh(m):
         g = jax.jit(jax.grad(_loss(ours, norm)))(x)
         assert_close(g, r["grad"], what="grad")
         t = np.roll(a, 1)
-        _, tan = jax.jvp(lambda v: ours(v, norm=norm), (x,), (shardkit.shard(t, m, "x,y,None"),))
+        _, tan = jax.jvp(
+            lambda v: ours(v, norm=norm), (x,), (shardkit.shard(t, mesh=m, spec="x,y,None"),)
+        )
         assert_close(tan, r["jvp"], what="jvp")
         y, pullback = jax.vjp(lambda v: ours(v, norm=norm), x)
         assert_close(y, r["ct"][::-1], what="forward")

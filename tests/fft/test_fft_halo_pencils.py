@@ -10,29 +10,10 @@ from jax.sharding import NamedSharding
 import shardkit
 import shardkit.fft as skfft
 from _meshes import make_mesh
+from _references import halo_reference
 from shardkit.inspect import comms
 from shardkit.layout.internal import normalize as normalize_spec
 from shardkit.testing import assert_close
-
-
-def _reference(a: np.ndarray, parts: list[int], widths: list[int], periodic: bool) -> np.ndarray:
-    """Blocks extended axis by axis from their neighbours, as NumPy slices."""
-    out = a
-    for axis, (p, w) in enumerate(zip(parts, widths, strict=True)):
-        if not w:
-            continue
-        blocks = np.split(out, p, axis=axis)
-        grown = []
-        for i, b in enumerate(blocks):
-            prev, nxt = blocks[(i - 1) % p], blocks[(i + 1) % p]
-            lo = np.take(prev, range(prev.shape[axis] - w, prev.shape[axis]), axis=axis)
-            hi = np.take(nxt, range(w), axis=axis)
-            if not periodic:
-                lo = lo * 0 if i == 0 else lo
-                hi = hi * 0 if i == p - 1 else hi
-            grown.append(np.concatenate([lo, b, hi], axis=axis))
-        out = np.concatenate(grown, axis=axis)
-    return out
 
 
 @pytest.mark.parametrize(
@@ -55,9 +36,9 @@ def test_halo_exchange_matches_numpy(
 ) -> None:
     m = make_mesh(mesh_shape)
     a = np.random.default_rng(0).standard_normal(shape)
-    x = shardkit.shard(a, m, spec)
+    x = shardkit.shard(a, mesh=m, spec=spec)
     y = skfft.halo_exchange(x, widths, periodic=periodic)
-    assert_close(y, _reference(a, parts, widths, periodic))
+    assert_close(y, halo_reference(a, parts, widths, periodic))
     assert normalize_spec(y.sharding.spec, y.ndim) == normalize_spec(x.sharding.spec, x.ndim)  # type: ignore[attr-defined]
     report = comms(lambda v: skfft.halo_exchange(v, widths, periodic=periodic), x)
     report.assert_only({"collective-permute"})
@@ -68,17 +49,17 @@ def test_halo_exchange_matches_numpy(
 def test_halo_exchange_auto_axes_in_jit_needs_spec() -> None:
     m = make_mesh("2x4", "auto")
     a = np.arange(64.0).reshape(8, 8)
-    x = shardkit.shard(a, m, "x,y")
+    x = shardkit.shard(a, mesh=m, spec="x,y")
     with jax.set_mesh(m):
         with pytest.raises(ValueError, match="pass spec="):
             jax.jit(lambda v: skfft.halo_exchange(v, 1))(x)
         y = jax.jit(lambda v: skfft.halo_exchange(v, 1, spec="x,y"))(x)
-    assert_close(y, _reference(a, [2, 4], [1, 1], True))
+    assert_close(y, halo_reference(a, [2, 4], [1, 1], True))
 
 
 def test_halo_exchange_rejects_a_halo_wider_than_the_block() -> None:
     m = make_mesh("8")
-    x = shardkit.shard(np.ones(16), m, "x")
+    x = shardkit.shard(np.ones(16), mesh=m, spec="x")
     with pytest.raises(ValueError, match=r"asks 3 cells on axis 0, whose blocks hold 2"):
         skfft.halo_exchange(x, 3)
 
@@ -87,7 +68,7 @@ def test_halo_exchange_rejects_a_halo_wider_than_the_block() -> None:
 def test_pencil_round_trip(types: str) -> None:
     m = make_mesh("2x4", types)
     a = np.random.default_rng(1).standard_normal((8, 8, 8)) + 0j
-    x = shardkit.shard(a, m, "None,x,y")  # X pencil
+    x = shardkit.shard(a, mesh=m, spec="None,x,y")  # X pencil
     with jax.set_mesh(m):
         y = skfft.x_to_y(x)
         z = skfft.y_to_z(y)
@@ -109,7 +90,7 @@ def test_pencil_round_trip(types: str) -> None:
 
 def test_transpose_split_errors_name_the_problem() -> None:
     m = make_mesh("8")
-    x = shardkit.shard(np.ones((8, 6)), m, "x")
+    x = shardkit.shard(np.ones((8, 6)), mesh=m, spec="x")
     with pytest.raises(ValueError, match=r"axis 1 \(length 6\) cannot take axis 0's split"):
         skfft.transpose_split(x, src=0, dst=1)
     with pytest.raises(ValueError, match="axis 1 is not split"):

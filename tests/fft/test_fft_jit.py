@@ -57,7 +57,7 @@ def test_auto_axes_partition_instead_of_gathering(
 ) -> None:
     m = make_mesh(mesh_shape, "auto")
     a = _data((16, 16, 16), "complex128")
-    x = shardkit.shard(a, m, spec)
+    x = shardkit.shard(a, mesh=m, spec=spec)
     for name in ("fftn", "ifftn"):
         f = jax.jit(getattr(skfft, name))
         report = comms(f, x)
@@ -66,7 +66,7 @@ def test_auto_axes_partition_instead_of_gathering(
         y = f(x)
         assert_close(y, getattr(np.fft, name)(a))
         # The default layout, as on Explicit axes (the mesh is in the operand's type).
-        want = skfft.plan(name, a.shape, spec, m).out_spec
+        want = skfft.plan(name, a.shape, spec=spec, mesh=m).out_spec
         assert normalize_spec(y.sharding.spec, 3) == normalize_spec(want, 3)  # type: ignore[attr-defined]
     assert comms(jnp.fft.fftn, x).count("all-gather") >= 1
 
@@ -74,7 +74,7 @@ def test_auto_axes_partition_instead_of_gathering(
 def test_auto_axes_real_transforms_and_grad_do_not_gather() -> None:
     m = make_mesh("2x4", "auto")
     a = np.real(_data((16, 16, 16), "complex128")).copy()
-    x = shardkit.shard(a, m, "x,y")
+    x = shardkit.shard(a, mesh=m, spec="x,y")
 
     def loss(v: jax.Array) -> jax.Array:
         return jnp.sum(jnp.abs(skfft.irfftn(skfft.rfftn(v) * 2.0, s=v.shape)) ** 2)
@@ -86,7 +86,7 @@ def test_auto_axes_real_transforms_and_grad_do_not_gather() -> None:
 def test_explicit_jit_matches_eager() -> None:
     m = make_mesh("4x2", "explicit")
     a = _data((16, 8, 16), "complex64")
-    x = shardkit.shard(a, m, "x,None,y")
+    x = shardkit.shard(a, mesh=m, spec="x,None,y")
     eager, jitted = skfft.fftn(x), jax.jit(skfft.fftn)(x)
     assert jitted.sharding == eager.sharding
     assert_close(jitted, eager)
@@ -111,7 +111,7 @@ def test_accuracy_64_cubed(dtype: str, bound: float) -> None:
     m = make_mesh("2x4", "explicit")
     a = _data((64, 64, 64), "complex128")
     a = np.real(a).copy() if dtype == "float32" else a
-    x = shardkit.shard(a.astype(dtype), m, "x,y,None")
+    x = shardkit.shard(a.astype(dtype), mesh=m, spec="x,y,None")
     ref = np.fft.fftn(a.astype(dtype).astype(a.dtype))
     got = np.asarray(skfft.fftn(x)).astype(np.complex128)
     err = np.linalg.norm(got - ref) / np.linalg.norm(ref)

@@ -141,7 +141,9 @@ def _plan(name: str, x: jax.Array, kwargs: dict[str, Any], layout: Any) -> skfft
     assert isinstance(sharding, NamedSharding)
     assert isinstance(sharding.mesh, jax.sharding.Mesh)
     base, kw = _call(name, kwargs)
-    return skfft.plan(base, x.shape, sharding.spec, sharding.mesh, out_layout=layout, **kw)
+    return skfft.plan(
+        base, x.shape, spec=sharding.spec, mesh=sharding.mesh, out_layout=layout, **kw
+    )
 
 
 def _moved_plan(name: str, x: jax.Array, kwargs: dict[str, Any]) -> skfft.FFTPlan | None:
@@ -168,7 +170,7 @@ def test_matches_numpy_eager_and_jit_with_only_padded_all_to_alls(
 ) -> None:
     m = make_mesh(mesh_shape, types)
     a = _data(shape, dtype)
-    x = shardkit.shard(a, m, spec)
+    x = shardkit.shard(a, mesh=m, spec=spec)
     ref = _reference(name, a, kwargs)
     tol = np.result_type(a.dtype, np.complex64)
 
@@ -216,12 +218,12 @@ def test_padding_bytes_of_a_slab_by_hand() -> None:
     # natural layout) sends 16x2x10 where an even split holds 16x1.5x10. Each sends
     # 7/8 of its block: 2 * 7/8 * 80 elements * 16 B = 2240 B of padding.
     m = make_mesh("8", "explicit")
-    p = skfft.plan("fftn", (16, 12, 10), "x", m)
+    p = skfft.plan("fftn", (16, 12, 10), spec="x", mesh=m)
     assert (p.out_spec, p.all_to_alls) == (shardkit.spec("x,None,None"), 2)
     assert p.sent_bytes(np.complex128) == 2 * 7 * (2 * 16 * 10) * 16 // 8 == 8960
     assert p.padding_bytes(np.complex128) == 2240
     assert p.padding_bytes(np.complex64) == 1120
-    divisible = skfft.plan("fftn", (16, 16, 10), "x", m)
+    divisible = skfft.plan("fftn", (16, 16, 10), spec="x", mesh=m)
     assert divisible.padding_bytes(np.complex128) == 0
     struct = jax.ShapeDtypeStruct(
         (16, 12, 10), jnp.complex128, sharding=NamedSharding(m, shardkit.spec("x"))
@@ -234,7 +236,7 @@ def test_padding_bytes_of_a_slab_by_hand() -> None:
 def test_real_input_moves_before_its_first_transform_in_its_own_dtype() -> None:
     # fft2 of a 2-D array on a 2-D mesh moves before any FFT: that move carries float32.
     m = make_mesh("2x4", "explicit")
-    p = skfft.plan("fftn", (12, 20), "x,y", m)
+    p = skfft.plan("fftn", (12, 20), spec="x,y", mesh=m)
     assert p.steps[0].op == "all_to_all"
     struct = jax.ShapeDtypeStruct((12, 20), jnp.float32, sharding=NamedSharding(m, p.in_spec))
     report = comms(skfft.fft2, struct)
@@ -256,7 +258,7 @@ def test_round_trip_restores_values_and_layout(
 ) -> None:
     real = forward.startswith("r")
     a = _data(shape, "float64" if real else "complex128")
-    x = shardkit.shard(a, make_mesh(mesh_shape, "explicit"), spec)
+    x = shardkit.shard(a, mesh=make_mesh(mesh_shape, "explicit"), spec=spec)
     y = getattr(skfft, forward)(x)
     z = getattr(skfft, inverse)(
         y, **({"s": shape if forward == "rfftn" else shape[-2:]} if real else {})
@@ -270,7 +272,7 @@ def test_grad_through_padded_moves(types: str) -> None:
     # 6x12x10 on 2x4: y moves onto axis 2 (10 -> 12, padded), the output comes back.
     m = make_mesh("2x4", types)
     a = _data((6, 12, 10), "complex128", seed=2)
-    x = shardkit.shard(a, m, "x,y")
+    x = shardkit.shard(a, mesh=m, spec="x,y")
 
     def loss(fn: Any) -> Any:
         def value(v: jax.Array) -> jax.Array:

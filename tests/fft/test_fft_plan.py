@@ -8,6 +8,8 @@ import math
 import pytest
 from jax.sharding import PartitionSpec as P
 
+import shardkit.fft as skfft
+from _meshes import make_mesh
 from shardkit.fft._plan import make_plan
 from shardkit.fft._problem import FftProblem
 from shardkit.layout.internal import normalize as normalize_spec
@@ -179,3 +181,22 @@ def test_problem_is_one_hashable_description() -> None:
     assert (a.kind, a.inverse, a.spec, a.mesh) == ("c2c", True, (("x",), (), ()), (("x", 8),))
     assert make_plan(a) == make_plan(b)
     assert FftProblem("rfftn", (8, 8), (0, 1), (8, 8)).kind == "r2c"
+
+
+def test_plan_positional_spec_and_mesh_are_deprecated() -> None:
+    m = make_mesh("2x4")
+    new = skfft.plan("fftn", (8, 8, 8), mesh=m, spec="x,y")
+    with pytest.warns(
+        DeprecationWarning, match=r"write plan\(name, shape, mesh=mesh, spec=spec\)"
+    ) as rec:
+        old = skfft.plan("fftn", (8, 8, 8), "x,y", m)
+    assert rec[0].filename == __file__
+    assert (old.in_spec, old.out_spec, old.all_to_alls) == (
+        new.in_spec,
+        new.out_spec,
+        new.all_to_alls,
+    )
+    with pytest.raises(TypeError, match="got both"):
+        skfft.plan("fftn", (8, 8, 8), "x,y", m, mesh=m)
+    with pytest.raises(TypeError, match="plan: mesh= is missing"):
+        skfft.plan("fftn", (8, 8, 8), spec="x")

@@ -39,7 +39,7 @@ def test_check_grads_second_order_auto(
     name: str, shape: Any, cplx: bool, mesh_shape: str, spec: str
 ) -> None:
     m = make_mesh(mesh_shape, "auto")
-    x = shardkit.shard(_data(shape, cplx), m, spec)
+    x = shardkit.shard(_data(shape, cplx), mesh=m, spec=spec)
     fn = getattr(skfft, name)
     with jax.set_mesh(m):
         # Reverse mode to second order covers the JVP too (its transpose is the VJP).
@@ -57,7 +57,7 @@ def test_check_grads_second_order_explicit(
     name: str, shape: Any, cplx: bool, mesh_shape: str, spec: str
 ) -> None:
     m = make_mesh(mesh_shape, "explicit")
-    x = shardkit.shard(_data(shape, cplx), m, spec)
+    x = shardkit.shard(_data(shape, cplx), mesh=m, spec=spec)
     fn = getattr(skfft, name)
     with jax.set_mesh(m):
         check_grads(jax.jit(lambda v: fn(v, norm="ortho")), (x,), order=2, modes=("rev",))
@@ -72,7 +72,7 @@ def test_hessian_vector_product(
 ) -> None:
     m = make_mesh(mesh_shape, types)
     a = _data(shape, False)
-    x = shardkit.shard(a, m, spec)
+    x = shardkit.shard(a, mesh=m, spec=spec)
     fn = getattr(skfft, name)
     w = jnp.asarray(np.cos(np.arange(np.prod(shape))).reshape(shape))
 
@@ -91,7 +91,7 @@ def test_hessian_vector_product(
 def test_vmap_matches_loop_and_keeps_plan(types: str) -> None:
     m = make_mesh("2x4", types)
     a = _data((3, 8, 8, 4), True)
-    x = shardkit.shard(a, m, "None,x,y")
+    x = shardkit.shard(a, mesh=m, spec="None,x,y")
     with jax.set_mesh(m):
         f = jax.jit(jax.vmap(lambda v: skfft.fftn(v, norm="ortho")))
         assert_close(f(x), np.stack([np.fft.fftn(a[i], norm="ortho") for i in range(3)]))
@@ -101,14 +101,14 @@ def test_vmap_matches_loop_and_keeps_plan(types: str) -> None:
             return
         # A vmapped rfftn over a second mapped axis (in_axes=1), eagerly.
         b = np.real(a).copy()
-        y = jax.vmap(skfft.rfftn, in_axes=1, out_axes=1)(shardkit.shard(b, m, "None,x,y"))
+        y = jax.vmap(skfft.rfftn, in_axes=1, out_axes=1)(shardkit.shard(b, mesh=m, spec="None,x,y"))
         assert_close(y, np.stack([np.fft.rfftn(b[:, i]) for i in range(8)], axis=1))
 
 
 def test_jacobians_of_a_split_axis() -> None:
     m = make_mesh("8", "auto")
     a = _data((2, 8), True, seed=2)
-    x = shardkit.shard(a, m, "None,x")
+    x = shardkit.shard(a, mesh=m, spec="None,x")
     with jax.set_mesh(m):
 
         def ours(v: jax.Array) -> jax.Array:
@@ -123,7 +123,7 @@ def test_linear_transpose_is_the_adjoint() -> None:
     # (jax.linear_transpose drops Explicit shardings from the primal's type.)
     m = make_mesh("2x4", "auto")
     a = _data((8, 8, 4), True, seed=5)
-    x = shardkit.shard(a, m, "x,y")
+    x = shardkit.shard(a, mesh=m, spec="x,y")
     with jax.set_mesh(m):
         f = functools.partial(skfft.ifftn, norm="forward")
         ct = f(x)  # a cotangent with the output's type (Explicit axes check it)
@@ -136,7 +136,7 @@ def test_auto_eager_grad_runs_the_plan() -> None:
     """The split last axis once aborted XLA's own FFT partitioning; the plan moves it."""
     m = make_mesh("8", "auto")
     a = _data((4, 8, 16), True, seed=7)
-    x = shardkit.shard(a, m, "None,None,x")
+    x = shardkit.shard(a, mesh=m, spec="None,None,x")
 
     def loss(f: Callable[..., jax.Array]) -> Callable[[jax.Array], jax.Array]:
         return lambda v: jnp.sum(jnp.abs(f(v)) ** 2 * jnp.cos(jnp.abs(v)))
@@ -149,13 +149,13 @@ def test_auto_eager_grad_runs_the_plan() -> None:
 def test_auto_jit_integer_input_dtype_matches_jnp() -> None:
     m = make_mesh("8", "auto")
     a = np.arange(8 * 8 * 4).reshape(8, 8, 4) % 3
-    x = shardkit.shard(a.astype("int32"), m, "x")
+    x = shardkit.shard(a.astype("int32"), mesh=m, spec="x")
     with jax.set_mesh(m):
         got = jax.jit(skfft.fftn)(x)
         assert got.dtype == jnp.fft.fftn(a.astype("int32")).dtype == skfft.fftn(x).dtype
         assert_close(got, np.fft.fftn(a))
         for dtype in ("bool", "int8", "int64"):
-            b = shardkit.shard(a.astype(dtype), m, "x")
+            b = shardkit.shard(a.astype(dtype), mesh=m, spec="x")
             for name in ("fftn", "rfftn"):
                 traced = jax.eval_shape(jax.jit(getattr(skfft, name)), b).dtype
                 assert traced == getattr(jnp.fft, name)(b).dtype, (dtype, name)

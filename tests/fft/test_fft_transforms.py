@@ -125,7 +125,7 @@ def test_matches_numpy(
     a = _numpy_input(kind, shape, dtype)
     if kind == "c2r" and name == "irfftn":
         a = np.fft.rfftn(data(shape, "float64")).astype(dtype)
-    x = shardkit.shard(a, m, spec)
+    x = shardkit.shard(a, mesh=m, spec=spec)
     kwargs: dict[str, Any] = {}
     if kind == "c2r":
         kwargs = {"s": shape[-2:]} if name == "irfft2" else {"s": shape, "axes": range(len(shape))}
@@ -154,7 +154,7 @@ def test_matches_numpy(
 )
 def test_round_trip_restores_layout(forward: str, inverse: str, spec: str, mesh_shape: str) -> None:
     a = data((16, 16, 16), "float64" if forward.startswith("r") else "complex128")
-    x = shardkit.shard(a, make_mesh(mesh_shape), spec)
+    x = shardkit.shard(a, mesh=make_mesh(mesh_shape), spec=spec)
     y = getattr(skfft, forward)(x)
     z = getattr(skfft, inverse)(y, **({"s": a.shape} if forward == "rfftn" else {}))
     assert entries(z) == entries(x)
@@ -163,7 +163,7 @@ def test_round_trip_restores_layout(forward: str, inverse: str, spec: str, mesh_
 
 def test_subset_of_axes_and_s() -> None:
     a = data((16, 8, 16), "complex128")
-    x = shardkit.shard(a, make_mesh("8"), "x,None,None")
+    x = shardkit.shard(a, mesh=make_mesh("8"), spec="x,None,None")
     y = skfft.fftn(x, s=(8, 24), axes=(0, 2))
     assert_close(y, np.fft.fftn(a, s=(8, 24), axes=(0, 2)))
     y = skfft.fftn(x, axes=(1, 2))
@@ -173,7 +173,7 @@ def test_subset_of_axes_and_s() -> None:
 
 def test_fft_along_a_split_axis_and_unsharded_inputs() -> None:
     a = data((16, 8), "complex128")
-    x = shardkit.shard(a, make_mesh("8"), "x,None")
+    x = shardkit.shard(a, mesh=make_mesh("8"), spec="x,None")
     assert_close(skfft.fft(x, axis=0), np.fft.fft(a, axis=0))
     assert_close(skfft.ifft(x, n=12), np.fft.ifft(a, n=12))
     assert_close(skfft.fftn(a), np.fft.fftn(a))
@@ -181,7 +181,7 @@ def test_fft_along_a_split_axis_and_unsharded_inputs() -> None:
 
 
 def test_fftfreq_follows_the_output_layout() -> None:
-    x = shardkit.shard(data((16, 16, 8), "complex128"), make_mesh("2x4"), "x,y,None")
+    x = shardkit.shard(data((16, 16, 8), "complex128"), mesh=make_mesh("2x4"), spec="x,y,None")
     y = skfft.fftn(x)
     k = skfft.fftfreq(16, 0.5, like=y, axis=1)
     assert k.shape == (1, 16, 1)
@@ -213,13 +213,13 @@ _BAD_LAYOUT: Any = "t"
     ],
 )
 def test_bad_arguments(call: Any, exc: type[Exception], match: str) -> None:
-    x = shardkit.shard(data((16, 16), "complex64"), make_mesh("8", "auto"), "x,None")
+    x = shardkit.shard(data((16, 16), "complex64"), mesh=make_mesh("8", "auto"), spec="x,None")
     with pytest.raises(exc, match=match):
         call(x)
 
 
 def test_indivisible_output_error_names_spec_and_mesh() -> None:
-    x = shardkit.shard(data((16, 12, 16), "complex64"), make_mesh("8"), "x,None,None")
+    x = shardkit.shard(data((16, 12, 16), "complex64"), mesh=make_mesh("8"), spec="x,None,None")
     with pytest.raises(ValueError, match=r"fftn: array shape=\(16, 12, 16\), spec=P\('x'") as e:
         skfft.fftn(x, s=(12, 12, 16), out_layout="natural")
     assert "mesh(x=8; Explicit)" in str(e.value)
@@ -228,8 +228,10 @@ def test_indivisible_output_error_names_spec_and_mesh() -> None:
 
 def test_split_1d_array_runs_four_step_or_is_rejected() -> None:
     a = data((64,), "complex64")
-    assert_close(skfft.fft(shardkit.shard(a, make_mesh("8"), "x")), np.fft.fft(a))
-    x = shardkit.shard(data((24,), "complex64"), make_mesh("8"), "x")  # 8**2 does not divide 24
+    assert_close(skfft.fft(shardkit.shard(a, mesh=make_mesh("8"), spec="x")), np.fft.fft(a))
+    x = shardkit.shard(
+        data((24,), "complex64"), mesh=make_mesh("8"), spec="x"
+    )  # 8**2 does not divide 24
     with pytest.raises(NotImplementedError, match="four-step"):
         skfft.fft(x)
 
@@ -237,19 +239,19 @@ def test_split_1d_array_runs_four_step_or_is_rejected() -> None:
 def test_plan_runs_in_a_user_shard_map() -> None:
     m = make_mesh("2x4")
     a = data((16, 16, 16), "complex128")
-    p = skfft.plan("fftn", a.shape, "x,y,None", m, norm="ortho")
+    p = skfft.plan("fftn", a.shape, spec="x,y,None", mesh=m, norm="ortho")
     f = jax.shard_map(p.local, mesh=m, in_specs=p.in_spec, out_specs=p.out_spec)
-    assert_close(f(shardkit.shard(a, m, "x,y,None")), np.fft.fftn(a, norm="ortho"))
+    assert_close(f(shardkit.shard(a, mesh=m, spec="x,y,None")), np.fft.fftn(a, norm="ortho"))
     assert p.out_spec == P(None, "x", "y")
     with pytest.raises(ValueError, match="legal values"):
-        skfft.plan("dct", a.shape, "x", m)
+        skfft.plan("dct", a.shape, spec="x", mesh=m)
 
 
 @pytest.mark.parametrize("spec", ["x", "None,x"])
 def test_2d_real_round_trip_with_a_divisible_halved_axis(spec: str) -> None:
     a = data((16, 14), "float64")  # 14 // 2 + 1 = 8: the halved axis can be split
-    y = skfft.rfft2(shardkit.shard(a, make_mesh("8"), "x"))
+    y = skfft.rfft2(shardkit.shard(a, mesh=make_mesh("8"), spec="x"))
     assert_close(y, np.fft.rfft2(a))
     assert_close(skfft.irfft2(y, s=a.shape), a)
-    half = shardkit.shard(np.fft.rfft2(a), make_mesh("8"), spec)
+    half = shardkit.shard(np.fft.rfft2(a), mesh=make_mesh("8"), spec=spec)
     assert_close(skfft.irfft2(half, s=a.shape), a)

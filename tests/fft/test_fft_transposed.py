@@ -46,8 +46,8 @@ def test_the_order_rolls_the_transformed_axes() -> None:
 def test_plan_specs_and_no_final_transpose(mesh_shape: str) -> None:
     m = make_mesh(mesh_shape, "auto")
     spec = SPECS[mesh_shape]
-    default = skfft.plan("fftn", SHAPE, spec, m)
-    p = skfft.plan("fftn", SHAPE, spec, m, out_layout="transposed")
+    default = skfft.plan("fftn", SHAPE, spec=spec, mesh=m)
+    p = skfft.plan("fftn", SHAPE, spec=spec, mesh=m, out_layout="transposed")
     assert (p.out_shape, p.out_order, p.all_to_alls) == ((8, 24, 16), ROLL, default.all_to_alls)
     # The default layout's splits, stored in the rolled order (jaxDecomp's P('x', 'y')
     # for the pencil).
@@ -61,7 +61,7 @@ def test_plan_specs_and_no_final_transpose(mesh_shape: str) -> None:
 
     # One local transpose fewer: the output order is the one the last FFT leaves.
     assert transposes(p) == transposes(default) - 1
-    inv = skfft.plan("ifftn", p.out_shape, p.out_spec, m, in_layout="transposed")
+    inv = skfft.plan("ifftn", p.out_shape, spec=p.out_spec, mesh=m, in_layout="transposed")
     assert (inv.in_order, inv.out_shape, inv.out_spec) == (ROLL, SHAPE, default.in_spec)
 
 
@@ -74,7 +74,7 @@ if FULL:
 def test_round_trip_matches_numpy(mesh_shape: str, route: str) -> None:
     a = _data()
     m = make_mesh(mesh_shape, "auto" if route == "auto" else "explicit")
-    x = shardkit.shard(a, m, SPECS[mesh_shape])
+    x = shardkit.shard(a, mesh=m, spec=SPECS[mesh_shape])
 
     def fwd(v: jax.Array) -> jax.Array:
         return skfft.fftn(v, out_layout="transposed")
@@ -99,14 +99,14 @@ def test_round_trip_matches_numpy(mesh_shape: str, route: str) -> None:
 def test_real_transforms_round_trip() -> None:
     a = _data(real=True)
     m = make_mesh("2x4", "explicit")
-    x = shardkit.shard(a, m, "x,y,None")
+    x = shardkit.shard(a, mesh=m, spec="x,y,None")
     y = skfft.rfftn(x, out_layout="transposed")
     assert_close(y, np.fft.rfftn(a).transpose(ROLL))
     z = skfft.irfftn(y, s=SHAPE, in_layout="transposed")
     assert_close(z, a)
     assert z.sharding.spec == x.sharding.spec  # type: ignore[attr-defined]
     # fft2 rolls its two axes; the untransformed axis 0 stays.
-    y2 = skfft.fft2(shardkit.shard(_data(), m, "x,y,None"), out_layout="transposed")
+    y2 = skfft.fft2(shardkit.shard(_data(), mesh=m, spec="x,y,None"), out_layout="transposed")
     assert_close(y2, np.fft.fft2(_data()).transpose(0, 2, 1))
 
 
@@ -114,14 +114,14 @@ def test_real_transforms_round_trip() -> None:
 def test_auto_route_batches_and_differentiates() -> None:
     a = _data()
     m = make_mesh("2x4", "auto")
-    x = shardkit.shard(np.stack([a, 2 * a]), m, "None,x,y")
+    x = shardkit.shard(np.stack([a, 2 * a]), mesh=m, spec="None,x,y")
     y = jax.jit(jax.vmap(lambda v: skfft.fftn(v, out_layout="transposed")))(x)
     assert_close(y, np.stack([np.fft.fftn(v).transpose(ROLL) for v in (a, 2 * a)]))
 
     def loss(v: jax.Array) -> jax.Array:
         return jnp.sum(jnp.abs(skfft.fftn(v, out_layout="transposed")) ** 2)
 
-    xa = shardkit.shard(a, m, "x,y")
+    xa = shardkit.shard(a, mesh=m, spec="x,y")
     comms(jax.grad(loss), xa).assert_only({"all-to-all"})
     # JAX returns the conjugate gradient for complex inputs.
     assert_close(jax.jit(jax.grad(loss))(xa), 2 * np.prod(SHAPE) * np.conj(a))
@@ -132,9 +132,9 @@ def test_chunks_pipeline_each_move(mesh_shape: str) -> None:
     a = _data()
     m = make_mesh(mesh_shape, "explicit")
     spec = SPECS[mesh_shape]
-    x = shardkit.shard(a, m, spec)
-    whole = skfft.plan("fftn", SHAPE, spec, m, out_layout="transposed")
-    p = skfft.plan("fftn", SHAPE, spec, m, out_layout="transposed", chunks=2)
+    x = shardkit.shard(a, mesh=m, spec=spec)
+    whole = skfft.plan("fftn", SHAPE, spec=spec, mesh=m, out_layout="transposed")
+    p = skfft.plan("fftn", SHAPE, spec=spec, mesh=m, out_layout="transposed", chunks=2)
     assert p.chunks == 2
     f = jax.jit(jax.shard_map(p.local, mesh=m, in_specs=p.in_spec, out_specs=p.out_spec))
     assert_close(f(x), np.fft.fftn(a).transpose(ROLL))
@@ -147,17 +147,17 @@ def test_chunks_pipeline_each_move(mesh_shape: str) -> None:
 
 def test_planner_cuts_only_large_blocks() -> None:
     m = make_mesh("8", "explicit")
-    assert skfft.plan("fftn", (256, 256, 128), "x", m).chunks == 4  # 2**20 per device
-    assert skfft.plan("fftn", (256, 128, 128), "x", m).chunks == 1
-    assert skfft.plan("fftn", (256, 128, 128), "x", m, chunks=2).chunks == 2
+    assert skfft.plan("fftn", (256, 256, 128), spec="x", mesh=m).chunks == 4  # 2**20 per device
+    assert skfft.plan("fftn", (256, 128, 128), spec="x", mesh=m).chunks == 1
+    assert skfft.plan("fftn", (256, 128, 128), spec="x", mesh=m, chunks=2).chunks == 2
 
 
 def test_bad_layouts_and_chunks_are_refused() -> None:
     m = make_mesh("8", "explicit")
-    x = shardkit.shard(_data(), m, "x")
+    x = shardkit.shard(_data(), mesh=m, spec="x")
     with pytest.raises(ValueError, match=r"in_layout='rolled'; legal values are \['natural'"):
         skfft.ifftn(x, in_layout="rolled")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="'transposed'"):
         skfft.fftn(x, out_layout="swapped")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="chunks=0; legal values are None or ints >= 1"):
-        skfft.plan("fftn", SHAPE, P("x"), m, chunks=0)
+        skfft.plan("fftn", SHAPE, spec=P("x"), mesh=m, chunks=0)

@@ -18,6 +18,7 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 import shardkit
+from _meshes import make_mesh
 from shardkit.inspect import Collective, CommReport, comms
 
 F32 = jnp.float32
@@ -37,7 +38,7 @@ def _run(
     axis_types: Literal["auto", "explicit"] = "auto",
 ) -> CommReport:
     _need(8)
-    m = shardkit.mesh(shape, names, axis_types=axis_types)
+    m = make_mesh(shape, axis_types, names=names)
     in_spec = P(*m.axis_names) if len(m.axis_names) == 2 else P(m.axis_names[0], None)
     global_shape = (16, 16) if len(m.axis_names) == 2 else (64, 4)
     x = jax.ShapeDtypeStruct(global_shape, F32, sharding=jax.NamedSharding(m, in_spec))
@@ -116,7 +117,7 @@ def test_while_loop_without_trip_count_is_unbounded() -> None:
 
 def test_axes_follow_mesh_positions_not_device_ids() -> None:
     _need(8)
-    m = shardkit.mesh("2x4", "x,y", axis_types="auto", devices=list(range(7, -1, -1)))
+    m = make_mesh("2x4", "auto", devices=list(range(7, -1, -1)))
     x = jax.ShapeDtypeStruct((16, 16), F32, sharding=jax.NamedSharding(m, P("x", "y")))
     f = jax.shard_map(
         lambda a: jax.lax.psum(a, "x"), mesh=m, in_specs=P("x", "y"), out_specs=P(None, "y")
@@ -129,9 +130,9 @@ def test_row_by_column_matmul_communicates_nothing(
     axis_types: Literal["auto", "explicit"],
 ) -> None:
     _need(8)
-    m = shardkit.mesh("2x4", "x,y", axis_types=axis_types)
-    a = shardkit.shard(np.ones((32, 16), np.float32), m, "x,None")
-    b = shardkit.shard(np.ones((16, 32), np.float32), m, "None,y")
+    m = make_mesh("2x4", axis_types)
+    a = shardkit.shard(np.ones((32, 16), np.float32), mesh=m, spec="x,None")
+    b = shardkit.shard(np.ones((16, 32), np.float32), mesh=m, spec="None,y")
     r = comms(jnp.matmul, a, b)
     r.assert_none()
     r.assert_only(set())
@@ -149,7 +150,7 @@ def test_row_by_column_matmul_communicates_nothing(
 
 def test_sum_over_sharded_rows_all_reduces_over_x() -> None:
     _need(8)
-    m = shardkit.mesh("2x4", "x,y", axis_types="auto")
+    m = make_mesh("2x4", "auto")
     x = jax.ShapeDtypeStruct((16, 16), F32, sharding=jax.NamedSharding(m, P("x", "y")))
     r = comms(lambda a: a.sum(axis=0), x)
     assert {c.kind for c in r.collectives} <= {"all-reduce", "all-gather"}
@@ -158,13 +159,13 @@ def test_sum_over_sharded_rows_all_reduces_over_x() -> None:
 
 def test_accepts_lowered_and_compiled_and_mesh_keyword() -> None:
     _need(8)
-    m = shardkit.mesh("8", "x", axis_types="auto")
+    m = make_mesh("8", "auto")
     x = jax.ShapeDtypeStruct((64, 4), F32, sharding=jax.NamedSharding(m, P("x", None)))
     lowered = jax.jit(lambda a: a.sum(axis=0)).lower(x)
     for target in (lowered, lowered.compile()):
         c = _one(comms(target))
         assert (c.kind, c.axes) == ("all-reduce", ("x",))
-    other = shardkit.mesh("2x4", "a,b", axis_types="auto")
+    other = make_mesh("2x4", "auto", names="a,b")
     assert _one(comms(lowered, mesh=other)).axes == ("a", "b")
 
 
@@ -194,7 +195,7 @@ def test_comms_accepts_typed_prng_keys() -> None:
 def test_comms_lists_the_padding_of_a_size_the_mesh_does_not_divide() -> None:
     from shardkit import linalg
 
-    m = shardkit.mesh("2x4", "x,y")
+    m = make_mesh("2x4")
     rng = np.random.default_rng(0)
 
     def report(n: int) -> Any:
@@ -214,8 +215,8 @@ def test_comms_lists_the_padding_of_a_size_the_mesh_does_not_divide() -> None:
 
 
 def test_comms_lists_the_fft_blocks_padded_per_device() -> None:
-    m = shardkit.mesh("8", "x")
-    x = shardkit.shard(np.ones((16, 12, 10), np.complex64), m, "x")
+    m = make_mesh("8")
+    x = shardkit.shard(np.ones((16, 12, 10), np.complex64), mesh=m, spec="x")
     report = shardkit.comms(shardkit.fft.fftn, x)
     # The all-to-all that splits 12 over 8 pads each device's (2, 12, 10) block to 16.
     assert [(p.what, p.shape, p.padded_shape, p.per_device) for p in report.padding] == [
@@ -223,5 +224,5 @@ def test_comms_lists_the_fft_blocks_padded_per_device() -> None:
     ]
     assert report.padding[0].extra_bytes == 2 * 4 * 10 * 8
     assert "padding +640 B per device" in report.summary()
-    full = shardkit.shard(np.ones((16, 16, 8), np.complex64), m, "x")
+    full = shardkit.shard(np.ones((16, 16, 8), np.complex64), mesh=m, spec="x")
     assert shardkit.comms(shardkit.fft.fftn, full).padding == ()

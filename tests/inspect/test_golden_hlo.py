@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
+from _meshes import make_mesh
 from shardkit.inspect import CommReport, report_from_text
-from shardkit.layout import mesh
 
 GOLDEN = Path(__file__).parent / "golden"
 
 
 def _report(name: str, *, shape: str | None = None, names: str = "x,y") -> CommReport:
-    m = mesh(shape, names, axis_types="auto") if shape else None
+    m = make_mesh(shape, "auto", names=names) if shape else None
     return report_from_text((GOLDEN / f"{name}.hlo").read_text(), name=name, mesh=m)
 
 

@@ -41,7 +41,7 @@ def test_traffic_convention() -> None:
 
 
 def test_presets_cover_the_issue_and_cite_sources() -> None:
-    assert set(INTERCONNECTS) == {"shared-memory", "pcie", "nvlink", "ici", "ethernet"}
+    assert set(INTERCONNECTS) == {"cpu", "shared-memory", "pcie", "nvlink", "ici", "ethernet"}
     for name, link in INTERCONNECTS.items():
         assert link.name == name
         assert link.description

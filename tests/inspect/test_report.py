@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import pytest
 from jax.sharding import PartitionSpec as P
 
-import shardkit
+from _meshes import make_mesh
 from shardkit.inspect import CommReport, MemoryStats, comms
 
 
@@ -17,7 +17,7 @@ from shardkit.inspect import CommReport, MemoryStats, comms
 def reports() -> dict[str, CommReport]:
     if jax.device_count() < 8:
         pytest.skip("needs 8 devices")
-    m = shardkit.mesh("2x4", "x,y", axis_types="auto")
+    m = make_mesh("2x4", "auto")
     x = jax.ShapeDtypeStruct((16, 16), jnp.float32, sharding=jax.NamedSharding(m, P("x", "y")))
 
     def run(body, out):  # type: ignore[no-untyped-def]

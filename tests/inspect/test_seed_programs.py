@@ -8,7 +8,7 @@ import jax
 import numpy as np
 import pytest
 
-import shardkit
+from _meshes import make_mesh
 from shardkit._inspect_cli import EXAMPLES, example, inspect_target, parse_arg
 
 
@@ -56,7 +56,7 @@ def test_unknown_example() -> None:
 
 
 def test_parse_arg() -> None:
-    m = shardkit.mesh("2x4", "x,y")
+    m = make_mesh("2x4")
     s = parse_arg("float32[1024,1024]@x,y", m)
     assert (s.shape, s.dtype, tuple(s.sharding.spec)) == (
         (1024, 1024),

@@ -5,28 +5,29 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from shardkit.layout import describe, format_bytes, mesh, shard, sharding
+from _meshes import make_mesh
+from shardkit.layout import describe, format_bytes, shard, sharding
 
 
 @pytest.fixture
 def m() -> jax.sharding.Mesh:
-    return mesh("2x4", "x,y", axis_types="auto")
+    return make_mesh("2x4", "auto")
 
 
 def test_describe_block(m: jax.sharding.Mesh) -> None:
-    x = shard(np.zeros((16, 16), np.float32), m, "x,y")
+    x = shard(np.zeros((16, 16), np.float32), mesh=m, spec="x,y")
     assert describe(x) == (
         "float32[16@x,16@y] on mesh(x=2,y=4): 8 shards of float32[8,4] (128 B each), 1 copy"
     )
 
 
 def test_describe_replication(m: jax.sharding.Mesh) -> None:
-    x = shard(np.zeros((16, 16), np.float32), m, "x,None")
+    x = shard(np.zeros((16, 16), np.float32), mesh=m, spec="x,None")
     assert describe(x) == (
         "float32[16@x,16] on mesh(x=2,y=4): 2 shards of float32[8,16] (512 B each), "
         "4 copies of each over y (8 devices)"
     )
-    full = shard(np.zeros((16, 16), np.float64), m, "")
+    full = shard(np.zeros((16, 16), np.float64), mesh=m, spec="")
     assert describe(full) == (
         "float64[16,16] on mesh(x=2,y=4): 1 shard of float64[16,16] (2.0 KiB), "
         "8 copies over x,y (8 devices)"
@@ -34,11 +35,11 @@ def test_describe_replication(m: jax.sharding.Mesh) -> None:
 
 
 def test_describe_multi_axis_explicit_and_sub_mesh() -> None:
-    ex = mesh("2x4", "x,y")
-    x = shard(np.zeros((16, 4), np.int32), ex, "(y,x)")
+    ex = make_mesh("2x4")
+    x = shard(np.zeros((16, 4), np.int32), mesh=ex, spec="(y,x)")
     assert describe(x).startswith("int32[16@(y,x),4] on mesh(x=2,y=4; Explicit): 8 shards")
-    sub = mesh("2x2", "a,b", devices=[0, 2, 4, 6], axis_types=("auto", "explicit"))
-    y = shard(np.zeros((4, 4), np.float32), sub, "a")
+    sub = make_mesh("2x2", ("auto", "explicit"), names="a,b", devices=[0, 2, 4, 6])
+    y = shard(np.zeros((4, 4), np.float32), mesh=sub, spec="a")
     assert "mesh(a=2:Auto,b=2:Explicit)" in describe(y)
     assert "2 copies of each over b (4 devices)" in describe(y)
 
@@ -63,7 +64,7 @@ def test_describe_sharding_alone(m: jax.sharding.Mesh) -> None:
 
 
 def test_describe_inside_jit_explicit() -> None:
-    ex = mesh("2x4", "x,y")
+    ex = make_mesh("2x4")
     seen: list[str] = []
 
     @jax.jit
@@ -71,7 +72,7 @@ def test_describe_inside_jit_explicit() -> None:
         seen.append(describe(jax.typeof(a)))
         return a
 
-    f(shard(np.zeros((16, 16), np.float32), ex, "x,y"))
+    f(shard(np.zeros((16, 16), np.float32), mesh=ex, spec="x,y"))
     assert seen == [
         "float32[16@x,16@y] on mesh(x=2,y=4; Explicit) (traced): shards of float32[8,4]"
     ]
@@ -91,7 +92,7 @@ def test_format_bytes(n: int, text: str) -> None:
 
 def test_describe_a_pytree_gives_one_line_per_leaf_with_its_path() -> None:
     tree = {
-        "w": shard(np.zeros((8, 2), np.float32), mesh("8", "x", axis_types="auto"), "x"),
+        "w": shard(np.zeros((8, 2), np.float32), mesh=make_mesh("8", "auto"), spec="x"),
         "n": [np.zeros(3)],
     }
     assert describe(tree).splitlines() == [

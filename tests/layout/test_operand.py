@@ -61,7 +61,7 @@ def _inputs(name: str, mesh: Any, specs: tuple[str, ...]) -> list[jax.Array]:
         data = [_RNG.standard_normal((N, N)).astype(np.complex64)]
     else:
         data = [_SPD + _RNG.standard_normal((N, N))] * len(specs)
-    return [shardkit.shard(d, mesh, s) for d, s in zip(data, specs, strict=True)]
+    return [shardkit.shard(d, mesh=mesh, spec=s) for d, s in zip(data, specs, strict=True)]
 
 
 def _counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:

@@ -8,7 +8,8 @@ import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from shardkit.layout import mesh, shard
+from _meshes import make_mesh
+from shardkit.layout import shard
 from shardkit.testing import assert_close
 
 MESHES = [("8", "x"), ("2x4", "x,y"), ("4x2", "x,y"), ("1x8", "x,y")]
@@ -22,10 +23,10 @@ SPECS_2D = ["x,y", "y,x", "(x,y)", "None,(y,x)", "x,None", ""]
 def test_shard_places_each_block(
     shape: str, names: str, axis_types: Literal["auto", "explicit"], dtype: type
 ) -> None:
-    m = mesh(shape, names, axis_types=axis_types)
+    m = make_mesh(shape, axis_types, names=names)
     a = np.arange(16 * 24, dtype=dtype).reshape(16, 24)
     for text in SPECS_1D if len(m.axis_names) == 1 else SPECS_2D:
-        x = shard(a, m, text)
+        x = shard(a, mesh=m, spec=text)
         assert isinstance(x.sharding, NamedSharding)
         for s in x.addressable_shards:
             np.testing.assert_array_equal(np.asarray(s.data), a[s.index])
@@ -33,8 +34,8 @@ def test_shard_places_each_block(
 
 
 def test_shard_accepts_sharding_and_lists() -> None:
-    m = mesh("2x4", "x,y")
-    x = shard([[1.0] * 8] * 4, m, "x,y")
+    m = make_mesh("2x4")
+    x = shard([[1.0] * 8] * 4, mesh=m, spec="x,y")
     assert x.shape == (4, 8)
     y = shard(np.ones((4, 8)), NamedSharding(m, P("x")))
     assert y.sharding == NamedSharding(m, P("x"))
@@ -62,41 +63,59 @@ def test_shard_errors_name_shape_spec_mesh_and_remedy(
     shape: tuple[int, ...], text: str, match: str
 ) -> None:
     with pytest.raises(ValueError, match=match):
-        shard(np.zeros(shape), mesh("2x4", "x,y"), text)
+        shard(np.zeros(shape), mesh=make_mesh("2x4"), spec=text)
 
 
 def test_shard_type_errors() -> None:
     with pytest.raises(TypeError, match=r"must be a jax\.sharding\.Mesh"):
-        shard(np.zeros(4), "2x4")  # type: ignore[arg-type]
-    m = mesh("2x4", "x,y")
+        shard(np.zeros(4), mesh="2x4")  # type: ignore[arg-type]
+    m = make_mesh("2x4")
     with pytest.raises(ValueError, match="either a NamedSharding"):
-        shard(np.zeros(4), NamedSharding(m, P("x")), "x")
+        shard(np.zeros(4), NamedSharding(m, P("x")), spec="x")
+    with pytest.raises(TypeError, match="where x goes is missing"):
+        shard(np.zeros(4))
+    with pytest.raises(TypeError, match="must be a NamedSharding"):
+        shard(np.zeros(4), "x")  # type: ignore[arg-type]
+
+
+def test_shard_positional_mesh_is_deprecated_and_still_places() -> None:
+    m = make_mesh("2x4")
+    with pytest.warns(DeprecationWarning, match=r"shard\(x, mesh=mesh, spec=spec\)") as rec:
+        a = shard(np.ones((4, 8)), m, "x,y")
+    assert rec[0].filename == __file__
+    assert a.sharding == NamedSharding(m, P("x", "y"))
+    with pytest.raises(TypeError, match="got both"):
+        shard(np.ones((4, 8)), m, mesh=m)
+    with pytest.raises(TypeError, match="goes with a positional mesh"):
+        shard(np.ones((4, 8)), None, "x")
 
 
 def test_shard_uneven_prime_sizes_rejected_or_placed() -> None:
-    m = mesh("2x4", "x,y")
+    m = make_mesh("2x4")
     for rows, cols in itertools.product([7, 8, 13], [3, 4, 12]):
         a = np.ones((rows, cols))
         ok = rows % 2 == 0 and cols % 4 == 0
         if ok:
-            assert shard(a, m, "x,y").shape == (rows, cols)
+            assert shard(a, mesh=m, spec="x,y").shape == (rows, cols)
         else:
             with pytest.raises(ValueError, match="not divisible"):
-                shard(a, m, "x,y")
+                shard(a, mesh=m, spec="x,y")
 
 
 def test_shard_places_a_pytree_with_one_spec_or_a_tree_of_specs() -> None:
-    m = mesh("8", "x")
-    one = shard({"w": np.ones((8, 4), np.float32), "pair": (np.ones(8), [1.0] * 8)}, m, "x")
+    m = make_mesh("8")
+    one = shard(
+        {"w": np.ones((8, 4), np.float32), "pair": (np.ones(8), [1.0] * 8)}, mesh=m, spec="x"
+    )
     assert one["w"].sharding.spec == P("x")
     assert one["pair"][1].sharding.spec == P("x")
     tree = {"w": np.ones((8, 4), np.float32), "pair": (np.ones(8), 2.0)}
     with pytest.raises(ValueError, match=r"shard: x\['pair'\]\[1\].*rank"):
-        shard(tree, m, "x")  # a scalar leaf cannot be split
-    per_leaf = shard(tree, m, {"w": (None, None), "pair": ("x", None)})
+        shard(tree, mesh=m, spec="x")  # a scalar leaf cannot be split
+    per_leaf = shard(tree, mesh=m, spec={"w": (None, None), "pair": ("x", None)})
     assert per_leaf["w"].sharding.spec == P(None, None)
     assert per_leaf["pair"][0].sharding.spec == P("x")
     assert per_leaf["pair"][1].sharding.spec == P()
     with pytest.raises(ValueError, match=r"shard: x\['w'\]: array shape=\(8, 4\).*not divisible"):
-        shard(tree, m, {"w": P(None, "x"), "pair": None})
-    assert shard([[1.0] * 4] * 8, m, "x").shape == (8, 4)  # nested numbers stay one array
+        shard(tree, mesh=m, spec={"w": P(None, "x"), "pair": None})
+    assert shard([[1.0] * 4] * 8, mesh=m, spec="x").shape == (8, 4)  # nested numbers stay one array

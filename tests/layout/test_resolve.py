@@ -10,7 +10,8 @@ import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from shardkit.layout import mesh, shard, spec
+from _meshes import make_mesh
+from shardkit.layout import shard, spec
 from shardkit.layout.internal import (
     canonical,
     drop_unit_axes,
@@ -23,8 +24,8 @@ from shardkit.layout.internal import (
 
 
 def test_concrete_host_and_struct() -> None:
-    m = mesh("2x4", "x,y")
-    found = operand("t", "x", shard(np.ones((4, 8)), m, "y"))
+    m = make_mesh("2x4")
+    found = operand("t", "x", shard(np.ones((4, 8)), mesh=m, spec="y"))
     assert (found.mesh, found.spec, found.how, found.pspec) == (m, (("y",), ()), "concrete", P("y"))
     host = operand("t", "x", np.ones((4, 8)))
     assert (host.mesh, host.spec, host.how) == (None, None, "host")
@@ -34,8 +35,8 @@ def test_concrete_host_and_struct() -> None:
 
 
 def test_given_mesh_and_spec_override() -> None:
-    m, other = mesh("2x4", "x,y"), mesh("8", "x")
-    a = shard(np.ones((8, 8)), m, "x,y")
+    m, other = make_mesh("2x4"), make_mesh("8")
+    a = shard(np.ones((8, 8)), mesh=m, spec="x,y")
     assert operand("t", "x", a, spec="y").spec == (("y",), ())
     assert operand("t", "x", a, mesh=m).spec == (("x",), ("y",))  # its own spec on its own mesh
     moved = operand("t", "x", a, mesh=other)  # another mesh: replicated unless spec= says
@@ -46,8 +47,8 @@ def test_given_mesh_and_spec_override() -> None:
 
 @pytest.mark.parametrize("types", ["explicit", "auto"])
 def test_traced_values(types: Any) -> None:
-    m = mesh("2x4", "x,y", axis_types=types)
-    a = shard(np.ones((8, 8)), m, "x,y")
+    m = make_mesh("2x4", types)
+    a = shard(np.ones((8, 8)), mesh=m, spec="x,y")
     seen: dict[str, Any] = {}
 
     def f(x: jax.Array) -> jax.Array:

@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from shardkit.layout import mesh, sharding, spec
+from _meshes import make_mesh
+from shardkit.layout import sharding, spec
 
 
 @pytest.mark.parametrize(
@@ -55,7 +56,7 @@ def test_spec_type_error() -> None:
 
 
 def test_sharding_checks_axes() -> None:
-    m = mesh("2x4", "x,y")
+    m = make_mesh("2x4")
     assert sharding(m, "y,x").spec == P("y", "x")
     with pytest.raises(ValueError, match=r"axis 'q'.*axes are \['x', 'y'\]"):
         sharding(m, "q")

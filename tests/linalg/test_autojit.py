@@ -23,9 +23,10 @@ import scipy.linalg as sl
 
 import shardkit
 from _matrix import FULL
+from _meshes import make_mesh
 from shardkit import linalg
 from shardkit.inspect import comms
-from shardkit.layout import mesh, shard
+from shardkit.layout import shard
 from shardkit.testing import assert_close
 
 N, NB = 32, 8
@@ -172,7 +173,7 @@ COMPARED = ("solve", "cholesky", "matmul")
 
 def _args(case: Case, m: Any, spec: str) -> tuple[Any, ...]:
     kind, rhs, _, _ = case
-    a = shard(MATS[kind], m, spec)
+    a = shard(MATS[kind], mesh=m, spec=spec)
     return (a,) if rhs is None else (a, rhs)
 
 
@@ -198,14 +199,14 @@ def test_auto_mesh_under_jit_matches_reference_and_eager_collectives(
     name: str, shape: str, names: str, spec: str
 ) -> None:
     case = CASES[name]
-    auto = mesh(shape, names, axis_types="auto")
+    auto = make_mesh(shape, "auto", names=names)
     args = _args(case, auto, spec)
     compiled = jax.jit(case[2]).lower(*args).compile()
     assert_close(_host(compiled(*args)), case[3](), what=f"{name} on Auto {shape} under jit")
     report = comms(compiled)
     assert name not in DECLARED or report.kinds == DECLARED[name], (name, report.kinds)
     if name in COMPARED or FULL:
-        explicit = comms(case[2], *_args(case, mesh(shape, names, axis_types="explicit"), spec))
+        explicit = comms(case[2], *_args(case, make_mesh(shape, "explicit", names=names), spec))
         assert report.kinds == explicit.kinds, (name, report.kinds, explicit.kinds)
     _no_full_gather(report, name)
 
@@ -214,13 +215,13 @@ def test_auto_mesh_under_jit_matches_reference_and_eager_collectives(
     "algorithm", ["allgather", "allreduce", "reduce_scatter", "ring", "summa", "cannon"]
 )
 def test_matmul_every_algorithm_under_jit_on_auto_axes(algorithm: str) -> None:
-    m = mesh("2x4", "x,y", axis_types="auto")
+    m = make_mesh("2x4", "auto")
     x = np.random.default_rng(3).standard_normal((16, 32))
     y = np.random.default_rng(4).standard_normal((32, 8))
     specs = ("x,y", "y,None") if algorithm not in ("summa", "cannon") else ("x,y", "x,y")
     if algorithm == "cannon":
-        m = mesh("2x2", "x,y", axis_types="auto", devices=range(4))
-    a, b = shard(x, m, specs[0]), shard(y, m, specs[1])
+        m = make_mesh("2x2", "auto", devices=range(4))
+    a, b = shard(x, mesh=m, spec=specs[0]), shard(y, mesh=m, spec=specs[1])
 
     def f(p: Any, q: Any) -> Any:
         return linalg.matmul(p, q, algorithm=algorithm)  # type: ignore[arg-type]
@@ -238,8 +239,8 @@ def test_matmul_every_algorithm_under_jit_on_auto_axes(algorithm: str) -> None:
 
 
 def test_comms_of_the_public_function_on_an_auto_array() -> None:
-    m = mesh("2x4", "x,y", axis_types="auto")
-    a = shard(MATS["general"], m, "x,y")
+    m = make_mesh("2x4", "auto")
+    a = shard(MATS["general"], mesh=m, spec="x,y")
     report = shardkit.comms(linalg.solve, a, RHS)
     report.assert_only({"all-reduce", "all-gather"})
     _no_full_gather(report, "solve")
@@ -248,16 +249,19 @@ def test_comms_of_the_public_function_on_an_auto_array() -> None:
 def test_replicated_operand_takes_the_eager_default_layout() -> None:
     # Documented fallback: as eagerly, a replicated matrix is split rows over the first
     # mesh axis and columns over the second, a local slice; nothing is gathered.
-    m = mesh("2x4", "x,y", axis_types="auto")
-    a = shard(MATS["general"], m, None)
+    m = make_mesh("2x4", "auto")
+    a = shard(MATS["general"], mesh=m, spec=None)
     f = jax.jit(lambda a, b: linalg.solve(a, b, nb=NB))
     assert_close(f(a, RHS), np.linalg.solve(MATS["general"], RHS))
     _no_full_gather(comms(f, a, RHS), "solve of a replicated matrix")
 
 
 def test_a_layout_the_algorithm_cannot_take_raises_its_error() -> None:
-    m = mesh("2x4", "x,y", axis_types="auto")
-    a, b = shard(np.ones((16, 32)), m, "x,y"), shard(np.ones((32, 8)), m, "y,None")
+    m = make_mesh("2x4", "auto")
+    a, b = (
+        shard(np.ones((16, 32)), mesh=m, spec="x,y"),
+        shard(np.ones((32, 8)), mesh=m, spec="y,None"),
+    )
     # Raised from the partitioner's callback, so wrapped in JAX's runtime error.
     with pytest.raises(Exception, match=r"local needs it whole.*Reshard the operands"):
         jax.jit(lambda p, q: linalg.matmul(p, q, algorithm="local"))(a, b)
@@ -266,11 +270,11 @@ def test_a_layout_the_algorithm_cannot_take_raises_its_error() -> None:
 
 
 def test_matmul_chain_plan_applies_under_jit_on_auto_axes() -> None:
-    m = mesh("2x4", "x,y", axis_types="auto")
-    plan = shardkit.plan.matmul_chain([(32, 16), (16, 32), (32, 8)], m, dtype=np.float64)
+    m = make_mesh("2x4", "auto")
+    plan = shardkit.plan.matmul_chain([(32, 16), (16, 32), (32, 8)], mesh=m, dtype=np.float64)
     rng = np.random.default_rng(5)
     mats = [rng.standard_normal(s) for s in plan.shapes]
-    placed = [shard(x, m, s) for x, s in zip(mats, plan.in_specs, strict=True)]
+    placed = [shard(x, mesh=m, spec=s) for x, s in zip(mats, plan.in_specs, strict=True)]
     compiled = jax.jit(plan.apply).lower(*placed).compile()
     assert_close(compiled(*placed), mats[0] @ mats[1] @ mats[2])
     assert comms(compiled).kinds == {c.kind for c in plan.collectives}

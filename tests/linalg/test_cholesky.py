@@ -9,8 +9,9 @@ import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from _meshes import make_mesh
 from shardkit.inspect import comms
-from shardkit.layout import mesh, shard
+from shardkit.layout import shard
 from shardkit.linalg import NotPositiveDefiniteError, cho_factor, cho_solve, cholesky
 from shardkit.testing import assert_close
 
@@ -29,9 +30,9 @@ def _spd(n: int, dtype: type, seed: int = 0) -> np.ndarray:
     ],
 )
 def test_cholesky_and_cho_solve_match_numpy(shape, names, sp, types, n, dtype) -> None:  # type: ignore[no-untyped-def]
-    m = mesh(shape, names, axis_types=types)
+    m = make_mesh(shape, types, names=names)
     a_np = _spd(n, dtype)
-    a = shard(a_np, m, sp)
+    a = shard(a_np, mesh=m, spec=sp)
     assert_close(cholesky(a, nb=16), np.linalg.cholesky(a_np.astype(np.float64)), dtype=dtype)
     b = np.arange(n, dtype=dtype)
     x = cho_solve(cho_factor(a, nb=16), b)
@@ -44,10 +45,10 @@ def test_cholesky_and_cho_solve_match_numpy(shape, names, sp, types, n, dtype) -
 
 
 def test_not_positive_definite_raises_and_reports_status() -> None:
-    m = mesh("2x4", "x,y")
+    m = make_mesh("2x4")
     a_np = _spd(32, np.float64)
     a_np[7, 7] = -50.0
-    a = shard(a_np, m, "x,y")
+    a = shard(a_np, mesh=m, spec="x,y")
     with pytest.raises(NotPositiveDefiniteError, match="column 7") as info:
         cholesky(a, nb=8)
     assert isinstance(info.value, np.linalg.LinAlgError)
@@ -61,11 +62,11 @@ def test_the_first_failure_is_reported_whichever_mesh_column_owns_it(shape: str)
     # Only the mesh column owning a panel factors it, so the status is the minimum over
     # the columns: two failures on panels of different mesh columns, the earlier wins,
     # in both elimination orders (cholesky: natural; cho_factor: cyclic).
-    m = mesh(shape, "x,y")
+    m = make_mesh(shape, names="x,y")
     a_np = np.eye(64)
     a_np[45, 45] = -1.0  # panel 5 (nb=8)
     a_np[21, 21] = -1.0  # panel 2: the first failure
-    a = shard(a_np, m, "x,y")
+    a = shard(a_np, mesh=m, spec="x,y")
     with pytest.raises(NotPositiveDefiniteError, match="column 21"):
         cholesky(a, nb=8)
     with pytest.raises(NotPositiveDefiniteError, match="column 21"):
@@ -80,7 +81,7 @@ def test_cholesky_collectives_form_one_chain_under_jit() -> None:
     # The failure pmin at the end of the factorization and the all-reduce that cuts an
     # indivisible order back (or cho_solve's) share one program under jit: unordered,
     # XLA's CPU runtime may enter them in different orders on different devices (hang).
-    m = mesh("2x4", "x,y", axis_types="explicit")
+    m = make_mesh("2x4", "explicit")
     a_np = _spd(30, np.float32)
     a = jax.device_put(a_np, NamedSharding(m, P()))  # 30: the mesh does not divide it
     b = np.arange(30, dtype=np.float32)
@@ -94,7 +95,7 @@ def test_cholesky_collectives_form_one_chain_under_jit() -> None:
 
 
 def test_cholesky_collectives_are_panel_sized() -> None:
-    m = mesh("2x4", "x,y", axis_types="auto")
+    m = make_mesh("2x4", "auto")
     n, nb = 256, 32
     s = jax.ShapeDtypeStruct((n, n), jnp.float32, sharding=NamedSharding(m, P("x", "y")))
     report = comms(lambda a: cholesky(a, nb=nb, mesh=m, spec=P("x", "y")), s)

@@ -118,7 +118,7 @@ def assert_backward(a: np.ndarray, x: Any, b: np.ndarray, what: str) -> None:
 
 
 def _input(a: np.ndarray, m: Any, sp: str, placed: bool) -> Any:
-    return shard(a, m, sp) if placed else a
+    return shard(a, mesh=m, spec=sp) if placed else a
 
 
 # ---- LU and what is built on it -------------------------------------------------------
@@ -318,7 +318,7 @@ def test_batched_solve_complex_and_promotion() -> None:
     rng = np.random.default_rng(8)
     a_np = _random((8, 5, 5), np.complex64, rng) + 3 * np.eye(5, dtype=np.complex64)
     b = _random((8, 5), np.complex64, rng)
-    x = batched_solve(shard(a_np, m, "x"), b)
+    x = batched_solve(shard(a_np, mesh=m, spec="x"), b)
     assert x.dtype == np.complex64
     assert_close(x, np.linalg.solve(a_np, b[..., None])[..., 0], dtype=np.complex64, scale=10.0)
     # 13 systems on 8 devices: padded with 3 identity systems, x comes back replicated.
@@ -331,7 +331,7 @@ def test_batched_solve_complex_and_promotion() -> None:
     with pytest.raises(SingularMatrixError, match="system 11 of 13"):
         batched_solve(a13, b13, mesh=m)
     ai = np.stack([np.eye(3, dtype=np.int32) * (i + 2) for i in range(8)])
-    xi = batched_solve(shard(ai, m, "x"), np.ones((8, 3), np.int32))
+    xi = batched_solve(shard(ai, mesh=m, spec="x"), np.ones((8, 3), np.int32))
     assert xi.dtype == jnp.result_type(float)
     assert_close(xi[:, 0], 1 / np.arange(2.0, 10.0))
 

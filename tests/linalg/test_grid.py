@@ -17,8 +17,9 @@ from jax.sharding import PartitionSpec as P
 
 import shardkit.linalg._grid as grid_module
 from _matrix import FULL, rotate
+from _meshes import make_mesh
 from shardkit.inspect import CommReport, comms
-from shardkit.layout import mesh, shard
+from shardkit.layout import shard
 from shardkit.layout.internal import operand
 from shardkit.linalg import det, inv, slogdet, solve
 from shardkit.testing import assert_close
@@ -58,10 +59,10 @@ def test_one_dimensional_layouts_match_numpy_and_keep_their_layout(  # type: ign
     shape, names, sp, dtype, variant
 ) -> None:
     types, how = variant
-    m = mesh(shape, names, axis_types=types)
+    m = make_mesh(shape, types, names=names)
     a_np = _matrix(N, dtype)
     b_np = np.arange(N, dtype=dtype)
-    a = shard(a_np, m, sp)
+    a = shard(a_np, mesh=m, spec=sp)
     ref = a_np.astype(np.complex128 if np.iscomplexobj(a_np) else np.float64)
     wrap = jax.jit if how == "jit" else (lambda f: f)
     # Under jit on Auto axes the layout is known only when given; else the partitioner
@@ -102,7 +103,7 @@ def test_host_data_passed_to_jit_with_its_layout(types: str) -> None:
     # A jit argument that is host data carries no mesh: on Auto axes it is placed on
     # the given mesh before the move (the program had one device and failed); on
     # Explicit axes it is factored as laid out (the grid's abstract mesh names no device).
-    m = mesh("8", "x", axis_types=types)  # type: ignore[arg-type]
+    m = make_mesh("8", types)  # type: ignore[arg-type]
     a_np = _matrix(N, np.float64)
     b_np = np.ones(N)
     fn = jax.jit(lambda a: solve(a, b_np, nb=8, mesh=m, spec="x,None"))
@@ -118,20 +119,20 @@ def test_which_layouts_take_a_grid() -> None:
     assert grid_module._split(16) == (4, 4)
     assert grid_module._split(7) == (1, 7)
     n = grid_module.GRID_MIN_ORDER
-    on8 = mesh("8", "x")
-    rows = shard(np.zeros((n, n), np.float32), on8, "x,None")
+    on8 = make_mesh("8")
+    rows = shard(np.zeros((n, n), np.float32), mesh=on8, spec="x,None")
     g = grid_module.grid_for(operand("t", "a", rows))
     assert g is not None
     assert g.mesh.shape == {"grid_rows": 2, "grid_cols": 4}
     assert list(np.asarray(g.mesh.devices).flat) == list(np.asarray(on8.devices).flat)
-    small = shard(np.zeros((n - 8, n - 8), np.float32), on8, "x,None")
+    small = shard(np.zeros((n - 8, n - 8), np.float32), mesh=on8, spec="x,None")
     assert grid_module.grid_for(operand("t", "a", small)) is None  # below GRID_MIN_ORDER
-    on2x4 = mesh("2x4", "x,y")
-    both = shard(np.zeros((n, n), np.float32), on2x4, "x,y")
+    on2x4 = make_mesh("2x4")
+    both = shard(np.zeros((n, n), np.float32), mesh=on2x4, spec="x,y")
     assert grid_module.grid_for(operand("t", "a", both)) is None  # already two-dimensional
-    half = shard(np.zeros((n, n), np.float32), on2x4, "x,None")
+    half = shard(np.zeros((n, n), np.float32), mesh=on2x4, spec="x,None")
     assert grid_module.grid_for(operand("t", "a", half)) is None  # replicated over y
-    flat = shard(np.zeros((n, n), np.float32), on2x4, "(y,x),None")
+    flat = shard(np.zeros((n, n), np.float32), mesh=on2x4, spec="(y,x),None")
     g = grid_module.grid_for(operand("t", "a", flat))
     assert g is not None  # the grid follows the split's device order: y, then x
     want = np.asarray(on2x4.devices).T.reshape(2, 4)
@@ -141,7 +142,7 @@ def test_which_layouts_take_a_grid() -> None:
 
 
 def _solve_report(n: int, nb: int, types: str) -> CommReport:
-    m = mesh("8", "x", axis_types=types)  # type: ignore[arg-type]
+    m = make_mesh("8", types)  # type: ignore[arg-type]
     s = jax.ShapeDtypeStruct((n, n), jnp.float32, sharding=NamedSharding(m, P("x", None)))
     b = np.ones(n, np.float32)
     # On Auto axes the layout is given, as the linalg bench does.

@@ -57,7 +57,7 @@ def test_tall_qr_matches_numpy(
 ) -> None:
     m = make_mesh(shape)
     a_np = _draw(np.random.default_rng(0), size, dtype)
-    a = shard(a_np, m, sp)
+    a = shard(a_np, mesh=m, spec=sp)
     q, r = qr(a, nb=nb)
     assert q.dtype == dtype
     assert q.sharding == a.sharding
@@ -78,7 +78,7 @@ def test_tall_qr_of_rank_deficient_matrices_stays_orthonormal(shape: str) -> Non
     a_np[:, 9] = 0  # a zero column
     a_np[:, 16:] = 0  # a whole zero panel (nb = 8)
     for a in (a_np, np.zeros((256, 24))):
-        q, r = qr(shard(a, m, "x,None"), nb=8)
+        q, r = qr(shard(a, mesh=m, spec="x,None"), nb=8)
         assert_householder_qr(a, q, r)
 
 
@@ -91,9 +91,9 @@ def test_square_qr_of_rank_deficient_matrices_stays_orthonormal(shape: str, sp: 
     a_np = _draw(np.random.default_rng(5), (32, 32), np.complex128)
     a_np[:, 6] = a_np[:, 2]  # a dependent column
     a_np[:, 20:24] = 0  # a whole zero panel
-    (q, r), status = qr.with_status(shard(a_np, m, sp), nb=4)
+    (q, r), status = qr.with_status(shard(a_np, mesh=m, spec=sp), nb=4)
     assert int(status) == 7
-    assert q.sharding == shard(a_np, m, sp).sharding
+    assert q.sharding == shard(a_np, mesh=m, spec=sp).sharding
     assert_householder_qr(a_np, q, r)
 
 
@@ -103,7 +103,7 @@ def test_lstsq_tall_matches_numpy_full_and_deficient_rank() -> None:
     a_np = rng.standard_normal((512, 20))
     b = rng.standard_normal((512, 3))
     for a in (a_np, np.repeat(a_np[:, :10], 2, axis=1)):
-        x, res, rank, s = lstsq(shard(a, m, "x,None"), b, nb=8)
+        x, res, rank, s = lstsq(shard(a, mesh=m, spec="x,None"), b, nb=8)
         ref_x, _, ref_rank, ref_s = np.linalg.lstsq(a, b, rcond=None)
         assert_close(x, ref_x, scale=float(np.abs(ref_x).max()))
         assert int(rank) == ref_rank

@@ -91,12 +91,12 @@ def test_solve_backward_error_within_2x_of_scipy(shape, sp, types, n, dtype, nb,
     for kind in ("random", "zero_blocks", "ill"):
         a_np = matrix(kind, n, dtype)
         b = rng.standard_normal(n).astype(dtype)
-        x = solve(shard(a_np, m, sp), b, nb=nb, pivoting=pivoting)
+        x = solve(shard(a_np, mesh=m, spec=sp), b, nb=nb, pivoting=pivoting)
         assert x.dtype == dtype
         assert_backward_error(a_np, x, b, sl.solve(a_np, b))
     b2 = rng.standard_normal((n, 3)).astype(dtype)
     a_np = matrix("random", n, dtype, seed=2)
-    x2 = solve(shard(a_np, m, sp), b2, nb=nb, pivoting=pivoting)
+    x2 = solve(shard(a_np, mesh=m, spec=sp), b2, nb=nb, pivoting=pivoting)
     assert x2.shape == (n, 3)
     assert_backward_error(a_np, x2, b2, sl.solve(a_np, b2))
 
@@ -114,13 +114,13 @@ def test_solve_backward_error_within_2x_of_scipy(shape, sp, types, n, dtype, nb,
 def test_lu_equals_scipy_factors(shape: str, sp: str, pivoting: Any) -> None:
     m = make_mesh(shape)
     a_np = matrix("zero_blocks", 64, np.float64)  # dask's block-local pivoting fails this one
-    p, low, u = lu(shard(a_np, m, sp), nb=8, pivoting=pivoting)
+    p, low, u = lu(shard(a_np, mesh=m, spec=sp), nb=8, pivoting=pivoting)
     ref: Any = sl.lu(a_np)
     p_ref, l_ref, u_ref = ref
     assert_close(p, p_ref)
     assert_close(low, l_ref)
     assert_close(u, u_ref, scale=float(np.abs(u_ref).max()))
-    assert p.sharding == shard(a_np, m, sp).sharding
+    assert p.sharding == shard(a_np, mesh=m, spec=sp).sharding
 
 
 def test_tournament_lu_factors_a_and_differs_from_lapack_only_in_pivots() -> None:
@@ -128,7 +128,9 @@ def test_tournament_lu_factors_a_and_differs_from_lapack_only_in_pivots() -> Non
     # lower with |l| <= a small bound (no growth), u is upper.
     m = make_mesh("4x2")
     a_np = matrix("random", 64, np.float64, seed=5)
-    p, low, u = (np.asarray(v) for v in lu(shard(a_np, m, "x,y"), nb=8, pivoting="tournament"))
+    p, low, u = (
+        np.asarray(v) for v in lu(shard(a_np, mesh=m, spec="x,y"), nb=8, pivoting="tournament")
+    )
     assert_close(p @ low @ u, a_np)
     np.testing.assert_array_equal(np.tril(low), low)
     np.testing.assert_array_equal(np.diag(low), 1)
@@ -178,7 +180,7 @@ def test_panel_permutation_matches_sequential_swaps(case: tuple[int, list[int]])
 def test_det_inv_trans_and_block_cyclic_round_trip() -> None:
     m = make_mesh("2x4")
     a_np = matrix("random", 32, np.float64)
-    a = shard(a_np, m, "x,y")
+    a = shard(a_np, mesh=m, spec="x,y")
     np.testing.assert_allclose(float(det(a, nb=8)), np.linalg.det(a_np), rtol=1e-10)
     np.testing.assert_allclose(
         float(det(a, nb=8, pivoting="partial")), np.linalg.det(a_np), rtol=1e-10
@@ -195,7 +197,7 @@ def test_singular_raises_eagerly_and_reports_status_under_jit() -> None:
     m = make_mesh("2x4")
     a_np = matrix("random", 32, np.float64)
     a_np[:, 5] = a_np[:, 3]  # dependent columns
-    a = shard(a_np, m, "x,y")
+    a = shard(a_np, mesh=m, spec="x,y")
     with pytest.raises(SingularMatrixError, match=r"singular.*column") as info:
         solve(a, np.ones(32), nb=8)
     assert info.value.column in (3, 5)
@@ -205,8 +207,8 @@ def test_singular_raises_eagerly_and_reports_status_under_jit() -> None:
     x_nan = jax.jit(lambda a, b: solve(a, b, nb=8))(a, np.ones(32))
     assert np.isnan(np.asarray(x_nan)).all()
     with pytest.raises(SingularMatrixError):
-        lu(shard(np.zeros((32, 32)), m, "x,y"))
-    assert float(det(shard(np.zeros((32, 32)), m, "x,y"))) == 0.0
+        lu(shard(np.zeros((32, 32)), mesh=m, spec="x,y"))
+    assert float(det(shard(np.zeros((32, 32)), mesh=m, spec="x,y"))) == 0.0
 
 
 def test_layout_errors_name_the_fix() -> None:
@@ -220,9 +222,9 @@ def test_layout_errors_name_the_fix() -> None:
     with pytest.raises(ValueError, match="not divisible"):
         to_block_cyclic(np.eye(12), mesh=m, spec="x,None")
     with pytest.raises(ValueError, match="order="):
-        lu_factor(shard(np.eye(16), m, "x,None"), order="diagonal")  # type: ignore[arg-type]
+        lu_factor(shard(np.eye(16), mesh=m, spec="x,None"), order="diagonal")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"pivoting='rook'.*'tournament'"):
-        solve(shard(np.eye(16), m, "x,None"), np.ones(16), pivoting="rook")  # type: ignore[arg-type]
+        solve(shard(np.eye(16), mesh=m, spec="x,None"), np.ones(16), pivoting="rook")  # type: ignore[arg-type]
 
 
 def _struct(n: int, m: Any, sp: P, dtype: Any = jnp.float32) -> jax.ShapeDtypeStruct:
@@ -380,7 +382,7 @@ def test_with_status_and_the_deprecated_keyword() -> None:
     import inspect
 
     m = make_mesh("8")
-    a = shard(np.zeros((16, 16)), m, "x,None")
+    a = shard(np.zeros((16, 16)), mesh=m, spec="x,None")
     x, status = solve.with_status(a, np.ones(16), nb=4)
     assert int(status) == 1
     assert x.shape == (16,)

@@ -15,7 +15,8 @@ import jax
 import numpy as np
 import pytest
 
-from shardkit.layout import mesh, shard
+from _meshes import make_mesh
+from shardkit.layout import shard
 from shardkit.linalg import cho_factor, cho_solve, cholesky, lstsq, lu_factor, lu_solve, qr, solve
 
 CASES = {
@@ -30,8 +31,8 @@ CASES = {
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_every_product_of_a_factorization_is_highest_precision(name: str) -> None:
-    m = mesh("2x4", "x,y")
-    a = shard(np.eye(64, dtype=np.float32) * 3 + 0.01, m, "x,y")
+    m = make_mesh("2x4")
+    a = shard(np.eye(64, dtype=np.float32) * 3 + 0.01, mesh=m, spec="x,y")
     with jax.default_matmul_precision("bfloat16"):
         text = jax.jit(CASES[name]).lower(a).as_text()
     dots = re.findall(r"stablehlo\.dot_general[^\n]*", text)

@@ -45,12 +45,12 @@ def test_tsqr_and_lstsq() -> None:
     rng = np.random.default_rng(0)
     for dtype in (np.float64, np.float32):
         a_np = rng.standard_normal((128, 6)).astype(dtype)
-        q, r = qr(shard(a_np, m, "x,None"))
+        q, r = qr(shard(a_np, mesh=m, spec="x,None"))
         assert r.sharding.is_fully_replicated  # TSQR: r replicated
         assert_qr(a_np, q, r)
         tol = 1e-10 if dtype == np.float64 else 1e-4
         b = rng.standard_normal(128).astype(dtype)
-        x, res, rank, _ = lstsq(shard(a_np, m, "x,None"), b)
+        x, res, rank, _ = lstsq(shard(a_np, mesh=m, spec="x,None"), b)
         ref = np.linalg.lstsq(a_np.astype(np.float64), b.astype(np.float64), rcond=None)
         np.testing.assert_allclose(np.asarray(x), ref[0], atol=tol * 10)
         np.testing.assert_allclose(float(res[0]), ref[1][0], rtol=tol * 10)
@@ -77,12 +77,12 @@ CASES = [
 def test_block_layouts_qr_matches_numpy(shape, sp, types, size, dtype, nb) -> None:  # type: ignore[no-untyped-def]
     m = make_mesh(shape, types)
     a_np = np.random.default_rng(1).standard_normal(size).astype(dtype)
-    a = shard(a_np, m, sp)
+    a = shard(a_np, mesh=m, spec=sp)
     q, r = qr(a, nb=nb)
     assert q.dtype == dtype
     assert r.dtype == dtype
     assert q.sharding == a.sharding
-    assert r.sharding == shard(np.zeros((size[1],) * 2), m, sp).sharding
+    assert r.sharding == shard(np.zeros((size[1],) * 2), mesh=m, spec=sp).sharding
     assert_qr(a_np, q, r)
     _, r_ref = np.linalg.qr(a_np.astype(np.float64))
     # QR is unique up to the signs of q's columns (r's rows).
@@ -94,10 +94,10 @@ def test_block_layouts_qr_matches_numpy(shape, sp, types, size, dtype, nb) -> No
 def test_jit_explicit_and_auto_agree_with_eager() -> None:
     a_np = np.random.default_rng(2).standard_normal((48, 48))
     m = make_mesh("2x4")
-    q, r = qr(shard(a_np, m, "x,y"), nb=4)
-    qj, rj = jax.jit(lambda a: qr(a, nb=4))(shard(a_np, m, "x,y"))
+    q, r = qr(shard(a_np, mesh=m, spec="x,y"), nb=4)
+    qj, rj = jax.jit(lambda a: qr(a, nb=4))(shard(a_np, mesh=m, spec="x,y"))
     ma = make_mesh("2x4", "auto")
-    qa, ra = jax.jit(lambda a: qr(a, nb=4, mesh=ma, spec="x,y"))(shard(a_np, ma, "x,y"))
+    qa, ra = jax.jit(lambda a: qr(a, nb=4, mesh=ma, spec="x,y"))(shard(a_np, mesh=ma, spec="x,y"))
     for got in (qj, qa):
         assert_close(got, q)
     for got in (rj, ra):
@@ -109,7 +109,7 @@ def test_ill_conditioned_stays_orthogonal(shape: str, sp: str) -> None:
     m = make_mesh(shape)
     for kappa in (1e6, 1e12):
         a_np = ill(48, kappa, np.float64)
-        q, r = qr(shard(a_np, m, sp), nb=4)
+        q, r = qr(shard(a_np, mesh=m, spec=sp), nb=4)
         assert_qr(a_np, q, r)  # ||I - q^T q|| <= 48 eps, measured ~3e-15
 
 
@@ -120,7 +120,7 @@ def test_lstsq_beyond_tall_skinny(shape: str, sp: str, size: tuple[int, int]) ->
     m = make_mesh(shape, "auto")
     rng = np.random.default_rng(3)
     a_np, b = rng.standard_normal(size), rng.standard_normal((size[0], 2))
-    x, res, rank, s = lstsq(shard(a_np, m, sp), b, nb=4)
+    x, res, rank, s = lstsq(shard(a_np, mesh=m, spec=sp), b, nb=4)
     ref_x, ref_res, _, _ = np.linalg.lstsq(a_np, b, rcond=None)
     assert_close(x, ref_x, dtype=np.float32)  # kappa ~1e2: 1e-12 is too tight for x
     if size[0] > size[1]:
@@ -129,7 +129,7 @@ def test_lstsq_beyond_tall_skinny(shape: str, sp: str, size: tuple[int, int]) ->
         assert float(np.max(np.asarray(res))) <= 1e-20
     assert int(rank) == size[1]
     assert s is None  # the sharded r gives no singular values (as scipy's gelsy driver)
-    x1, *_ = lstsq(shard(a_np, m, sp), b[:, 0], nb=4)
+    x1, *_ = lstsq(shard(a_np, mesh=m, spec=sp), b[:, 0], nb=4)
     assert x1.shape == (size[1],)
 
 
@@ -137,7 +137,7 @@ def test_rank_deficient_raises_eagerly_and_reports_status_under_jit() -> None:
     m = make_mesh("2x4")
     a_np = np.random.default_rng(4).standard_normal((32, 32))
     a_np[:, 5] = a_np[:, 3]
-    a = shard(a_np, m, "x,y")
+    a = shard(a_np, mesh=m, spec="x,y")
     with pytest.raises(RankDeficientError, match=r"rank deficient.*column 5") as info:
         qr(a, nb=4)
     assert info.value.column == 5
@@ -151,7 +151,7 @@ def test_rank_deficient_raises_eagerly_and_reports_status_under_jit() -> None:
     assert np.isnan(np.asarray(q_nan)).all()
     assert np.isnan(np.asarray(r_nan)).all()
     with pytest.raises(RankDeficientError, match="column 0"):
-        qr(shard(np.zeros((32, 32)), m, "x,y"))
+        qr(shard(np.zeros((32, 32)), mesh=m, spec="x,y"))
     # lstsq answers as numpy.linalg.lstsq instead (minimum norm), eagerly and under jit.
     b = np.ones(32)
     ref, _, rank_ref, _ = np.linalg.lstsq(a_np, b, rcond=None)
@@ -166,12 +166,12 @@ def test_errors_name_the_problem() -> None:
     m = make_mesh("2x4")
     for bad in (0, -4, "8", 2.0, True):
         with pytest.raises(ValueError, match=f"nb={bad!r}"):
-            qr(shard(np.eye(16), m, "x,y"), nb=bad)  # type: ignore[arg-type]
+            qr(shard(np.eye(16), mesh=m, spec="x,y"), nb=bad)  # type: ignore[arg-type]
     # Sizes the mesh does not divide are padded now (test_dtypes_padding checks more).
     q, r = qr(np.eye(10), mesh=m, spec="x,y")
     assert_close(np.asarray(q) @ np.asarray(r), np.eye(10))
     with pytest.raises(ValueError, match=r"b\.shape=\(5,\)"):
-        lstsq(shard(np.eye(16), m, "x,y"), np.ones(5))
+        lstsq(shard(np.eye(16), mesh=m, spec="x,y"), np.ones(5))
 
 
 @pytest.mark.parametrize(("shape", "sp"), [("8", P("x", None)), ("2x4", P("x", "y"))])

@@ -20,8 +20,9 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from _matrix import FULL
+from _meshes import make_mesh
 from shardkit.inspect import comms
-from shardkit.layout import mesh, shard
+from shardkit.layout import shard
 from shardkit.layout.internal import operand
 from shardkit.linalg import (
     NotPositiveDefiniteError,
@@ -41,6 +42,7 @@ from shardkit.linalg import (
     solve,
     solve_triangular,
 )
+from shardkit.linalg._inputs import Trans
 from shardkit.linalg._lu import _factor_program
 from shardkit.linalg._pad import square_plan
 from shardkit.testing import assert_close
@@ -60,7 +62,7 @@ def _meshes(first: int) -> list[str]:
 
 def _where(ms: str) -> dict[str, Any]:
     names, sp = MESHES[ms]
-    return {"mesh": mesh(ms, names), "spec": sp}
+    return {"mesh": make_mesh(ms, names=names), "spec": sp}
 
 
 # ---- dtype promotion and array-likes -------------------------------------------------
@@ -134,7 +136,8 @@ def test_the_unused_triangle_is_never_read(ms: str) -> None:
         ref_t = np.where(keep, t, 0)
         # Each (lower, trans, unit) is its own program: by default lower meets the plain
         # solve and the unit diagonal, upper the transpose (both read the other block).
-        for trans in (0, 1) if FULL else (int(not lower),):
+        choices: tuple[Trans, ...] = (0, 1) if FULL else ((0 if lower else 1),)
+        for trans in choices:
             x = solve_triangular(a, b, lower=lower, trans=trans, nb=4, **where)
             assert_close(x, sl.solve_triangular(ref_t, b, lower=lower, trans=trans))
         if not (lower or FULL):
@@ -334,18 +337,19 @@ def test_hard_matrices_solve_like_scipy(ms: str) -> None:
 def test_rank_deficient_lstsq_matches_numpy() -> None:
     # numpy test_linalg.py TestLstsq.test_rcond / test_empty_lstsq and the cases:
     # the TSQR path returns NumPy's minimum-norm x, rank and singular values.
-    m = mesh("8", "x")
+    m = make_mesh("8")
     rng = np.random.default_rng(3)
     a = rng.standard_normal((64, 3)) @ rng.standard_normal((3, 4))  # rank 3
     b = rng.standard_normal((64, 2))
-    x, res, rank, s = lstsq(shard(a, m, "x,None"), b)
+    x, res, rank, s = lstsq(shard(a, mesh=m, spec="x,None"), b)
     xr, _, rank_r, sr = np.linalg.lstsq(a, b, rcond=None)
     assert int(rank) == rank_r == 3
     assert_close(x, xr)
+    assert s is not None
     assert_close(s, sr)
     assert_close(res, np.sum(np.abs(a @ xr - b) ** 2, axis=0), what="residuals")
     # The zero matrix: x = 0, rank 0, the residual |b|^2 (not NaN/inf).
-    x, res, rank, s = lstsq(shard(np.zeros((64, 4)), m, "x,None"), np.ones((64, 2)))
+    x, res, rank, s = lstsq(shard(np.zeros((64, 4)), mesh=m, spec="x,None"), np.ones((64, 2)))
     assert int(rank) == 0
     assert_close(x, np.zeros((4, 2)))
     assert_close(res, np.array([64.0, 64.0]))
@@ -374,7 +378,7 @@ def test_rank_deficient_lstsq_is_minimum_norm_on_every_layout(ms: str) -> None:
         xr, _, rank_r, _ = np.linalg.lstsq(a, b, rcond=None)
         assert int(rank) == rank_r, a.shape
         assert_close(x, xr, what=f"x of {a.shape}")
-        # BCGS2 computes no singular values: None, as scipy's lapack_driver="gelsy".
+        # the sharded r gives no singular values: None, as scipy's lapack_driver="gelsy".
         assert s is None
         assert_close(res, np.sum(np.abs((a @ xr - b).reshape(len(b), -1)) ** 2, axis=0))
     # Under jit with an explicit layout the fallback is a lax.cond: the same answer.
@@ -420,7 +424,9 @@ def test_lstsq_rank_estimate_is_not_fooled_by_a_kahan_matrix(ms: str) -> None:
     kinds = ("explicit", "auto") if FULL else (("explicit",) if ms == "8" else ("auto",))
     for kind in kinds:
         arr = shard(
-            a, where["mesh"] if kind == "explicit" else mesh(ms, names, axis_types=kind), sp
+            a,
+            mesh=where["mesh"] if kind == "explicit" else make_mesh(ms, kind, names=names),
+            spec=sp,
         )
         f = jax.jit(lambda a, b: lstsq(a, b, nb=8))
         x, _, rank, s = f(arr, b)
@@ -458,6 +464,7 @@ def test_wide_qr_lstsq_and_rectangular_lu_match_scipy(ms: str) -> None:
         xr, _, rank_r, sr = np.linalg.lstsq(a, b, rcond=None)
         assert int(rank) == rank_r
         assert_close(x, xr, what=f"x of {a.shape}")
+        assert s is not None
         assert_close(s, sr, what=f"s of {a.shape}")
         assert_close(res, np.sum(np.abs((a @ xr - b).reshape(len(b), -1)) ** 2, axis=0))
     for a in (rng.standard_normal((8, 5)), wide):
@@ -473,19 +480,19 @@ def test_wide_qr_lstsq_and_rectangular_lu_match_scipy(ms: str) -> None:
 def test_overwrite_a_donates_the_matrix_and_saves_a_share() -> None:
     # scipy test_basic.py / test_decomp_cholesky.py overwrite_a cases: the input may be
     # overwritten. Here the input's buffer is donated to the factors (then deleted).
-    m = mesh("8", "x")
+    m = make_mesh("8")
     rng = np.random.default_rng(4)
     a_np = rng.standard_normal((16, 16)) + 16 * np.eye(16)
-    a = shard(a_np, m, "x,None")
+    a = shard(a_np, mesh=m, spec="x,None")
     x = solve(a, np.ones(16), nb=4, overwrite_a=True)
     assert a.is_deleted()
     assert_close(a_np @ np.asarray(x), np.ones(16))
     if FULL:
-        spd = shard(a_np @ a_np.T, m, "x,None")
+        spd = shard(a_np @ a_np.T, mesh=m, spec="x,None")
         f = cho_factor(spd, nb=4, overwrite_a=True)
         assert spd.is_deleted()
         assert_close(a_np @ a_np.T @ np.asarray(cho_solve(f, np.ones(16))), np.ones(16))
-        kept = shard(a_np, m, "x,None")
+        kept = shard(a_np, mesh=m, spec="x,None")
         solve(kept, np.ones(16), nb=4)
         assert not kept.is_deleted()
     # Peak per-device memory of the donated factorization: one share of a (its buffer

@@ -71,7 +71,7 @@ def test_eigh_hard_spectra(kind: str) -> None:
     n = 48
     a = _spectrum(kind, n, np.random.default_rng(7))
     m = make_mesh("2x4")
-    w, v = linalg.eigh(shardkit.shard(a, m, "x,y"))
+    w, v = linalg.eigh(shardkit.shard(a, mesh=m, spec="x,y"))
     assert v.sharding.spec == jax.sharding.PartitionSpec("x", "y")
     _check_eigh(a, np.asarray(w), np.asarray(v), "float64")
 
@@ -102,7 +102,7 @@ def test_eigh_layouts_dtypes_and_jit(mesh: str, axes: str, dtype: str, n: int, j
     m = make_mesh(mesh, axes)
     names = ",".join(m.axis_names)
     if n % m.size == 0:
-        x, kw = shardkit.shard(a, m, names), {}
+        x, kw = shardkit.shard(a, mesh=m, spec=names), {}
     else:  # host data with mesh=: padded internally
         x, kw = jnp.asarray(a), {"mesh": m, "spec": names}
     fn = jax.jit(lambda x: linalg.eigh(x, **kw)) if jit else (lambda x: linalg.eigh(x, **kw))
@@ -126,7 +126,7 @@ def test_eigh_subset_by_index(subset: tuple[int, int]) -> None:
     # n=64 on 8 devices: segments above 24 rows are split; a subset splits only its own.
     a = _spectrum("random", 64, np.random.default_rng(3))
     m = make_mesh("2x4")
-    x = shardkit.shard(a, m, "x,y")
+    x = shardkit.shard(a, mesh=m, spec="x,y")
     w, v = linalg.eigh(x, subset_by_index=subset)
     ref = sl.eigh(a, subset_by_index=subset, eigvals_only=True)
     np.testing.assert_allclose(np.asarray(w), ref, atol=1e-12)
@@ -189,7 +189,7 @@ def test_svd_matches_lapack(shape: tuple[int, int], mesh: str, dtype: str, kind:
 def test_full_svd_of_a_sharded_tall_matrix_under_jit() -> None:
     m = make_mesh("8", "explicit")
     a = np.random.default_rng(3).standard_normal((64, 24)).astype(np.float32)
-    x = shardkit.shard(a, m, "x,None")
+    x = shardkit.shard(a, mesh=m, spec="x,None")
     u, s, vh = jax.jit(linalg.svd)(x)
     assert (u.shape, vh.shape) == ((64, 64), (24, 24))
     assert u.sharding.spec == x.sharding.spec  # the caller's layout
@@ -258,7 +258,7 @@ def test_compiled_eigh_never_gathers_and_keeps_its_memory_bound() -> None:
     n = 512
     m = make_mesh("2x4", "auto")
     a = shardkit.shard(
-        _spectrum("random", n, np.random.default_rng(1)).astype(np.float32), m, "x,y"
+        _spectrum("random", n, np.random.default_rng(1)).astype(np.float32), mesh=m, spec="x,y"
     )
     report = shardkit.comms(lambda x: linalg.eigh(x), a)
     report.assert_ordered()
@@ -279,13 +279,13 @@ def test_compiled_eigh_never_gathers_and_keeps_its_memory_bound() -> None:
 def test_errors_name_the_argument() -> None:
     m = make_mesh("2x4")
     with pytest.raises(ValueError, match=r"eigh: a.shape=\(8, 16\) is not square"):
-        linalg.eigh(shardkit.shard(np.zeros((8, 16)), m, "x,y"))
+        linalg.eigh(shardkit.shard(np.zeros((8, 16)), mesh=m, spec="x,y"))
     bad = np.eye(16)
     bad[3, 3] = np.nan
     with pytest.raises(ValueError, match="must not contain infs or NaNs"):
-        linalg.eigh(shardkit.shard(bad, m, "x,y"))
+        linalg.eigh(shardkit.shard(bad, mesh=m, spec="x,y"))
     with pytest.raises(ValueError, match=r"subset_by_index=\(3, 40\) is out of range"):
-        linalg.eigh(shardkit.shard(np.eye(16), m, "x,y"), subset_by_index=(3, 40))
+        linalg.eigh(shardkit.shard(np.eye(16), mesh=m, spec="x,y"), subset_by_index=(3, 40))
     with pytest.raises(ValueError, match="no mesh= was given"):
         linalg.svd(np.eye(4))
     with pytest.raises(ValueError, match=r"side='up' is not one of"):
@@ -296,7 +296,7 @@ def test_nan_input_under_jit_gives_nan() -> None:
     m = make_mesh("8")
     bad = np.eye(16)
     bad[0, 1] = bad[1, 0] = np.inf
-    w = jax.jit(lambda x: linalg.eigvalsh(x))(shardkit.shard(bad, m, "x"))
+    w = jax.jit(lambda x: linalg.eigvalsh(x))(shardkit.shard(bad, mesh=m, spec="x"))
     assert np.isnan(np.asarray(w)).all()
 
 

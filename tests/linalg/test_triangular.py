@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
+import jax
 import numpy as np
 import pytest
 import scipy.linalg as sl
 
 from _matrix import FULL
-from shardkit.layout import mesh, shard
+from _meshes import make_mesh
+from shardkit.inspect import comms
+from shardkit.layout import shard
 from shardkit.linalg import solve_triangular
+from shardkit.linalg._inputs import Trans
+from shardkit.linalg.internal import SPLIT_RHS
 from shardkit.testing import assert_close
 
 
@@ -21,7 +26,7 @@ from shardkit.testing import assert_close
 def test_solve_triangular_matches_scipy(
     shape: str, names: str, sp: str, types: Any, n: int
 ) -> None:
-    m = mesh(shape, names, axis_types=types)
+    m = make_mesh(shape, types, names=names)
     rng = np.random.default_rng(0)
     a_np = rng.standard_normal((n, n)) + n * np.eye(n)
     b = rng.standard_normal((n, 2))
@@ -35,13 +40,55 @@ def test_solve_triangular_matches_scipy(
                     continue
                 t = np.tril(a_np) if lower else np.triu(a_np)
                 x = solve_triangular(
-                    shard(a_np, m, sp), b, lower=lower, trans=trans, unit_diagonal=unit, nb=16
+                    shard(a_np, mesh=m, spec=sp),
+                    b,
+                    lower=lower,
+                    trans=trans,
+                    unit_diagonal=unit,
+                    nb=16,
                 )
                 ref = sl.solve_triangular(t, b, lower=lower, trans=trans, unit_diagonal=unit)
                 assert_close(x, ref, scale=float(np.abs(ref).max()) * 10)
 
 
 def test_bad_trans_is_rejected() -> None:
-    m = mesh("8", "x")
+    m = make_mesh("8")
     with pytest.raises(ValueError, match="trans="):
-        solve_triangular(shard(np.eye(16), m, "x,None"), np.ones(16), trans=3)
+        solve_triangular(shard(np.eye(16), mesh=m, spec="x,None"), np.ones(16), trans=3)  # pyright: ignore[reportArgumentType]
+
+
+@pytest.mark.parametrize(("shape", "names", "sp", "types"), [("2x4", "x,y", "x,y", "auto")])
+def test_many_right_hand_sides_split_the_diagonal_solves(
+    shape: str, names: str, sp: str, types: Any
+) -> None:
+    # From SPLIT_RHS columns on every device solves a share of each diagonal block's
+    # columns (padded to a multiple of the mesh: 259 -> 264) and one all-gather per
+    # step joins them; junk (NaN) in the other triangle is never read.
+    m = make_mesh(shape, types, names=names)
+    rng = np.random.default_rng(1)
+    n, nrhs = 48, SPLIT_RHS + 3
+    a_np = rng.standard_normal((n, n)) + n * np.eye(n)
+    b = rng.standard_normal((n, nrhs))
+    every = [(lo, t) for lo in (True, False) for t in (0, 1)]
+    cells = [every[0], every[3]] if not FULL else every
+    for lower, trans in cells:
+        t = np.tril(a_np) if lower else np.triu(a_np)
+        junk = np.where(t != 0, t, np.nan)
+        code: Trans = 1 if trans else 0
+
+        def fn(a: jax.Array, b: np.ndarray, lo: bool = lower, tr: Trans = code) -> jax.Array:
+            return solve_triangular(a, b, lower=lo, trans=tr, nb=8)
+
+        x = jax.jit(fn)(shard(junk, mesh=m, spec=sp), b)
+        ref = sl.solve_triangular(t, b, lower=lower, trans=trans)
+        assert_close(x, ref, scale=float(np.abs(ref).max()) * 10)
+    report = comms(
+        lambda a, b: solve_triangular(a, b, nb=8, check_finite=False),
+        shard(a_np, mesh=m, spec=sp),
+        b,
+    )
+    kinds = {c.kind for c in report.collectives}
+    assert kinds == {"all-reduce", "all-gather"}, kinds
+    for c in report.collectives:  # the diagonal blocks (n x nb), else one step's block
+        biggest = max(int(np.prod(s)) for s in c.result_shapes)
+        assert biggest <= max(n * 8, 8 * 264), f"{c.kind} {c.result_shapes}"

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
+from _meshes import make_mesh
 from shardkit.inspect import INTERCONNECTS, comms
-from shardkit.layout import mesh
 from shardkit.layout.internal import normalize
 from shardkit.linalg.internal import ALGORITHMS, MatmulProblem, enumerate_variants, price
 from shardkit.plan import ChainPlan, candidate_specs, matmul_chain
@@ -93,14 +93,15 @@ def brute_force(shapes, m, pool, limit):  # type: ignore[no-untyped-def]
     ],
 )
 def test_dynamic_programming_is_optimal_under_the_model(mesh_shape, shapes, pool, limit) -> None:  # type: ignore[no-untyped-def]
-    m = mesh(mesh_shape, "x" if "x" not in mesh_shape else "x,y")
+    m = make_mesh(mesh_shape)
     pool_ = list(candidate_specs((max(max(s) for s in shapes),) * 2, m)) if pool is None else pool
     want = brute_force([tuple(s) for s in shapes], m, pool_, limit)
     if not math.isfinite(want):
         with pytest.raises(ValueError, match="fits memory_limit"):
-            matmul_chain(shapes, m, memory_limit=limit, specs=pool_)
+            matmul_chain(shapes, mesh=m, memory_limit=limit, candidates=pool_, interconnect=LINK)
         return
-    plan = matmul_chain(shapes, m, memory_limit=limit, specs=pool_)
+    # The brute force prices with LINK (the CPU default is the tabulated "cpu" preset).
+    plan = matmul_chain(shapes, mesh=m, memory_limit=limit, candidates=pool_, interconnect=LINK)
     assert plan.comm_time_s == pytest.approx(want, rel=1e-12, abs=1e-15)
     assert plan.peak_bytes <= limit
 
@@ -123,8 +124,8 @@ def _run_and_compare(plan: ChainPlan) -> None:
 @pytest.mark.parametrize("limit", [None, 4096, 2048])  # float64: twice float32
 @pytest.mark.parametrize("types", ["explicit", "auto"])
 def test_seed_chain_on_2x4_runs_as_predicted(limit, types) -> None:  # type: ignore[no-untyped-def]
-    m = mesh("2x4", "x,y", axis_types=types)
-    plan = matmul_chain([(16, 16)] * 4, m, memory_limit=limit, dtype=np.float64)
+    m = make_mesh("2x4", types)
+    plan = matmul_chain([(16, 16)] * 4, mesh=m, memory_limit=limit, dtype=np.float64)
     if limit is None:
         assert plan.bytes_sent == 0
     else:
@@ -134,10 +135,10 @@ def test_seed_chain_on_2x4_runs_as_predicted(limit, types) -> None:  # type: ign
 
 
 def test_out_spec_and_in_specs_are_respected() -> None:
-    m = mesh("8", "x")
+    m = make_mesh("8")
     plan = matmul_chain(
         [(16, 8), (8, 16), (16, 8)],
-        m,
+        mesh=m,
         memory_limit=4096,
         out_spec="None",
         in_specs=["x", None, None],
@@ -150,13 +151,29 @@ def test_out_spec_and_in_specs_are_respected() -> None:
 
 
 def test_errors() -> None:
-    m = mesh("8", "x")
+    m = make_mesh("8")
     with pytest.raises(ValueError, match="do not chain"):
-        matmul_chain([(4, 8), (4, 8)], m)
+        matmul_chain([(4, 8), (4, 8)], mesh=m)
     with pytest.raises(ValueError, match="fits memory_limit=16"):
-        matmul_chain([(16, 16)] * 2, m, memory_limit=16)
+        matmul_chain([(16, 16)] * 2, mesh=m, memory_limit=16)
     with pytest.raises(ValueError, match="empty"):
-        matmul_chain([], m)
-    plan = matmul_chain([(8, 8)] * 2, m)
+        matmul_chain([], mesh=m)
+    plan = matmul_chain([(8, 8)] * 2, mesh=m)
     with pytest.raises(ValueError, match="priced for float32"):
         plan.apply(np.ones((8, 8)), np.ones((8, 8)))
+
+
+def test_positional_mesh_and_specs_are_deprecated() -> None:
+    m = make_mesh("8")
+    shapes = [(16, 8), (8, 16)]
+    new = matmul_chain(shapes, mesh=m, memory_limit=4096, candidates=["x", None])
+    with pytest.warns(DeprecationWarning, match=r"write matmul_chain\(shapes, mesh=mesh\)") as rec:
+        old = matmul_chain(shapes, m, memory_limit=4096, candidates=["x", None])
+    assert rec[0].filename == __file__
+    with pytest.warns(DeprecationWarning, match="specs= is deprecated.*write candidates="):
+        renamed = matmul_chain(shapes, mesh=m, memory_limit=4096, specs=["x", None])
+    assert old.in_specs == new.in_specs == renamed.in_specs
+    with pytest.raises(TypeError, match="got both"):
+        matmul_chain(shapes, m, mesh=m)
+    with pytest.raises(TypeError, match="matmul_chain: mesh= is missing"):
+        matmul_chain(shapes)

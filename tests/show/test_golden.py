@@ -16,12 +16,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import jax
-import numpy as np
 import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from _meshes import make_mesh
 from shardkit.show import ShardingView
 from shardkit.show._layout import Layout, label_groups, layout_from_index_map
 
@@ -206,7 +205,8 @@ def _uses(spec: tuple[SpecEntry, ...]) -> set[str]:
 def test_fake_index_map_matches_named_sharding(
     mesh_shape: tuple[int, ...], names: str, spec: tuple[SpecEntry, ...]
 ) -> None:
-    mesh = jax.sharding.Mesh(np.array(jax.devices()[:8]).reshape(mesh_shape), tuple(names))
+    shape_text = "x".join(map(str, mesh_shape))
+    mesh = make_mesh(shape_text, "auto", names=",".join(names), devices=list(range(8)))
     shape = (16, 24)
     real = NamedSharding(mesh, P(*spec)).devices_indices_map(shape)
     fake = fake_index_map(mesh_shape, names, spec, shape)

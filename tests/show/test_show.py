@@ -14,6 +14,7 @@ from jax.sharding import NamedSharding, SingleDeviceSharding
 from jax.sharding import PartitionSpec as P
 from rich.console import Console
 
+from _meshes import make_mesh
 from shardkit.show import ShardingView, show
 from shardkit.show._colors import PALETTE, device_color, text_color
 from shardkit.show._layout import compress_ids, layout_from_index_map
@@ -22,15 +23,11 @@ SVG = "{http://www.w3.org/2000/svg}"
 
 
 def _mesh(shape: tuple[int, ...], names: tuple[str, ...]) -> jax.sharding.Mesh:
-    if len(jax.devices()) < 8:
-        pytest.skip("needs 8 devices")
-    return jax.make_mesh(shape, names, axis_types=(jax.sharding.AxisType.Explicit,) * len(shape))
+    return make_mesh("x".join(map(str, shape)), names=",".join(names))
 
 
 def _sub_mesh() -> jax.sharding.Mesh:
-    if len(jax.devices()) < 8:
-        pytest.skip("needs 8 devices")
-    return jax.sharding.Mesh(np.array(jax.devices()[4:8]).reshape(2, 2), ("a", "b"))
+    return make_mesh("2x2", "auto", names="a,b", devices=[4, 5, 6, 7])
 
 
 def _put(shape: tuple[int, ...], sharding: jax.sharding.Sharding) -> jax.Array:

@@ -1,4 +1,4 @@
-"""Shared fixtures of the training tests: a small MLP, a batch, meshes by name."""
+"""Shared fixtures of the training tests: a small MLP, a batch, the meshes' axis names."""
 
 from __future__ import annotations
 
@@ -6,9 +6,8 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax.sharding import AxisType, Mesh
+from jax.sharding import AxisType
 
-from _meshes import make_mesh as shared_mesh
 from shardkit import train
 
 SIZES = (16, 32, 32, 8)
@@ -26,11 +25,9 @@ def numpy_batch(model: train.Model, n: int = BATCH, seed: int = 1) -> tuple[np.n
 
 AXIS_TYPES = {"auto": AxisType.Auto, "explicit": AxisType.Explicit}
 
-
-def make_mesh(shape: str | None, axis_types: str = "auto") -> Mesh | None:
-    if shape is None:
-        return None
-    return shared_mesh(shape, axis_types, None if "x" not in shape else "data,model")
+# The training tests' axis names by mesh rank, for the shared make_mesh (tests/_meshes.py):
+# a 1-D mesh's axis is "x", a 2-D mesh's are "data" and "model".
+TRAIN_NAMES = {1: "x", 2: "data,model"}
 
 
 def losses(step, state, batch, steps: int = STEPS):  # type: ignore[no-untyped-def]

@@ -24,22 +24,21 @@ def test_quick_case_measures_every_strategy() -> None:
     assert set(cases[1].candidates) == {"shardkit.muon", "optax.adam"}
     assert cases[1].baseline_name == "optax.contrib.muon"
     records = measure_case(cases[3], suite="train", timing=Timing(warmup=0, repeat=2))
-    by_name = {r["candidate"]: r for r in records}
+    by_name = {r.candidate: r for r in records}
     assert set(by_name) == {"single", "dp", "fsdp", "tp", "dp_tp"}
-    assert by_name["single"]["is_baseline"]
-    metrics = {k: r["metrics"] for k, r in by_name.items()}
-    assert metrics["single"]["bytes_sent"] == 0
-    assert all(metrics[k]["bytes_sent"] > 0 for k in ("dp", "fsdp", "tp", "dp_tp"))
-    assert all(m["steps_per_s"] > 0 and m["peak_bytes"] > 0 for m in metrics.values())
+    assert by_name["single"].is_baseline
+    assert by_name["single"].need("bytes_sent") == 0
+    assert all(by_name[k].need("bytes_sent") > 0 for k in ("dp", "fsdp", "tp", "dp_tp"))
+    assert all(r.need("steps_per_s") > 0 and r.need("peak_bytes") > 0 for r in by_name.values())
     # fsdp holds about 1/8 of the state (the 10-wide last bias stays whole).
-    assert metrics["fsdp"]["state_bytes"] < metrics["dp"]["state_bytes"] / 7
+    assert by_name["fsdp"].need("state_bytes") < by_name["dp"].need("state_bytes") / 7
 
 
 @pytest.mark.skipif(not FULL, reason="SHARDKIT_FULL_TESTS=1: three more compiled steps")
 def test_muon_case_sends_less_than_optax() -> None:
     cases = SUITE.cases(SuiteConfig(sizes=(32,), meshes=("8",), quick=True))
     records = measure_case(cases[2], suite="train", timing=Timing(warmup=0, repeat=1))
-    sent = {r["candidate"]: r["metrics"]["bytes_sent"] for r in records}
+    sent = {r.candidate: r.need("bytes_sent") for r in records}
     assert set(sent) == {"optax.contrib.muon", "shardkit.muon", "optax.adam"}
     assert sent["shardkit.muon"] <= sent["optax.contrib.muon"] / 2
 

@@ -12,9 +12,10 @@ import jax
 import numpy as np
 import optax
 import pytest
-from _train_util import losses, make_mesh, numpy_batch, small_mlp
+from _train_util import TRAIN_NAMES, losses, numpy_batch, small_mlp
 
 from _matrix import FULL
+from _meshes import make_mesh
 from shardkit import train
 from shardkit.testing import assert_close
 
@@ -39,13 +40,17 @@ def test_resume_on_another_layout_gives_the_same_next_loss(
     model = small_mlp()
     batch = numpy_batch(model)
     step, state = train.make_train_step(
-        model, optax.adam(1e-2), strategy=saved[0], mesh=make_mesh(saved[1]), key=jax.random.key(0)
+        model,
+        optax.adam(1e-2),
+        strategy=saved[0],
+        mesh=make_mesh(saved[1], "auto", TRAIN_NAMES),
+        key=jax.random.key(0),
     )
     _, state = losses(step, state, batch, 3)
     path = train.save_state(tmp_path / "ckpt", state)
     expected, _ = losses(step, state, batch, 2)
 
-    mesh = make_mesh(resumed[1], axis_types)
+    mesh = make_mesh(resumed[1], axis_types, TRAIN_NAMES)
     step2, fresh = train.make_train_step(
         model, optax.adam(1e-2), strategy=resumed[0], mesh=mesh, key=jax.random.key(9)
     )
@@ -66,7 +71,11 @@ def test_resume_on_another_layout_gives_the_same_next_loss(
 def test_save_refuses_an_existing_directory_and_restore_a_missing_one(tmp_path: Path) -> None:
     model = small_mlp()
     _, state = train.make_train_step(
-        model, optax.sgd(0.1), strategy="dp", mesh=make_mesh("8"), key=jax.random.key(0)
+        model,
+        optax.sgd(0.1),
+        strategy="dp",
+        mesh=make_mesh("8", "auto", TRAIN_NAMES),
+        key=jax.random.key(0),
     )
     with pytest.raises(FileExistsError, match="exists"):
         train.save_state(tmp_path, state)

@@ -25,11 +25,12 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from _train_util import losses, make_mesh, numpy_batch
+from _train_util import TRAIN_NAMES, losses, numpy_batch
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from _matrix import FULL
+from _meshes import make_mesh
 from shardkit import train
 from shardkit.inspect import comms
 from shardkit.testing import assert_close
@@ -108,7 +109,11 @@ def _step(
 ) -> tuple[train.MLP, Any, train.TrainState]:
     model = train.MLP(sizes)
     step, state = train.make_train_step(
-        model, opt, strategy=strategy, mesh=make_mesh(mesh, axis_types), key=jax.random.key(0)
+        model,
+        opt,
+        strategy=strategy,
+        mesh=make_mesh(mesh, axis_types, TRAIN_NAMES),
+        key=jax.random.key(0),
     )
     return model, step, state
 
@@ -145,7 +150,7 @@ def test_strategy_losses_and_comms(
         theirs = comms(*_step(strategy, mesh, "auto", optax.contrib.muon(0.02))[1:], batch)
         assert ours.bytes_sent <= theirs.bytes_sent / 2, (ours.summary(), theirs.summary())
     # No whole split weight is gathered but by fsdp's forward pass (one per kernel).
-    lay = train.strategy_layout(model, strategy=strategy, mesh=make_mesh(mesh))
+    lay = train.strategy_layout(model, strategy=strategy, mesh=make_mesh(mesh, "auto", TRAIN_NAMES))
     split = {
         shape: {a for e in where["w"].spec if e for a in ((e,) if isinstance(e, str) else e)}
         for layer, where in zip(model.param_shapes(), lay.params, strict=True)
@@ -157,7 +162,7 @@ def test_strategy_losses_and_comms(
     # The optimizer's collectives are ordered after each other and the step's.
     assert not [u for u in ours.unordered if "shard_map" in u.first + u.second]
 
-    plan = train.muon_plan(model, strategy=strategy, mesh=make_mesh(mesh))
+    plan = train.muon_plan(model, strategy=strategy, mesh=make_mesh(mesh, "auto", TRAIN_NAMES))
     share = sum(p.total_flops for p in plan) / 8
     assert sum(p.flops for p in plan) <= 1.25 * share
 
@@ -192,7 +197,7 @@ def _orthogonalize_program(lay: _Weights) -> tuple[Any, Any]:
 def test_compiled_flops_within_share() -> None:
     """The cost analysis of the orthogonalization alone: each device's flops against one's."""
     model = train.MLP(SIZES)
-    lay = train.strategy_layout(model, strategy="fsdp", mesh=make_mesh("8"))
+    lay = train.strategy_layout(model, strategy="fsdp", mesh=make_mesh("8", "auto", TRAIN_NAMES))
     rng = np.random.default_rng(0)
     ws = [rng.standard_normal(s["w"]).astype(np.float32) for s in model.param_shapes()]
     kernels = [s["w"] for s in lay.params]
@@ -207,7 +212,7 @@ def test_compiled_flops_within_share() -> None:
 
 def test_dealt_matrices() -> None:
     """Eight 32x32 matrices, split by rows and by columns (tp's pairs), dealt one per device."""
-    mesh = jax.make_mesh((8,), ("x",), axis_types=(jax.sharding.AxisType.Auto,))
+    mesh = make_mesh("8", "auto", TRAIN_NAMES)
     specs = [P("x", None), P(None, "x")] * 4 + [P(None, "x")]
     shapes = [(32, 32)] * 8 + [(16, 32)]
     plan = plan_matrices(

@@ -15,8 +15,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from _train_util import make_mesh, numpy_batch, small_mlp
+from _train_util import TRAIN_NAMES, numpy_batch, small_mlp
 
+from _meshes import make_mesh
 from shardkit import train
 from shardkit.testing import assert_close
 
@@ -50,7 +51,7 @@ def test_a_nan_batch_is_skipped_and_counted(
         model,
         optax.adam(1e-2),
         strategy=strategy,
-        mesh=make_mesh(mesh_shape, axis_types),
+        mesh=make_mesh(mesh_shape, axis_types, TRAIN_NAMES),
         key=jax.random.key(0),
     )
     assert (int(state.step), int(state.skipped)) == (0, 0)
@@ -94,7 +95,11 @@ def test_an_infinite_gradient_under_a_finite_loss_is_skipped_too() -> None:
     batch = (np.ones((8, 4), np.float32), np.ones((8, 1), np.float32))
     for strategy in ("fsdp", "tp"):  # the gradient split over the devices
         step, state = train.make_train_step(
-            params, optax.sgd(0.1), strategy=strategy, mesh=make_mesh("8"), loss=_sqrt_loss
+            params,
+            optax.sgd(0.1),
+            strategy=strategy,
+            mesh=make_mesh("8", "auto", TRAIN_NAMES),
+            loss=_sqrt_loss,
         )
         state, loss = step(state, batch)
         assert float(loss) == 0.0
@@ -105,7 +110,7 @@ def test_an_infinite_gradient_under_a_finite_loss_is_skipped_too() -> None:
 def test_raise_names_the_step_and_apply_applies() -> None:
     model = small_mlp(SIZES)
     good = numpy_batch(model)
-    mesh = make_mesh("8")
+    mesh = make_mesh("8", "auto", TRAIN_NAMES)
     step, state = train.make_train_step(
         model,
         optax.sgd(0.05),
@@ -146,7 +151,7 @@ def test_an_unknown_policy_lists_the_choices() -> None:
             small_mlp(SIZES),
             optax.sgd(0.1),
             strategy="dp",
-            mesh=make_mesh("8"),
+            mesh=make_mesh("8", "auto", TRAIN_NAMES),
             key=jax.random.key(0),
             on_nonfinite="ignore",  # type: ignore[arg-type]
         )

@@ -23,10 +23,10 @@ import jax
 import numpy as np
 import optax
 import pytest
-from _train_util import RUN_ARGS, RUN_OPTIONS, make_mesh
-from rich.console import Console
+from _train_util import RUN_ARGS, RUN_OPTIONS, TRAIN_NAMES
 from typer.testing import CliRunner
 
+from _meshes import make_mesh
 from shardkit import train
 from shardkit.cli import app
 
@@ -39,9 +39,9 @@ TMP_SUFFIX = ".orbax-checkpoint-tmp"
 
 
 def _run(**kwargs: Any) -> tuple[train.TrainRun, str]:
-    console = Console(file=io.StringIO(), width=200)
-    run = train.run_training(console, **OPTIONS, **kwargs)
-    return run, console.file.getvalue()  # type: ignore[attr-defined]
+    console = io.StringIO()
+    run = train.run_training(progress=console, **OPTIONS, **kwargs)
+    return run, console.getvalue()
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +71,11 @@ def _wait_for_lines(path: Path, n: int, proc: subprocess.Popen[str] | None = Non
 def test_checkpoint_manager_keeps_the_newest_complete_checkpoints(tmp_path: Path) -> None:
     model = train.MLP(OPTIONS["sizes"])
     _, state = train.make_train_step(
-        model, optax.adam(1e-2), strategy="dp", mesh=make_mesh("8"), key=jax.random.key(0)
+        model,
+        optax.adam(1e-2),
+        strategy="dp",
+        mesh=make_mesh("8", "auto", TRAIN_NAMES),
+        key=jax.random.key(0),
     )
     # An unfinished save left by a killed process: never listed, removed by the first save.
     (tmp_path / f"9{TMP_SUFFIX}").mkdir()
@@ -88,7 +92,11 @@ def test_checkpoint_manager_keeps_the_newest_complete_checkpoints(tmp_path: Path
         assert ckpt.latest_step == 5
         # Onto another layout: tp on the same devices.
         _, target = train.make_train_step(
-            model, optax.adam(1e-2), strategy="tp", mesh=make_mesh("8"), key=jax.random.key(3)
+            model,
+            optax.adam(1e-2),
+            strategy="tp",
+            mesh=make_mesh("8", "auto", TRAIN_NAMES),
+            key=jax.random.key(3),
         )
         got = ckpt.restore_latest({"state": target, "key": jax.random.key(0)})
         assert got is not None
@@ -134,9 +142,7 @@ def test_a_resumed_run_repeats_the_uninterrupted_losses(tmp_path: Path, referenc
     assert done.losses == ()
     assert f"step {STEPS} already reaches --steps {STEPS}" in text
     with pytest.raises(ValueError, match=r"holds a run with --sizes 16,32,8, not 16,24,8; rerun"):
-        train.run_training(
-            Console(file=io.StringIO()), **{**OPTIONS, "sizes": (16, 24, 8)}, checkpoint_dir=ckpt
-        )
+        train.run_training(**{**OPTIONS, "sizes": (16, 24, 8)}, checkpoint_dir=ckpt)
 
 
 def test_sigint_finishes_the_step_saves_and_exits_130(tmp_path: Path) -> None:

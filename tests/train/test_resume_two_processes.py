@@ -10,7 +10,6 @@ rounding.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
@@ -22,7 +21,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from _train_util import RUN_ARGS, RUN_OPTIONS
-from rich.console import Console
 
 from _matrix import FULL
 from shardkit import train
@@ -100,7 +98,7 @@ def test_two_processes_stop_die_and_resume(tmp_path: Path) -> None:
     assert list(after) == list(range(1, STEPS + 1))
     assert all(after[s] == loss for s, loss in before.items())  # replayed bit for bit
 
-    one = train.run_training(Console(file=io.StringIO()), **RUN_OPTIONS, steps=STEPS)
+    one = train.run_training(**RUN_OPTIONS, steps=STEPS)
     assert_close(
         np.array(list(after.values())),
         np.array(one.losses),

@@ -29,8 +29,9 @@ import jax
 import numpy as np
 import optax
 import pytest
-from _train_util import BATCH, make_mesh, numpy_batch, small_mlp
+from _train_util import BATCH, TRAIN_NAMES, numpy_batch, small_mlp
 
+from _meshes import make_mesh
 from shardkit import train
 from shardkit.inspect import CommReport, comms
 from shardkit.train._strategies import tp_roles
@@ -54,7 +55,7 @@ def _report(
         model,
         opt or optax.sgd(0.1),
         strategy=strategy,
-        mesh=make_mesh(mesh_shape, axis_types),
+        mesh=make_mesh(mesh_shape, axis_types, TRAIN_NAMES),
         key=jax.random.key(0),
         on_nonfinite=on_nonfinite,  # type: ignore[arg-type]
     )

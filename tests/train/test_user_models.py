@@ -16,10 +16,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from _train_util import losses, make_mesh
+from _train_util import TRAIN_NAMES, losses
 from jax.sharding import PartitionSpec as P
 
 from _matrix import FULL
+from _meshes import make_mesh
 from shardkit import train
 from shardkit.testing import assert_close
 
@@ -70,7 +71,7 @@ def _train(
         model,
         optax.adam(1e-2),
         strategy=strategy,
-        mesh=make_mesh(mesh_shape, axis_types),
+        mesh=make_mesh(mesh_shape, axis_types, TRAIN_NAMES),
         loss=loss,
         **kw,
     )
@@ -91,7 +92,7 @@ def test_a_parameter_pytree_trains_like_one_device(
     assert got[-1] < got[0]
     assert_close(got, reference, dtype=np.float32, what=f"pytree {strategy} on {mesh_shape}")
     layout = train.strategy_layout(
-        _params(), strategy=strategy, mesh=make_mesh(mesh_shape, axis_types)
+        _params(), strategy=strategy, mesh=make_mesh(mesh_shape, axis_types, TRAIN_NAMES)
     )
     for leaf, want in zip(
         jax.tree.leaves(state.params), jax.tree.leaves(layout.params), strict=True
@@ -100,7 +101,7 @@ def test_a_parameter_pytree_trains_like_one_device(
 
 
 def test_default_rules_and_path_rules() -> None:
-    mesh = make_mesh("4x2")
+    mesh = make_mesh("4x2", "auto", TRAIN_NAMES)
     specs = lambda lay: {k: (v["w"].spec, v["b"].spec) for k, v in lay.params.items()}  # noqa: E731
     tp = train.strategy_layout(_params(), strategy="dp_tp", mesh=mesh)
     assert specs(tp) == {"hidden": (P(None, "model"), P()), "out": (P(None, "model"), P())}
@@ -130,23 +131,38 @@ def test_a_rule_that_does_not_divide_names_the_parameter() -> None:
             _params(),
             optax.sgd(0.1),
             strategy="tp",
-            mesh=make_mesh("8"),
+            mesh=make_mesh("8", "auto", TRAIN_NAMES),
             loss=_mse,
             rules=[(r"\['out'\]\['w'\]", (None, "model"))],
         )
     with pytest.raises(ValueError, match=r"a template holds None or 'model'"):
-        train.strategy_layout(_params(), strategy="tp", mesh=make_mesh("8"), rules=[("w", ("x",))])
+        train.strategy_layout(
+            _params(),
+            strategy="tp",
+            mesh=make_mesh("8", "auto", TRAIN_NAMES),
+            rules=[("w", ("x",))],
+        )
     with pytest.raises(TypeError, match=r"needs loss="):
-        train.make_train_step(_params(), optax.sgd(0.1), strategy="dp", mesh=make_mesh("8"))
+        train.make_train_step(
+            _params(), optax.sgd(0.1), strategy="dp", mesh=make_mesh("8", "auto", TRAIN_NAMES)
+        )
     with pytest.raises(TypeError, match=r"parameter \['n'\] is int"):
         train.make_train_step(
-            {"n": 3}, optax.sgd(0.1), strategy="dp", mesh=make_mesh("8"), loss=_mse
+            {"n": 3},
+            optax.sgd(0.1),
+            strategy="dp",
+            mesh=make_mesh("8", "auto", TRAIN_NAMES),
+            loss=_mse,
         )
 
 
 def test_a_user_batch_is_checked() -> None:
     step, state = train.make_train_step(
-        _params(), optax.sgd(0.1), strategy="dp", mesh=make_mesh("8"), loss=_mse
+        _params(),
+        optax.sgd(0.1),
+        strategy="dp",
+        mesh=make_mesh("8", "auto", TRAIN_NAMES),
+        loss=_mse,
     )
     x, y = _batch()
     with pytest.raises(ValueError, match=r"disagree on the batch size"):
@@ -164,7 +180,11 @@ def test_a_user_model_checkpoint_reshards(tmp_path: Path) -> None:
     path = train.save_state(tmp_path / "ckpt", state)
     expected, _ = losses(step, state, _batch(), 2)
     step2, fresh = train.make_train_step(
-        _params(), optax.adam(1e-2), strategy="dp_tp", mesh=make_mesh("2x4", "explicit"), loss=_mse
+        _params(),
+        optax.adam(1e-2),
+        strategy="dp_tp",
+        mesh=make_mesh("2x4", "explicit", TRAIN_NAMES),
+        loss=_mse,
     )
     restored = train.restore_state(path, fresh)
     for a, b, like in zip(
@@ -227,7 +247,11 @@ def test_equinox_and_nnx_modules_train_like_one_device(library: str, tmp_path: P
     pytest.importorskip("orbax.checkpoint")
     path = train.save_state(tmp_path / "ckpt", state)
     _, fresh = train.make_train_step(
-        model, optax.adam(1e-2), strategy="fsdp", mesh=make_mesh("8"), loss=loss
+        model,
+        optax.adam(1e-2),
+        strategy="fsdp",
+        mesh=make_mesh("8", "auto", TRAIN_NAMES),
+        loss=loss,
     )
     restored = train.restore_state(path, fresh)
     for a, b in zip(jax.tree.leaves(restored.params), jax.tree.leaves(state.params), strict=True):

@@ -13,6 +13,7 @@ resident memory and the program cache (``shardkit bench soak``).
 from shardkit.bench._calibrate import Calibration, calibrate
 from shardkit.bench._catalog import suites
 from shardkit.bench._env import environment
+from shardkit.bench._record import Record
 from shardkit.bench._report import SCHEMA, read_results, validate_results, write_report
 from shardkit.bench._run_suites import DEFAULT_MESHES, BenchResult, parse_size, run_bench
 from shardkit.bench._soak import SoakResult, soak
@@ -30,6 +31,7 @@ __all__ = [
     "Case",
     "Column",
     "PlotSpec",
+    "Record",
     "SoakResult",
     "Suite",
     "SuiteConfig",

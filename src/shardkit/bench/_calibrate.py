@@ -594,24 +594,24 @@ def calibrate(
         if console is not None:
             console.print(f"[{i}/{len(cases)}] calibrate {case.name}", highlight=False)
         for rec in measure_case(case, suite="calibrate", timing=timing):
-            if rec["candidate"] == "matmul":
+            name = rec.candidate
+            if name == "matmul":
                 s = case.params["s"]
-                flops = 2 * s**3 / rec["median_s"]
+                flops = 2 * s**3 / rec.median_s
                 continue
-            if rec["candidate"].startswith("product/"):
-                s = int(rec["candidate"].split("/")[1])
-                if rec["is_baseline"]:
-                    write_base = (s, rec["median_s"])
-                else:
-                    write_ratios[s] = rec["ratio_median"]
+            if name.startswith("product/"):
+                s = int(name.split("/")[1])
+                if rec.is_baseline:
+                    write_base = (s, rec.median_s)
+                elif rec.ratio_median is not None:
+                    write_ratios[s] = rec.ratio_median
                 continue
-            if rec["candidate"] in ("ring", "allgather"):
-                ring_times[rec["candidate"]] = rec["median_s"]
+            if name in ("ring", "allgather"):
+                ring_times[name] = rec.median_s
                 continue
-            name = rec["candidate"]
             params = case.params
             key = (_HLO_KINDS[name], params["group_size"], params["nbytes"], name not in INNER)
-            medians.setdefault(key, []).append(rec["median_s"])
+            medians.setdefault(key, []).append(rec.median_s)
     points = [
         Point(k, p, n, statistics.median(t), lead) for (k, p, n, lead), t in sorted(medians.items())
     ]

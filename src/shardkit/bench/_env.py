@@ -40,7 +40,7 @@ def _blas_threads() -> dict[str, Any]:
     }
 
 
-def environment() -> dict[str, Any]:
+def environment() -> dict[str, object]:
     """A JSON-serializable record of the software, devices and machine.
 
     Starts JAX's backend if it has not started (the device list needs it).

@@ -59,11 +59,15 @@ from typing import Any
 from rich.table import Table
 
 from shardkit._preflight import require
+from shardkit._typing import JSONObject
+from shardkit.bench._record import Record, check_fields
+from shardkit.bench._suite import Column, PlotSpec
 
 __all__ = [
     "SCHEMA",
     "format_value",
     "read_results",
+    "records",
     "terminal_summary",
     "validate_results",
     "write_html",
@@ -84,20 +88,6 @@ _TOP = {
     "suites": dict,
     "records": list,
 }
-_RECORD = {
-    "suite": str,
-    "case": str,
-    "candidate": str,
-    "is_baseline": bool,
-    "params": dict,
-    "compile_s": float,
-    "times_s": list,
-    "median_s": float,
-    "min_s": float,
-    "max_s": float,
-    "repeats": int,
-    "metrics": dict,
-}
 _SUITE = {
     "description": str,
     "baseline": str,
@@ -108,50 +98,47 @@ _SUITE = {
 }
 
 
-def _check_fields(where: str, obj: Any, fields: Mapping[str, type]) -> None:
-    if not isinstance(obj, dict):
-        raise ValueError(f"{where} is {type(obj).__name__}, expected an object")
-    for key, kind in fields.items():
-        if key not in obj:
-            raise ValueError(f"{where} lacks the key {key!r}")
-        value = obj[key]
-        ok = (
-            isinstance(value, int | float) and not isinstance(value, bool)
-            if kind is float
-            else isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
-        )
-        if not ok:
-            raise ValueError(
-                f"{where}[{key!r}]={value!r} is {type(value).__name__}, expected {kind.__name__}"
-            )
-
-
 def validate_results(data: Any, /) -> None:
     """Raise unless ``data`` follows the ``shardkit.bench/1`` schema (module docstring).
 
     Raises:
       ValueError: naming the first missing key or wrongly typed value.
     """
-    _check_fields("results", data, _TOP)
+    check_fields("results", data, _TOP)
     if data["schema"] != SCHEMA:
         raise ValueError(f"results['schema']={data['schema']!r}; expected {SCHEMA!r}")
     for name, suite in data["suites"].items():
-        _check_fields(f"results['suites'][{name!r}]", suite, _SUITE)
-    for i, rec in enumerate(data["records"]):
+        check_fields(f"results['suites'][{name!r}]", suite, _SUITE)
+    records(data)
+
+
+def records(data: Mapping[str, Any], /, suite: str | None = None) -> list[Record]:
+    """The records of a ``results.json`` document (of one ``suite`` if given), checked.
+
+    Raises:
+      ValueError: a record that does not follow the schema, or names a suite the
+        document does not describe (the message names the record).
+    """
+    out = []
+    for i, obj in enumerate(data["records"]):
         where = f"results['records'][{i}]"
-        _check_fields(where, rec, _RECORD)
-        if rec["suite"] not in data["suites"]:
-            raise ValueError(f"{where}['suite']={rec['suite']!r} is not in results['suites']")
-        if rec.get("baseline") is not None and not isinstance(rec["baseline"], str):
-            raise ValueError(f"{where}['baseline'] must be a string or null")
-        ratio = rec.get("ratio_median")
-        if ratio is not None and not isinstance(ratio, int | float):
-            raise ValueError(f"{where}['ratio_median']={ratio!r} must be a number or null")
-        if len(rec["times_s"]) != rec["repeats"]:
-            raise ValueError(f"{where}: len(times_s) != repeats")
+        rec = Record.from_json(obj, where=where)
+        if rec.suite not in data["suites"]:
+            raise ValueError(f"{where}['suite']={rec.suite!r} is not in results['suites']")
+        if suite is None or rec.suite == suite:
+            out.append(rec)
+    return out
 
 
-def read_results(path: str | Path, /) -> dict[str, Any]:
+def _columns(meta: Mapping[str, Any]) -> list[Column]:
+    return [Column(**c) for c in meta["columns"]]
+
+
+def _plots(meta: Mapping[str, Any]) -> list[PlotSpec]:
+    return [PlotSpec(**p) for p in meta["plots"]]
+
+
+def read_results(path: str | Path, /) -> JSONObject:
     """Load and validate a ``results.json``."""
     data = json.loads(Path(path).read_text())
     validate_results(data)
@@ -174,6 +161,9 @@ def format_value(value: Any, unit: str = "", /) -> str:
       ('1.23 ms', '2.5 GB/s', '64 KiB')
       >>> format_value(None, "s"), format_value(-0.5, "%"), format_value(1.234, "ratio")
       ('-', '-50%', '1.23x')
+      >>> format_value(0.8, "fraction")
+      '80%'
+
     """
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
@@ -189,15 +179,9 @@ def format_value(value: Any, unit: str = "", /) -> str:
         return f"{value:.3g}x"
     if unit == "%":
         return f"{value * 100:+.0f}%"
+    if unit == "fraction":
+        return f"{value:.0%}"
     return f"{value:.4g}" if isinstance(value, float) else str(value)
-
-
-def _field(rec: Mapping[str, Any], key: str) -> Any:
-    if key in rec.get("params", {}):
-        return rec["params"][key]
-    if key in rec.get("metrics", {}):
-        return rec["metrics"][key]
-    return rec.get(key)
 
 
 def _param_unit(key: str) -> str:
@@ -207,7 +191,7 @@ def _param_unit(key: str) -> str:
 def table_rows(data: Mapping[str, Any], suite: str, /) -> tuple[list[str], list[list[str]]]:
     """The header and formatted rows of one suite's table (records in run order)."""
     meta = data["suites"][suite]
-    columns = [(c["key"], c["title"], c["unit"]) for c in meta["columns"]]
+    columns = _columns(meta)
     header = [
         *meta["key_params"],
         "candidate",
@@ -216,22 +200,20 @@ def table_rows(data: Mapping[str, Any], suite: str, /) -> tuple[list[str], list[
         "max",
         "ratio",
         "compile",
-        *[title for _, title, _ in columns],
+        *[c.title for c in columns],
     ]
     rows = []
-    for rec in data["records"]:
-        if rec["suite"] != suite:
-            continue
+    for rec in records(data, suite):
         rows.append(
             [
-                *[format_value(rec["params"].get(k), _param_unit(k)) for k in meta["key_params"]],
-                rec["candidate"] + (" (baseline)" if rec["is_baseline"] else ""),
-                format_value(rec["median_s"], "s"),
-                format_value(rec["min_s"], "s"),
-                format_value(rec["max_s"], "s"),
-                format_value(rec.get("ratio_median"), "ratio"),
-                format_value(rec["compile_s"], "s"),
-                *[format_value(_field(rec, key), unit) for key, _, unit in columns],
+                *[format_value(rec.params.get(k), _param_unit(k)) for k in meta["key_params"]],
+                rec.candidate + (" (baseline)" if rec.is_baseline else ""),
+                format_value(rec.median_s, "s"),
+                format_value(rec.min_s, "s"),
+                format_value(rec.max_s, "s"),
+                format_value(rec.ratio_median, "ratio"),
+                format_value(rec.compile_s, "s"),
+                *[format_value(rec.value(c.key), c.unit) for c in columns],
             ]
         )
     return header, rows
@@ -275,8 +257,8 @@ def write_markdown(data: Mapping[str, Any], path: str | Path, /) -> Path:
         out += [f"- {note}" for note in meta["notes"]]
         out += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         out += ["| " + " | ".join(row) + " |" for row in rows]
-        for plot in meta["plots"]:
-            out += ["", f"![{name} {plot['name']}]({_plot_file(name, plot['name'])})"]
+        for plot in _plots(meta):
+            out += ["", f"![{name} {plot.name}]({_plot_file(name, plot.name)})"]
         out.append("")
     p = Path(path)
     p.write_text("\n".join(out))
@@ -296,12 +278,10 @@ def write_plots(data: Mapping[str, Any], out_dir: str | Path, /) -> list[Path]:
     figure = require("matplotlib.figure", extra="bench", what="shardkit.bench plots")
     paths = []
     for name, meta in data["suites"].items():
-        records = [r for r in data["records"] if r["suite"] == name]
-        for plot in meta["plots"]:
+        recs = records(data, name)
+        for plot in _plots(meta):
             panels = list(
-                dict.fromkeys(
-                    _field(r, plot["panel"]) for r in records if _field(r, plot["y"]) is not None
-                )
+                dict.fromkeys(r.value(plot.panel) for r in recs if r.value(plot.y) is not None)
             )
             if not panels:
                 continue
@@ -310,29 +290,31 @@ def write_plots(data: Mapping[str, Any], out_dir: str | Path, /) -> list[Path]:
             fig = figure.Figure(figsize=(4.2 * ncols, 3.2 * nrows), layout="constrained")
             axes = fig.subplots(nrows, ncols, squeeze=False)
             for ax, panel in zip(axes.flat, panels, strict=False):
-                chosen = [r for r in records if _field(r, plot["panel"]) == panel]
-                for series in dict.fromkeys(_field(r, plot["series"]) for r in chosen):
+                chosen = [r for r in recs if r.value(plot.panel) == panel]
+                for series in dict.fromkeys(r.value(plot.series) for r in chosen):
                     pts = sorted(
-                        (_field(r, plot["x"]), _field(r, plot["y"]))
+                        (x, y)
                         for r in chosen
-                        if _field(r, plot["series"]) == series
+                        if r.value(plot.series) == series
+                        and (x := r.value(plot.x)) is not None
+                        and (y := r.value(plot.y)) is not None
+                        and y > 0
                     )
-                    pts = [(x, y) for x, y in pts if y is not None and y > 0]
                     if pts:
                         xs, ys = zip(*pts, strict=True)
                         ax.plot(xs, ys, marker="o", label=str(series))
                 ax.set_xscale("log", base=2)
                 ax.set_yscale("log")
                 ax.set_title(str(panel))
-                ax.set_xlabel(plot["xlabel"])
-                ax.set_ylabel(plot["ylabel"])
+                ax.set_xlabel(plot.xlabel)
+                ax.set_ylabel(plot.ylabel)
                 ax.grid(True, which="both", alpha=0.3)
                 if ax.get_legend_handles_labels()[0]:
                     ax.legend(fontsize="small")
             for ax in list(axes.flat)[len(panels) :]:
                 ax.set_visible(False)
-            fig.suptitle(f"{name}: {plot['ylabel']} vs {plot['xlabel']}")
-            path = Path(out_dir) / _plot_file(name, plot["name"])
+            fig.suptitle(f"{name}: {plot.ylabel} vs {plot.xlabel}")
+            path = Path(out_dir) / _plot_file(name, plot.name)
             fig.savefig(path, format="png", dpi=80)
             paths.append(path)
     return paths
@@ -374,12 +356,12 @@ def write_html(data: Mapping[str, Any], path: str | Path, /) -> Path:
         parts.append(f"<p>Baseline: {html.escape(meta['baseline'])}</p><ul>")
         parts += [f"<li>{html.escape(n)}</li>" for n in meta["notes"]]
         parts.append("</ul>")
-        for plot in meta["plots"]:
-            png = p.parent / _plot_file(name, plot["name"])
+        for plot in _plots(meta):
+            png = p.parent / _plot_file(name, plot.name)
             if png.exists():
                 b64 = base64.b64encode(png.read_bytes()).decode("ascii")
                 parts.append(
-                    f"<p><img alt='{html.escape(name)} {html.escape(plot['name'])}' "
+                    f"<p><img alt='{html.escape(name)} {html.escape(plot.name)}' "
                     f"src='data:image/png;base64,{b64}'></p>"
                 )
         parts.append(_html_table(header, rows))
@@ -388,7 +370,7 @@ def write_html(data: Mapping[str, Any], path: str | Path, /) -> Path:
     return p
 
 
-def write_report(data: Mapping[str, Any], out_dir: str | Path, /) -> list[Path]:
+def write_report(data: Mapping[str, object], out_dir: str | Path, /) -> list[Path]:
     """Validate ``data`` and write ``results.json``, the PNG plots, ``report.md`` and
     ``report.html`` into ``out_dir`` (created if needed).
 

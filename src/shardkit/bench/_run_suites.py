@@ -21,11 +21,14 @@ from rich.table import Table
 from shardkit._display import rich_html, rich_text
 from shardkit._preflight import check_output_dir, require
 from shardkit._progress import busy
+from shardkit._typing import JSONObject
 from shardkit.bench._catalog import suites as builtin_suites
 from shardkit.bench._env import environment
+from shardkit.bench._record import Record
 from shardkit.bench._report import (
     SCHEMA,
     format_value,
+    records,
     terminal_summary,
     validate_results,
     write_report,
@@ -79,13 +82,13 @@ class BenchResult:
       files: the files written (empty without ``out``).
     """
 
-    data: dict[str, Any]
+    data: JSONObject
     files: tuple[Path, ...] = ()
 
     @property
-    def records(self) -> list[dict[str, Any]]:
+    def records(self) -> list[Record]:
         """One record per (case, function), in run order."""
-        return self.data["records"]
+        return records(self.data)
 
     @property
     def wall_s(self) -> float:
@@ -149,16 +152,6 @@ def _resolve_meshes(meshes: Sequence[str] | str | None) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
-
-
 def run_bench(
     suites: str | Sequence[str],
     /,
@@ -213,7 +206,7 @@ def run_bench(
     config = SuiteConfig(size_list, mesh_shapes, quick)
     plan = [(name, case) for name in names for case in registry[name].cases(config)]
 
-    records: list[dict[str, Any]] = []
+    measured: list[Record] = []
     start = time.perf_counter()
     # A terminal gets a live bar; a log or a pipe gets one line per finished case.
     live = console is not None and console.is_terminal
@@ -229,7 +222,7 @@ def run_bench(
         task = progress.add_task("bench", total=len(plan))
         for i, (name, case) in enumerate(plan, 1):
             progress.update(task, description=f"{name} {case.name}")
-            records += measure_case(case, suite=name, timing=timing)
+            measured += measure_case(case, suite=name, timing=timing)
             progress.advance(task)
             if console is not None and not live:
                 console.print(
@@ -239,6 +232,9 @@ def run_bench(
                     markup=False,
                 )
     wall_s = time.perf_counter() - start
+    by_suite = {
+        name: registry[name].derive([r for r in measured if r.suite == name]) for name in names
+    }
 
     data: dict[str, Any] = {
         "schema": SCHEMA,
@@ -257,15 +253,14 @@ def run_bench(
             name: {
                 "description": registry[name].description,
                 "baseline": registry[name].baseline,
-                "notes": registry[name].notes()
-                + registry[name].conclusions([r for r in records if r["suite"] == name]),
+                "notes": registry[name].notes() + registry[name].conclusions(by_suite[name]),
                 "key_params": list(registry[name].key_params),
                 "columns": [asdict(c) for c in registry[name].columns],
                 "plots": [asdict(p) for p in registry[name].plots],
             }
             for name in names
         },
-        "records": _finite(records),
+        "records": [r.to_json() for name in names for r in by_suite[name]],
     }
     validate_results(data)
     with busy(console if out is not None else None, f"writing the reports to {out}"):

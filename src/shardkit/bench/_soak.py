@@ -30,6 +30,7 @@ from jax.sharding import PartitionSpec
 from rich.table import Table
 
 from shardkit._programs import ProgramCacheInfo, clear_program_cache, program_cache_info
+from shardkit._typing import JSONObject
 from shardkit.fft import fftn
 from shardkit.layout import mesh, shard
 from shardkit.linalg import matmul, qr, solve
@@ -172,7 +173,7 @@ class SoakResult:
         """Bounded cache, RSS growth within the target, every result right."""
         return self.bounded and self.rss_growth_mib <= RSS_TARGET_MIB and self.wrong == 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """A JSON-ready summary with every sample."""
         return {
             "calls": self.calls,
@@ -233,7 +234,7 @@ class SoakResult:
 def _fftn_case(m: Any, cfg: Config, rng: np.random.Generator) -> tuple[Callable[[], Any], Any]:
     rows = m.size * cfg.k
     x = rng.standard_normal((rows, 6)) + 1j * rng.standard_normal((rows, 6))
-    xs = shard(x.astype(np.complex64), m, PartitionSpec(m.axis_names, None))
+    xs = shard(x.astype(np.complex64), mesh=m, spec=PartitionSpec(m.axis_names, None))
     return (lambda: fftn(xs)), np.fft.fftn(x)
 
 
@@ -248,7 +249,7 @@ def _solve_case(m: Any, cfg: Config, rng: np.random.Generator) -> tuple[Callable
 def _qr_case(m: Any, cfg: Config, rng: np.random.Generator) -> tuple[Callable[[], Any], Any]:
     n = 2 + cfg.k
     a = rng.standard_normal((m.size * n, n)).astype(np.float32)
-    placed = shard(a, m, PartitionSpec(m.axis_names, None))
+    placed = shard(a, mesh=m, spec=PartitionSpec(m.axis_names, None))
 
     def run() -> Any:
         q, r = qr(placed)
@@ -261,7 +262,7 @@ def _matmul_case(m: Any, cfg: Config, rng: np.random.Generator) -> tuple[Callabl
     rows, inner = m.size * cfg.k, 4 * cfg.k
     a = rng.standard_normal((rows, inner)).astype(np.float32)
     b = rng.standard_normal((inner, 5)).astype(np.float32)
-    placed = shard(a, m, PartitionSpec(m.axis_names, None))
+    placed = shard(a, mesh=m, spec=PartitionSpec(m.axis_names, None))
     return (lambda: matmul(placed, b)), a @ b
 
 

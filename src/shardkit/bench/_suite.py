@@ -7,13 +7,14 @@ plotted, so that the report writer needs no suite-specific code.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from jax.sharding import Mesh
 
+    from shardkit.bench._record import Record
     from shardkit.bench._timing import Case
     from shardkit.layout.internal import AxisTypeLike
 
@@ -29,7 +30,8 @@ class Column:
     Attributes:
       key: key in a record's ``metrics`` (or ``params``) mapping.
       title: column heading.
-      unit: ``"s"``, ``"B/s"``, ``"B"``, ``"ratio"``, ``"%"`` or ``""``: how to format it.
+      unit: ``"s"``, ``"B/s"``, ``"B"``, ``"ratio"``, ``"%"`` (a signed change),
+        ``"fraction"`` (a share, as a percentage) or ``""``: how to format it.
     """
 
     key: str
@@ -109,6 +111,9 @@ class Suite:
       notes: returns lines for the report (definitions, where predictions come from).
       conclusions: returns lines drawn from the suite's records once they are measured
         (e.g. the median prediction error), appended to the notes.
+      derive: returns the suite's records with figures that need several records
+        added to their metrics (e.g. an efficiency against another case's time); run
+        once all the suite's cases are measured, before the conclusions.
     """
 
     name: str
@@ -119,4 +124,5 @@ class Suite:
     plots: Sequence[PlotSpec] = field(default_factory=tuple)
     key_params: Sequence[str] = field(default_factory=tuple)
     notes: Callable[[], list[str]] = list
-    conclusions: Callable[[Sequence[Mapping[str, Any]]], list[str]] = lambda records: []
+    conclusions: Callable[[Sequence[Record]], list[str]] = lambda records: []
+    derive: Callable[[Sequence[Record]], list[Record]] = list

@@ -37,7 +37,7 @@ all-gather 18 and 123 ms (``shardkit bench calibrate``).
 
 Each record adds the predicted time of the collective under :mod:`shardkit.inspect`'s
 default cost model (the preset ``shardkit bench calibrate`` saved for these devices if
-there is one, else the built-in ``"shared-memory"``) and the relative error
+there is one, else the platform's built-in preset, ``"cpu"`` on CPU devices) and the relative error
 ``(predicted - measured) / measured``; the notes end with the median of its absolute
 value over every collective timed, overall and per collective.
 """
@@ -54,8 +54,10 @@ import jax.numpy as jnp
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from shardkit.bench._record import Record
 from shardkit.bench._suite import Column, PlotSpec, Suite, SuiteConfig
 from shardkit.bench._timing import Case
+from shardkit.inspect.internal import builtin_preset
 
 __all__ = [
     "COLLECTIVES",
@@ -112,7 +114,6 @@ QUICK_SIZES = (1024, 16 * 1024, 256 * 1024)
 """1 KiB, 16 KiB and 256 KiB per device, for ``--quick``."""
 
 BASELINE = "local"
-_BUILTIN = "shared-memory"
 _ITEMSIZE = 4  # float32
 
 
@@ -282,7 +283,7 @@ def _metrics(
 def _builtin() -> Any:
     from shardkit.inspect import INTERCONNECTS
 
-    return INTERCONNECTS[_BUILTIN]
+    return INTERCONNECTS[builtin_preset()]
 
 
 def _size_label(nbytes: int) -> str:
@@ -345,15 +346,16 @@ def _notes() -> list[str]:
     ]
 
 
-def prediction_summary(records: Sequence[Mapping[str, Any]], /) -> list[str]:
+def prediction_summary(records: Sequence[Record], /) -> list[str]:
     """The median of ``|predicted - measured| / measured``, overall and per collective.
 
-    The built-in ``shared-memory`` preset's figure follows in brackets when the default
+    The built-in preset (``builtin_preset``)'s figure follows in brackets when the default
     model is another (a calibrated preset).
 
     Example:
-      >>> recs = [{"candidate": "psum", "metrics": {"prediction_error": e}}
-      ...         for e in (-0.5, 0.1, 0.2)]
+      >>> from shardkit.bench import Record
+      >>> recs = [Record("collectives", "8/x/1KiB", "psum", (1e-3,),
+      ...                metrics={"prediction_error": e}) for e in (-0.5, 0.1, 0.2)]
       >>> prediction_summary(recs)[0]
       'Prediction error: median |predicted - measured| / measured = 20.0% over 3 timings.'
     """
@@ -361,9 +363,9 @@ def prediction_summary(records: Sequence[Mapping[str, Any]], /) -> list[str]:
     def medians(key: str) -> tuple[float | None, dict[str, float]]:
         errors: dict[str, list[float]] = {}
         for r in records:
-            e = r.get("metrics", {}).get(key)
+            e = r.metric(key)
             if e is not None:
-                errors.setdefault(r["candidate"], []).append(abs(e))
+                errors.setdefault(r.candidate, []).append(abs(e))
         every = [e for v in errors.values() for e in v]
         if not every:
             return None, {}
@@ -372,16 +374,16 @@ def prediction_summary(records: Sequence[Mapping[str, Any]], /) -> list[str]:
     overall, each = medians("prediction_error")
     if overall is None:
         return []
-    count = sum(r.get("metrics", {}).get("prediction_error") is not None for r in records)
+    count = sum(r.metric("prediction_error") is not None for r in records)
     base, base_each = medians("builtin_error")
     differs = base is not None and any(
-        r["metrics"].get("builtin_error") != r["metrics"].get("prediction_error")
-        for r in records
-        if r.get("metrics")
+        r.metric("builtin_error") != r.metric("prediction_error") for r in records if r.metrics
     )
 
     def pair(value: float, builtin: float | None) -> str:
-        return f"{value:.1%}" + (f" ({_BUILTIN}: {builtin:.1%})" if differs and builtin else "")
+        return f"{value:.1%}" + (
+            f" ({builtin_preset()}: {builtin:.1%})" if differs and builtin else ""
+        )
 
     return [
         "Prediction error: median |predicted - measured| / measured = "

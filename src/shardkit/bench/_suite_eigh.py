@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -43,6 +43,7 @@ import scipy.linalg as sl
 from jax.sharding import NamedSharding, SingleDeviceSharding
 from jax.sharding import PartitionSpec as P
 
+from shardkit.bench._record import Record
 from shardkit.bench._suite import Column, PlotSpec, Suite, SuiteConfig
 from shardkit.bench._timing import Case
 from shardkit.inspect import comms
@@ -266,14 +267,15 @@ def _notes() -> list[str]:
     ]
 
 
-def _conclusions(records: Any) -> list[str]:
+def _conclusions(records: Sequence[Record]) -> list[str]:
     lines = []
     for r in records:
-        if r["candidate"] == "shardkit" and r["metrics"].get("cpu_ratio") is not None:
-            p = r["params"]
+        ratio = r.metric("cpu_ratio")
+        if r.candidate == "shardkit" and ratio is not None:
+            p = r.params
             lines.append(
                 f"{p['op']} n={p['n']} on {p['mesh']}: shardkit takes "
-                f"{r['metrics']['cpu_ratio']:.2f}x SciPy's CPU seconds."
+                f"{ratio:.2f}x SciPy's CPU seconds."
             )
     return lines
 

@@ -54,6 +54,7 @@ from shardkit.bench._lu_ablation import NOT_SOLUTIONS, ablation_candidates
 from shardkit.bench._qr_ablation import PARTS_NOT_SOLUTIONS, qr_ablation_candidates
 from shardkit.bench._suite import Column, PlotSpec, Suite, SuiteConfig
 from shardkit.bench._timing import Case
+from shardkit.bench._trsm_ablation import TRSM_NOT_SOLUTIONS, trsm_ablation_candidates
 from shardkit.inspect import comms
 from shardkit.linalg import cholesky, lstsq, qr, solve, solve_triangular
 
@@ -89,10 +90,13 @@ def _have_dask() -> bool:
 TRSM_RHS = {"trsm-1": 1, "trsm-64": 64, "trsm-1024": 1024}
 """The ``qr`` suite's triangular solves and their numbers of right-hand sides."""
 
+TRSM_PARTS = {f"trsm-parts-{k}": k for k in TRSM_RHS.values()}
+"""The ablations of those solves (:mod:`shardkit.bench._trsm_ablation`)."""
+
 
 def _kind(op: str) -> str:
     """The operation whose data, reference and check ``op`` uses (the ablations: their op's)."""
-    if op in TRSM_RHS:
+    if op in TRSM_RHS or op in TRSM_PARTS:
         return "trsm"
     return {"solve-parts": "solve", "qr-parts": "qr-tall"}.get(op, op)
 
@@ -103,7 +107,7 @@ def _tall(n: int) -> tuple[int, int]:
 
 
 def _data(op: str, n: int) -> tuple[np.ndarray, np.ndarray]:
-    rhs = TRSM_RHS.get(op, 1)
+    rhs = (TRSM_RHS | TRSM_PARTS).get(op, 1)
     op = _kind(op)
     rng = np.random.default_rng(0)
     if op in ("qr-tall", "lstsq"):
@@ -228,7 +232,10 @@ _JNP: dict[str, Callable[..., Any]] = {
     "qr-tall": lambda a, b: tuple(jnp.linalg.qr(a)),
     "qr-parts": lambda a, b: tuple(jnp.linalg.qr(a)),
     "lstsq": lambda a, b: jnp.linalg.lstsq(a, b)[0],
-    **{op: (lambda a, b: jax.scipy.linalg.solve_triangular(a, b, lower=False)) for op in TRSM_RHS},
+    **{
+        op: (lambda a, b: jax.scipy.linalg.solve_triangular(a, b, lower=False))
+        for op in TRSM_RHS | TRSM_PARTS
+    },
 }
 """``jnp.linalg`` for each op: the baseline (sharded input) and ``1 device``."""
 
@@ -242,6 +249,10 @@ def _candidates(op: str, m: Any, spec: P, n: int) -> dict[str, Callable[..., Any
         return out
     if op == "qr-parts":
         out = qr_ablation_candidates(m, spec, _tall(n)[1])
+        out["scipy"] = lambda a, b, a1, b1: _host(_scipy, op, a1, b1)
+        return out
+    if op in TRSM_PARTS:
+        out = trsm_ablation_candidates(m, spec, n, TRSM_PARTS[op])
         out["scipy"] = lambda a, b, a1, b1: _host(_scipy, op, a1, b1)
         return out
     jnp_op = _JNP[op]
@@ -314,7 +325,7 @@ class _Measure:
         a, b = _data(self.op, self.n)
         res = (
             None
-            if name in NOT_SOLUTIONS | PARTS_NOT_SOLUTIONS
+            if name in NOT_SOLUTIONS | PARTS_NOT_SOLUTIONS | TRSM_NOT_SOLUTIONS
             else _residual(self.op, a, b, jax.device_get(out))
         )
         metrics: dict[str, float | None] = {"cpu_s": cpu, "resid": res}

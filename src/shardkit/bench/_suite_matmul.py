@@ -12,7 +12,7 @@ Every record adds, from :func:`shardkit.inspect.comms` of the compiled program (
 ``ShapeDtypeStruct`` arguments: nothing allocated), the bytes one device sends, the
 per-device peak memory, and both as ratios to XLA's choice; the notes compare
 ``auto``'s pick (under the default, possibly calibrated, cost model and under the
-built-in ``shared-memory`` preset) with the measured-fastest algorithm of each case.
+platform's built-in preset, ``"cpu"`` on CPU devices) with the measured-fastest algorithm of each case.
 Layouts: on a 1-D mesh ``rows`` (``a P(x)``, ``b P(x)``: all-gather or ring) and
 ``k`` (``a P(None, x)``, ``b P(x)``: reductions); on a 2-D mesh ``blocks`` (``a``,
 ``b`` ``P(x, y)``: gathers or SUMMA; Cannon needs a square mesh) and ``k``
@@ -30,9 +30,11 @@ import jax.numpy as jnp
 from jax.sharding import NamedSharding, SingleDeviceSharding
 from jax.sharding import PartitionSpec as P
 
+from shardkit.bench._record import Record
 from shardkit.bench._suite import Column, PlotSpec, Suite, SuiteConfig
 from shardkit.bench._timing import Case
 from shardkit.inspect import CommReport, comms
+from shardkit.inspect.internal import builtin_preset
 from shardkit.linalg import matmul
 
 __all__ = ["DEFAULT_SIZES", "QUICK_SIZES", "auto_summary", "layouts"]
@@ -44,7 +46,6 @@ QUICK_SIZES = (256,)
 """The size of a ``--quick`` run."""
 
 BASELINE = "xla"
-_BUILTIN = "shared-memory"
 ONE_DEVICE = "1 device"
 _ALGOS = ("local", "allgather", "reduce_scatter", "allreduce", "ring", "cannon", "summa")
 
@@ -133,7 +134,7 @@ def _cases(config: SuiteConfig) -> list[Case]:
                     key: matmul(
                         *structs[:2], explain=True, mesh=m, in_specs=specs, interconnect=link
                     ).chosen.algorithm
-                    for key, link in (("auto_pick", None), ("builtin_pick", _BUILTIN))
+                    for key, link in (("auto_pick", None), ("builtin_pick", builtin_preset()))
                 }
                 candidates[ONE_DEVICE] = lambda a, b, a1, b1: jnp.dot(a1, b1)
                 baseline = lambda a, b, a1, b1: jnp.dot(a, b)  # noqa: E731
@@ -171,45 +172,38 @@ def _notes() -> list[str]:
     ]
 
 
-def _speed(record: Mapping[str, Any]) -> float:
-    # The round-by-round ratio to XLA survives drifts of the machine's speed (shared
-    # machines); the median time is the fallback when there is no ratio.
-    ratio = record.get("ratio_median")
-    return float(ratio) if ratio is not None else float(record["median_s"])
-
-
-def auto_summary(records: Sequence[Mapping[str, Any]], /) -> list[str]:
+def auto_summary(records: Sequence[Record], /) -> list[str]:
     """Per case, the measured-fastest algorithm against auto's pick and the built-in's.
 
     ``auto_pick`` is what ``algorithm="auto"`` chose under the default cost model (a
     calibrated preset when one is saved), ``builtin_pick`` under the built-in
-    ``shared-memory`` preset; both are compared with the algorithm of least median
+    preset of the platform (``"cpu"`` on CPU devices); both are compared with the algorithm of least median
     ratio to XLA (least median time without one).
     """
-    cases: dict[str, list[Mapping[str, Any]]] = {}
+    cases: dict[str, list[Record]] = {}
     for r in records:
-        cases.setdefault(r["case"], []).append(r)
+        cases.setdefault(r.case, []).append(r)
     lines, hits = [], {"auto_pick": 0, "builtin_pick": 0}
     for name, recs in cases.items():
-        algos = [r for r in recs if r["candidate"] in _ALGOS]
+        algos = [r for r in recs if r.candidate in _ALGOS]
         if not algos:
             continue
-        best = min(algos, key=_speed)
-        params = best["params"]
+        best = min(algos, key=lambda r: r.speed)
+        params = best.params
         for key in hits:
-            hits[key] += params.get(key) == best["candidate"]
-        speeds = ", ".join(f"{r['candidate']} {_speed(r):.3g}" for r in algos)
-        auto = next((r for r in recs if r["candidate"] == "auto"), None)
-        auto_text = f"; auto ran at {_speed(auto):.3g}" if auto is not None else ""
+            hits[key] += params.get(key) == best.candidate
+        speeds = ", ".join(f"{r.candidate} {r.speed:.3g}" for r in algos)
+        auto = next((r for r in recs if r.candidate == "auto"), None)
+        auto_text = f"; auto ran at {auto.speed:.3g}" if auto is not None else ""
         lines.append(
-            f"{name}: fastest {best['candidate']} ({speeds}{auto_text}); auto picks "
-            f"{params.get('auto_pick')}, the built-in {_BUILTIN} preset {params.get('builtin_pick')}."
+            f"{name}: fastest {best.candidate} ({speeds}{auto_text}); auto picks "
+            f"{params.get('auto_pick')}, the built-in {builtin_preset()} preset {params.get('builtin_pick')}."
         )
     if not lines:
         return []
     return [
         f"auto picked the measured-fastest algorithm in {hits['auto_pick']} of {len(lines)} "
-        f"cases (the built-in {_BUILTIN} preset would in {hits['builtin_pick']}); figures "
+        f"cases (the built-in {builtin_preset()} preset would in {hits['builtin_pick']}); figures "
         "are median time ratios to XLA.",
         *lines,
     ]

@@ -17,6 +17,8 @@ whose functions it shares):
 ``trsm-1``, ``trsm-64``, ``trsm-1024``
   upper triangular ``n x n`` with 1, 64, 1024 right-hand sides; shardkit and SciPy
   with ``check_finite=False``, ``shardkit checked`` with the default check.
+``trsm-parts-1``, ``trsm-parts-64``, ``trsm-parts-1024``
+  the ablations of those solves (:mod:`shardkit.bench._trsm_ablation`).
 
 ``--sizes`` gives ``n`` (default 4096; ``--quick``: 256).
 """
@@ -24,7 +26,7 @@ whose functions it shares):
 from __future__ import annotations
 
 from shardkit.bench._suite import Column, PlotSpec, Suite, SuiteConfig
-from shardkit.bench._suite_linalg import TRSM_RHS, cases_for
+from shardkit.bench._suite_linalg import TRSM_PARTS, TRSM_RHS, cases_for
 from shardkit.bench._timing import Case
 
 __all__ = ["DEFAULT_SIZES", "OPS", "QUICK_SIZES"]
@@ -35,7 +37,7 @@ DEFAULT_SIZES = (4096,)
 QUICK_SIZES = (256,)
 """``n`` of a ``--quick`` run."""
 
-OPS = ("qr", "qr-tall", "lstsq", "qr-parts", *TRSM_RHS)
+OPS = ("qr", "qr-tall", "lstsq", "qr-parts", *TRSM_RHS, *TRSM_PARTS)
 """The operations timed (see the module docstring)."""
 
 
@@ -57,6 +59,10 @@ def _notes() -> list[str]:
         "lstsq's rank decision on one device; 'scipy r only' LAPACK geqrf alone.",
         "trsm-k: upper triangular n x n with k right-hand sides; shardkit and scipy with "
         "check_finite=False, 'shardkit checked' with the default check.",
+        "trsm-parts-k (ablation of trsm-k): 'shardkit 1 device' the same algorithm on one "
+        "device (the local work alone); 'collectives only' the sweep's collectives alone, "
+        "chained (the diagonal blocks' all-reduce, one nb x k all-reduce per block step, "
+        "from 256 right-hand sides on one all-gather more).",
         "scipy and dask run through jax.pure_callback on the one-device copy.",
     ]
 

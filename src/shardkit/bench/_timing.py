@@ -23,6 +23,8 @@ from typing import Any
 
 import jax
 
+from shardkit._typing import JSONObject, PyTree
+from shardkit.bench._record import Record
 from shardkit.bench._stats import ratio_median, summarize
 
 __all__ = ["FULL_TIMING", "QUICK_TIMING", "Case", "Timing", "interleave", "measure_case"]
@@ -86,11 +88,11 @@ class Case:
     """
 
     name: str
-    params: Mapping[str, Any]
-    candidates: Mapping[str, Callable[..., Any]]
-    baseline: Callable[..., Any] | None = None
+    params: JSONObject
+    candidates: Mapping[str, Callable[..., PyTree]]
+    baseline: Callable[..., PyTree] | None = None
     baseline_name: str = "baseline"
-    make_args: Callable[[], tuple[Any, ...]] = tuple
+    make_args: Callable[[], tuple[PyTree, ...]] = tuple
     metrics: Metrics | None = None
 
 
@@ -154,8 +156,8 @@ def measure_case(
     timing: Timing,
     clock: Clock = time.perf_counter,
     compiler: Compiler = _jit_compile,
-) -> list[dict[str, Any]]:
-    """Compile, warm up and time one case; one record per function (schema in ``report``).
+) -> list[Record]:
+    """Compile, warm up and time one case; one :class:`Record` per function.
 
     Args:
       case: the case.
@@ -189,27 +191,22 @@ def measure_case(
     base = times.get(case.baseline_name) if case.baseline is not None else None
     records = []
     for name in fns:
-        s = summarize(times[name])
         is_base = case.baseline is not None and name == case.baseline_name
-        metrics = dict(case.metrics(name, s.median)) if case.metrics is not None else {}
+        median = summarize(times[name]).median
         records.append(
-            {
-                "suite": suite,
-                "case": case.name,
-                "candidate": name,
-                "baseline": case.baseline_name if case.baseline is not None else None,
-                "is_baseline": is_base,
-                "params": dict(case.params),
-                "compile_s": compile_s[name],
-                "times_s": times[name],
-                "median_s": s.median,
-                "min_s": s.min,
-                "max_s": s.max,
-                "repeats": s.n,
-                "ratio_median": (
+            Record(
+                suite=suite,
+                case=case.name,
+                candidate=name,
+                times_s=tuple(times[name]),
+                is_baseline=is_base,
+                baseline=case.baseline_name if case.baseline is not None else None,
+                params=dict(case.params),
+                metrics=dict(case.metrics(name, median)) if case.metrics is not None else {},
+                compile_s=compile_s[name],
+                ratio_median=(
                     ratio_median(times[name], base) if base is not None and not is_base else None
                 ),
-                "metrics": metrics,
-            }
+            )
         )
     return records

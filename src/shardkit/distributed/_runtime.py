@@ -14,10 +14,11 @@ import math
 import os
 import time
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
 import jax
 import numpy as np
+import numpy.typing as npt
 from jax.experimental import multihost_utils
 
 from shardkit._config import use_cpu_devices
@@ -326,7 +327,7 @@ def initialize(
     return _info("single")
 
 
-def gather(x: Any, /) -> np.ndarray:
+def gather(x: npt.ArrayLike, /) -> np.ndarray:
     """Copies a global array, sharded over any processes, to every process as NumPy.
 
     A collective: every process must call it with its part of the same array. For an

@@ -21,7 +21,7 @@ def _arr() -> np.ndarray:
 def follows_data(c: Checks) -> None:
     a = _arr()
     m = mesh("2x4", "x,y", axis_types="auto")
-    x = shard(a, m, "x,y")
+    x = shard(a, mesh=m, spec="x,y")
     c.show(x, "input")
     y = jax.jit(lambda v: 2 * jnp.sin(v) + 1)(x)
     c.check("elementwise keeps the sharding", y.sharding == x.sharding, describe(y))
@@ -39,7 +39,7 @@ def follows_data(c: Checks) -> None:
 @scenario("000/constraint", "with_sharding_constraint fixes an output sharding", seed="000")
 def constraint(c: Checks) -> None:
     a = _arr()
-    x = shard(a, mesh("2x4", "x,y", axis_types="auto"), "x,y")
+    x = shard(a, mesh=mesh("2x4", "x,y", axis_types="auto"), spec="x,y")
     flat = sharding(mesh("8", "x", axis_types="auto"), "x")
 
     @jax.jit
@@ -55,10 +55,10 @@ def constraint(c: Checks) -> None:
 @scenario("001/explicit", "explicit sharding in types: jax.typeof shows int32[4@X,2]", seed="001")
 def explicit(c: Checks) -> None:
     m = mesh("2x4", "X,Y", axis_types="explicit")
-    a = shard(np.arange(8, dtype=np.int32).reshape(4, 2), m, "X,None")
+    a = shard(np.arange(8, dtype=np.int32).reshape(4, 2), mesh=m, spec="X,None")
     c.check("typeof", str(jax.typeof(a)) == "int32[4@X,2]", str(jax.typeof(a)))
-    a0 = shard(np.arange(4, dtype=np.int32).reshape(4, 1), m, "X,None")
-    a1 = shard(np.arange(8, dtype=np.int32).reshape(1, 8), m, "None,Y")
+    a0 = shard(np.arange(4, dtype=np.int32).reshape(4, 1), mesh=m, spec="X,None")
+    a1 = shard(np.arange(8, dtype=np.int32).reshape(1, 8), mesh=m, spec="None,Y")
     seen: list[str] = []
 
     @jax.jit
@@ -79,12 +79,12 @@ def explicit(c: Checks) -> None:
 def disagree(c: Checks) -> None:
     x = np.arange(16.0, dtype=np.float32)
     devices = jax.devices()
-    first = shard(x, mesh("4", "x", axis_types="auto", devices=devices[:4]), "x")
-    last = shard(x, mesh("4", "x", axis_types="auto", devices=devices[4:8]), "x")
+    first = shard(x, mesh=mesh("4", "x", axis_types="auto", devices=devices[:4]), spec="x")
+    last = shard(x, mesh=mesh("4", "x", axis_types="auto", devices=devices[4:8]), spec="x")
     c.raises("different device sets", ValueError, lambda: first + last, "devices")
     order = [0, 1, 2, 3, 6, 7, 4, 5]
-    plain = shard(x, mesh("8", "x", axis_types="auto"), "x")
-    permuted = shard(x, mesh("8", "x", axis_types="auto", devices=order), "x")
+    plain = shard(x, mesh=mesh("8", "x", axis_types="auto"), spec="x")
+    permuted = shard(x, mesh=mesh("8", "x", axis_types="auto", devices=order), spec="x")
     c.raises("different device orders", ValueError, lambda: plain + permuted, "")
     moved = first + jnp.ones_like(first)
     c.check("uncommitted operand follows the committed one", moved.sharding == first.sharding)
@@ -96,16 +96,16 @@ def products(c: Checks) -> None:
     rng = np.random.default_rng(1)
     a = rng.standard_normal((64, 64)).astype(np.float32)
     m = mesh("4x2", "a,b", axis_types="auto")
-    y = shard(a, m, "a,None")
-    z = shard(a, m, "None,b")
+    y = shard(a, mesh=m, spec="a,None")
+    z = shard(a, mesh=m, spec="None,b")
     w = jnp.dot(y, z)
     c.show(w, "dot(P('a',None), P(None,'b'))")
     blocked = isinstance(w.sharding, NamedSharding) and tuple(w.sharding.spec)[:2] == ("a", "b")
     c.check("product is block-sharded", blocked, describe(w))
     c.close("a @ a", w, a.astype(np.float64) @ a.astype(np.float64), dtype=np.float32)
     c.check("copy keeps the sharding", jnp.copy(w).sharding == w.sharding)
-    c.close("sin", jnp.sin(shard(a, m, "a,b")), np.sin(a))
-    c.check("P() means replicated", to_numpy(shard(a, m, P())).shape == a.shape)
+    c.close("sin", jnp.sin(shard(a, mesh=m, spec="a,b")), np.sin(a))
+    c.check("P() means replicated", to_numpy(shard(a, mesh=m, spec=P())).shape == a.shape)
 
 
 SCENARIOS = (

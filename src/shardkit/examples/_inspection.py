@@ -18,7 +18,7 @@ from shardkit.layout import mesh, shard
 @scenario("002/4.1", "jnp.fft.fftn on a sharded volume all-gathers it", seed="002")
 def fft_gathers(c: Checks) -> None:
     v = np.random.default_rng(4).standard_normal((16, 16, 16)).astype(np.float32)
-    x = shard(v, mesh("4x2", "x,y", axis_types="auto"), "x,y")
+    x = shard(v, mesh=mesh("4x2", "x,y", axis_types="auto"), spec="x,y")
     report = comms(jnp.fft.fftn, x)
     c.items.append(report)
     c.close(
@@ -42,7 +42,7 @@ def solve_gathers(c: Checks) -> None:
     rng = np.random.default_rng(5)
     a = rng.standard_normal((16, 16)).astype(np.float32) + 8 * np.eye(16, dtype=np.float32)
     b = rng.standard_normal(16).astype(np.float32)
-    a_s = shard(a, mesh("8x1", "x,y", axis_types="auto"), "x,None")
+    a_s = shard(a, mesh=mesh("8x1", "x,y", axis_types="auto"), spec="x,None")
     report = comms(jnp.linalg.solve, a_s, b)
     c.items.append(report)
     x = jnp.linalg.solve(a_s, b)

@@ -41,7 +41,7 @@ def _check_layout(c: Checks, x: jax.Array, want: list[list[int]], a: np.ndarray)
 @scenario("002/1.0", "1-D sharding of a 16x16 array over 8 devices", seed="002")
 def one_d(c: Checks) -> None:
     a = _matrix()
-    x = shard(a, mesh("8", "x"), "x")
+    x = shard(a, mesh=mesh("8", "x"), spec="x")
     c.show(x, "P('x') on 8 devices")
     _check_layout(c, x, [[d] for d in range(8)], a)
 
@@ -49,7 +49,7 @@ def one_d(c: Checks) -> None:
 @scenario("002/1.0h", "half mesh: the first 4 devices only", seed="002", min_devices=4)
 def half_mesh(c: Checks) -> None:
     a = _matrix()
-    x = shard(a, mesh("4", "x", devices=jax.devices()[:4]), "x")
+    x = shard(a, mesh=mesh("4", "x", devices=jax.devices()[:4]), spec="x")
     c.show(x, "half mesh")
     _check_layout(c, x, [[d] for d in range(4)], a)
 
@@ -57,7 +57,7 @@ def half_mesh(c: Checks) -> None:
 @scenario("002/1.1", "exercise 1.1: transposed (column) sharding", seed="002")
 def transposed(c: Checks) -> None:
     a = _matrix()
-    x = shard(a, mesh("8", "x"), "None,x")
+    x = shard(a, mesh=mesh("8", "x"), spec="None,x")
     c.show(x, "P(None, 'x')")
     _check_layout(c, x, [list(range(8))], a)
 
@@ -65,7 +65,7 @@ def transposed(c: Checks) -> None:
 @scenario("002/1.2", "exercise 1.2: transposed 2-D sharding", seed="002")
 def transposed_2d(c: Checks) -> None:
     a = _matrix()
-    x = shard(a, mesh("2x4", "x,y"), "y,x")
+    x = shard(a, mesh=mesh("2x4", "x,y"), spec="y,x")
     c.show(x, "mesh 2x4, P('y', 'x')")
     _check_layout(c, x, [[0, 4], [1, 5], [2, 6], [3, 7]], a)
 
@@ -73,7 +73,7 @@ def transposed_2d(c: Checks) -> None:
 @scenario("002/1.3", "exercise 1.3: partial 2-D mesh on devices 0,2,4,6", seed="002")
 def partial_2d(c: Checks) -> None:
     a = _matrix()
-    x = shard(a, mesh("2x2", "x,y", devices=[0, 2, 4, 6]), "x,y")
+    x = shard(a, mesh=mesh("2x2", "x,y", devices=[0, 2, 4, 6]), spec="x,y")
     c.show(x, "mesh 2x2 of devices 0,2,4,6")
     _check_layout(c, x, [[0, 2], [4, 6]], a)
 
@@ -84,7 +84,7 @@ def mysterious(c: Checks) -> None:
     # Device d sits at mesh position (a, b, c) = (d // 4, d // 2 % 2, d % 2). Splitting
     # rows over (c, a) and columns over b gives rows [0,2], [4,6], [1,3], [5,7].
     m = mesh("2x2x2", "a,b,c")
-    x = shard(a, m, "(c,a),b")
+    x = shard(a, mesh=m, spec="(c,a),b")
     c.show(x, "mesh 2x2x2 (a,b,c), P(('c','a'), 'b')")
     _check_layout(c, x, [[0, 2], [4, 6], [1, 3], [5, 7]], a)
 
@@ -99,10 +99,10 @@ def specs_4x2(c: Checks) -> None:
         "(a,b),None": [[d] for d in range(8)],
     }
     for text, want in cases.items():
-        x = shard(a, m, text)
+        x = shard(a, mesh=m, spec=text)
         c.show(x, f"P({text})")
         _check_layout(c, x, want, a)
-    x = shard(a, m, "a,None")
+    x = shard(a, mesh=m, spec="a,None")
     c.show(x, "P('a', None): each block on the 2 devices of a mesh row")
     c.check(
         "P('a', None) replicates over b",
@@ -115,7 +115,7 @@ def specs_4x2(c: Checks) -> None:
 @scenario("002/1.5", "beyond JAX's visualizer: a 3-D volume on a 2x4 mesh", seed="002")
 def volume(c: Checks) -> None:
     v = np.random.default_rng(3).standard_normal((8, 16, 16)).astype(np.float32)
-    x = shard(v, mesh("2x4", "x,y"), "x,y,None")
+    x = shard(v, mesh=mesh("2x4", "x,y"), spec="x,y,None")
     c.show(x, "the seeds' FFT volume, P('x', 'y', None)", axes=(1, 2))
     c.raises(
         "jax.debug.visualize_array_sharding refuses rank 3",

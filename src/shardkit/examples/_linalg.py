@@ -39,7 +39,7 @@ def distributed_solve(c: Checks) -> None:
     m = mesh("2x4", "x,y", axis_types="auto")
     a_np = np.asarray(jax.random.normal(jax.random.PRNGKey(0), (n, n)), np.float32)
     b_np = np.asarray(jax.random.normal(jax.random.PRNGKey(1), (n,)), np.float32)
-    a = shard(a_np, m, "x,y")
+    a = shard(a_np, mesh=m, spec="x,y")
     x = solve(a, b_np, nb=8)
     c.show(x, "x = solve(A, b), rows sharded like A")
     ours = _backward_error(a_np, np.asarray(x), b_np)
@@ -55,18 +55,18 @@ def distributed_solve(c: Checks) -> None:
     z = np.zeros((n, n), np.float32)
     z[: n // 2, n // 2 :] = a_np[: n // 2, n // 2 :]
     z[n // 2 :, : n // 2] = a_np[n // 2 :, : n // 2]
-    xz = solve(shard(z, m, "x,y"), b_np, nb=8)
+    xz = solve(shard(z, mesh=m, spec="x,y"), b_np, nb=8)
     c.check(
         "[[0, B], [C, 0]] solved (pivots taken across devices)",
         _backward_error(z, np.asarray(xz), b_np) < 1e-5,
         f"{_backward_error(z, np.asarray(xz), b_np):.2e}",
     )
-    p, l_, u = lu(shard(z.astype(np.float64), m, "x,y"), nb=8)
+    p, l_, u = lu(shard(z.astype(np.float64), mesh=m, spec="x,y"), nb=8)
     c.close("P L U equals A", np.asarray(p) @ np.asarray(l_) @ np.asarray(u), z.astype(np.float64))
     c.raises(
         "a singular matrix raises, naming the column",
         SingularMatrixError,
-        lambda: solve(shard(np.zeros((n, n), np.float32), m, "x,y"), b_np, nb=8),
+        lambda: solve(shard(np.zeros((n, n), np.float32), mesh=m, spec="x,y"), b_np, nb=8),
         match="column 0",
     )
 
@@ -101,7 +101,7 @@ def batched(c: Checks) -> None:
     a_np = np.stack([np.asarray(jax.random.normal(jax.random.PRNGKey(i), (16, 16))) for i in keys])
     b_np = np.stack([np.asarray(jax.random.normal(jax.random.PRNGKey(i + 8), (16,))) for i in keys])
     m = mesh("8", "x")
-    a, b = shard(a_np, m, "x"), shard(b_np, m, "x")
+    a, b = shard(a_np, mesh=m, spec="x"), shard(b_np, mesh=m, spec="x")
     x = batched_solve(a, b)
     c.show(x, "one system per device")
     want = np.linalg.solve(a_np.astype(np.float64), b_np.astype(np.float64)[..., None])[..., 0]

@@ -21,7 +21,7 @@ from shardkit.layout import mesh, shard
 @scenario("000/shard_map", "shard_map: per-shard sums, then psum across devices", seed="000")
 def psum_sum(c: Checks) -> None:
     m = mesh("8", "X")
-    x = shard(np.arange(32), m, "X")
+    x = shard(np.arange(32), mesh=m, spec="X")
     local = jax.shard_map(
         lambda v: jnp.sum(v, keepdims=True), mesh=m, in_specs=P("X"), out_specs=P("X")
     )(x)
@@ -45,7 +45,7 @@ def collectives(c: Checks) -> None:
     m = mesh("8", "d")
     n = 8
     data = np.arange(n * n, dtype=np.float32).reshape(n, n)
-    x = shard(data, m, "d,None")
+    x = shard(data, mesh=m, spec="d,None")
     spec = P("d", None)
 
     def run(fn, out_specs=spec):  # type: ignore[no-untyped-def]
@@ -94,9 +94,9 @@ def three_ways(c: Checks) -> None:
     want = 1 / (1 + np.exp(-(x.astype(np.float64) @ w + b)))
     m = mesh("8", "x", axis_types="auto")
     layer = jax.jit(_layer)
-    auto = layer(shard(x, m, "x"), shard(w, m, "x"), b)
+    auto = layer(shard(x, mesh=m, spec="x"), shard(w, mesh=m, spec="x"), b)
     c.close("1. jit on sharded inputs", auto, want, dtype=np.float32)
-    row = shard(np.zeros(8, np.float32), m, "x").sharding
+    row = shard(np.zeros(8, np.float32), mesh=m, spec="x").sharding
 
     @jax.jit
     def constrained(x_: jax.Array, w_: jax.Array, b_: jax.Array) -> jax.Array:
@@ -113,11 +113,12 @@ def three_ways(c: Checks) -> None:
 
     c.close("3. shard_map + psum", manual(x, w, b), want, dtype=np.float32)
     ex = mesh("8", "X", axis_types="explicit")
-    explicit = layer(shard(x, ex, "X"), shard(w, ex, ""), b)
+    explicit = layer(shard(x, mesh=ex, spec="X"), shard(w, mesh=ex, spec=""), b)
     c.close("explicit axes: x sharded, W replicated", explicit, want, dtype=np.float32)
     c.check(
         "the contraction over sharded x all-reduces",
-        "all-reduce" in comms(_layer, shard(x, m, "x"), shard(w, m, "x"), b).kinds,
+        "all-reduce"
+        in comms(_layer, shard(x, mesh=m, spec="x"), shard(w, mesh=m, spec="x"), b).kinds,
     )
 
 
@@ -127,7 +128,7 @@ def batched_solves(c: Checks) -> None:
     a = rng.standard_normal((8, 16, 16)).astype(np.float32) + 4 * np.eye(16, dtype=np.float32)
     b = rng.standard_normal((8, 16)).astype(np.float32)
     m = mesh("8", "x")
-    a_s, b_s = shard(a, m, "x"), shard(b, m, "x")
+    a_s, b_s = shard(a, mesh=m, spec="x"), shard(b, mesh=m, spec="x")
 
     @jax.jit
     @partial(jax.shard_map, mesh=m, in_specs=(P("x"), P("x")), out_specs=P("x"))

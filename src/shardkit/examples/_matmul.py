@@ -54,7 +54,7 @@ def without_communication(c: Checks) -> None:
     a_np, b_np = _mats(2)
     m = mesh("4x2", "x,y", axis_types="auto")
     for sa, sb in (("x", "None,y"), ("x", ""), ("", "None,y")):
-        a, b = shard(a_np, m, sa), shard(b_np, m, sb)
+        a, b = shard(a_np, mesh=m, spec=sa), shard(b_np, mesh=m, spec=sb)
         out = matmul(a, b, algorithm="local")
         xla = jax.jit(jnp.dot)(a, b)
         name = f"A P({sa or ''}) @ B P({sb})"
@@ -73,7 +73,7 @@ def without_communication(c: Checks) -> None:
 def with_communication(c: Checks) -> None:
     a_np, b_np = _mats(2)
     m = mesh("4x2", "x,y", axis_types="auto")
-    a, b = shard(a_np, m, "x,y"), shard(b_np, m, "y,None")
+    a, b = shard(a_np, mesh=m, spec="x,y"), shard(b_np, mesh=m, spec="y,None")
     xla = jax.jit(jnp.dot)(a, b)
     pairs: tuple[tuple[Algorithm, str], ...] = (
         ("allreduce", "all-reduce"),
@@ -116,7 +116,7 @@ def every_algorithm(c: Checks) -> None:
     )
     for shape, sa, sb, names, algos in cases:
         m = mesh(shape, names, axis_types="auto")
-        a, b = shard(a_np, m, sa), shard(b_np, m, sb)
+        a, b = shard(a_np, mesh=m, spec=sa), shard(b_np, mesh=m, spec=sb)
         for algo in algos:
             cand = matmul(a, b, algorithm=algo, explain=True).chosen
             report = _report(a, b, algo)
@@ -132,7 +132,7 @@ def every_algorithm(c: Checks) -> None:
                 str(report),
             )
     m = mesh("8", "x", axis_types="auto")
-    a, b = shard(a_np, m, "x"), shard(b_np, m, "x")
+    a, b = shard(a_np, mesh=m, spec="x"), shard(b_np, mesh=m, spec="x")
     ring = _report(a, b, "ring")
     gather = _report(a, b, "allgather")
     c.items.append(ring)
@@ -154,7 +154,7 @@ def cannon(c: Checks) -> None:
     a_np = rng.standard_normal((32, 32)).astype(np.float32)
     b_np = rng.standard_normal((32, 32)).astype(np.float32)
     m = mesh("2x2", "x,y", axis_types="auto")
-    a, b = shard(a_np, m, "x,y"), shard(b_np, m, "x,y")
+    a, b = shard(a_np, mesh=m, spec="x,y"), shard(b_np, mesh=m, spec="x,y")
     out = matmul(a, b, algorithm="cannon")
     c.close("Cannon equals A @ B", out, _ref(a_np, b_np), dtype=np.float32)
     report = _report(a, b, "cannon")
@@ -168,8 +168,8 @@ def cannon(c: Checks) -> None:
         "Cannon refuses a non-square grid",
         ValueError,
         lambda: matmul(
-            shard(a_np, mesh("2x4", "x,y"), "x,y"),
-            shard(b_np, mesh("2x4", "x,y"), "x,y"),
+            shard(a_np, mesh=mesh("2x4", "x,y"), spec="x,y"),
+            shard(b_np, mesh=mesh("2x4", "x,y"), spec="x,y"),
             algorithm="cannon",
         ),
         match="square grid",
@@ -181,14 +181,14 @@ def chain(c: Checks) -> None:
     mats = _mats(4)
     want = _ref(*mats)
     m = mesh("2x4", "x,y", axis_types="auto")
-    free = matmul_chain([x.shape for x in mats], m)
+    free = matmul_chain([x.shape for x in mats], mesh=m)
     c.items.append(free)
     c.check("without a memory limit: no communication at all", free.bytes_sent == 0, str(free))
     c.note(
         "Replicating is free but every device then holds all four matrices; with a "
         "per-device budget of a quarter of that (1 KiB), the planner must shard."
     )
-    tight = matmul_chain([x.shape for x in mats], m, memory_limit=1024)
+    tight = matmul_chain([x.shape for x in mats], mesh=m, memory_limit=1024)
     c.items.append(tight)
     c.close("the 1 KiB plan computes A @ B @ C @ D", tight.apply(*mats), want, dtype=np.float32)
     report = comms(tight.apply, *tight.place(*mats))
@@ -211,7 +211,7 @@ def chain(c: Checks) -> None:
         "column-sharding every input does not fit the 1 KiB budget",
         ValueError,
         lambda: matmul_chain(
-            [x.shape for x in mats], m, memory_limit=1024, in_specs=["None,(x,y)"] * 4
+            [x.shape for x in mats], mesh=m, memory_limit=1024, in_specs=["None,(x,y)"] * 4
         ),
         "fits memory_limit=1024",
     )

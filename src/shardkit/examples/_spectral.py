@@ -32,7 +32,7 @@ def sharded_eigh(c: Checks) -> None:
     m = mesh("2x4", "x,y", axis_types="auto")
     g = np.asarray(jax.random.normal(jax.random.PRNGKey(0), (n, n)), np.float32)
     a_np = (g + g.T) / 2
-    a = shard(a_np, m, "x,y")
+    a = shard(a_np, mesh=m, spec="x,y")
     w, v = eigh(a)
     c.show(v, "eigenvectors V of eigh(A), on A's layout")
     want = np.linalg.eigvalsh(a_np.astype(np.float64))

@@ -182,7 +182,10 @@ def sharded_random(c: Checks) -> None:
         plain = jax.jit(lambda k: jax.random.uniform(k, (24,)), out_shardings=x_sharding)
         stable = comms(plain, jax.random.PRNGKey(42))
         ours_off = comms(
-            lambda d: sk_random.uniform(jax.random.wrap_key_data(d), (24,), x_sharding), raw
+            lambda d: sk_random.uniform(
+                jax.random.wrap_key_data(d), (24,), out_sharding=x_sharding
+            ),
+            raw,
         )
     c.check(
         "with the flag off, jax.random communicates (the seed's collective-permute)",
@@ -205,7 +208,7 @@ def sharded_random(c: Checks) -> None:
     same = True
     for shape, names, spec in layouts:
         s = NamedSharding(mesh(shape, names, axis_types="auto"), spec)
-        a = sk_random.normal(key, (16, 8), s, dtype=jnp.float32)
+        a = sk_random.normal(key, (16, 8), out_sharding=s, dtype=jnp.float32)
         same &= bool(np.array_equal(np.asarray(a), ref))
         if shape == "2x4":
             c.show(a, "normal(key, (16, 8)) on 2x4")

@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from shardkit._deprecation import moved
 from shardkit._programs import cached, shard_jit
 from shardkit.fft._fourstep import planned
 from shardkit.fft._operand import path
@@ -46,6 +47,7 @@ from shardkit.fft._problem import (
 )
 from shardkit.fft._route import Route, route
 from shardkit.layout.internal import (
+    SpecLike,
     check_mesh_arg,
     check_placement,
     is_traced,
@@ -232,10 +234,12 @@ def transform(
 def plan(
     name: str,
     shape: Sequence[int],
-    spec: PartitionSpec | str | None,
-    mesh: Mesh,
+    legacy_spec: SpecLike = None,
+    legacy_mesh: Mesh | None = None,
     /,
     *,
+    mesh: Mesh | None = None,
+    spec: SpecLike = None,
     s: Sequence[int] | None = None,
     axes: Sequence[int] | None = None,
     norm: str | None = None,
@@ -254,10 +258,13 @@ def plan(
       name: ``"fftn"``, ``"ifftn"``, ``"rfftn"`` or ``"irfftn"`` (``fft2`` and ``fft``
         are ``fftn`` with ``axes``).
       shape: the global input shape.
-      spec: the input's ``PartitionSpec`` (or a string for :func:`shardkit.spec`).
-        ``shape`` and ``spec`` are the input array's own (rolled when
-        ``in_layout="transposed"``).
-      mesh: the device mesh.
+      legacy_spec: deprecated; the third positional argument of
+        ``plan(name, shape, spec, mesh)``. Pass ``spec=``.
+      legacy_mesh: deprecated; the fourth positional argument. Pass ``mesh=``.
+      mesh: the device mesh (required).
+      spec: the input's ``PartitionSpec`` (or a string for :func:`shardkit.spec`);
+        omitted means replicated. ``shape`` and ``spec`` are the input array's own
+        (rolled when ``in_layout="transposed"``).
       s: transformed lengths, as in ``jnp.fft.fftn``.
       axes: transformed axes, as in ``jnp.fft.fftn``.
       norm: ``None``, ``"backward"``, ``"ortho"`` or ``"forward"``.
@@ -281,16 +288,29 @@ def plan(
 
     Example:
       >>> m = shardkit.mesh("2x4", "x,y")
-      >>> p = shardkit.fft.plan("fftn", (16, 16, 16), "x,y,None", m)
+      >>> p = shardkit.fft.plan("fftn", (16, 16, 16), mesh=m, spec="x,y,None")
       >>> p.out_spec, p.all_to_alls, p.decomposition
       (P(None, 'x', 'y'), 2, 'pencil')
-      >>> x = shardkit.shard(np.ones((16, 16, 16), np.complex64), m, "x,y,None")
+      >>> x = shardkit.shard(np.ones((16, 16, 16), np.complex64), mesh=m, spec="x,y,None")
       >>> f = jax.shard_map(p.local, mesh=m, in_specs=p.in_spec, out_specs=p.out_spec)
       >>> complex(np.asarray(f(x))[0, 0, 0])
       (4096+0j)
     """
     if not is_name(name):
         raise ValueError(f"plan: name={name!r}; legal values are {sorted(KINDS)}")
+    if moved(
+        "plan",
+        old="plan(name, shape, spec, mesh)",
+        new="plan(name, shape, mesh=mesh, spec=spec)",
+        old_given=legacy_spec is not None or legacy_mesh is not None,
+        new_given=mesh is not None or spec is not None,
+    ):
+        spec, mesh = legacy_spec, legacy_mesh
+    if mesh is None:
+        raise TypeError(
+            "plan: mesh= is missing; pass the device mesh and the input's spec, e.g. "
+            "shardkit.fft.plan('fftn', shape, mesh=shardkit.mesh('2x4', 'x,y'), spec='x,y')"
+        )
     check_mesh_arg("plan", mesh)
     _check_options("plan", norm, out_layout, in_layout)
     shape_t = tuple(int(n) for n in shape)
@@ -373,7 +393,7 @@ def fftfreq(
 
     Example:
       >>> m = shardkit.mesh("8", "x")
-      >>> y = shardkit.fft.fftn(shardkit.shard(np.ones((16, 8)), m, "x,None"))
+      >>> y = shardkit.fft.fftn(shardkit.shard(np.ones((16, 8)), mesh=m, spec="x,None"))
       >>> k = shardkit.fft.fftfreq(8, like=y, axis=1)
       >>> k.shape, k.sharding.spec
       ((1, 8), P(None, 'x'))

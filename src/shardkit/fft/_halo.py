@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec
 
-from shardkit._programs import cached, shard_jit
+from shardkit._programs import after, cached, shard_jit
 from shardkit.fft._operand import located
 from shardkit.layout.internal import (
     SpecLike,
@@ -67,9 +67,10 @@ def _exchange(
     name = group[0] if len(group) == 1 else group
     forward = [(i, i + 1) for i in range(parts - 1)] + ([(parts - 1, 0)] if periodic else [])
     backward = [(i + 1, i) for i in range(parts - 1)] + ([(0, parts - 1)] if periodic else [])
-    # A device no pair sends to receives zeros: the non-periodic domain's ends.
+    # A device no pair sends to receives zeros: the non-periodic domain's ends. The
+    # second permute waits for the first (one chain of collectives: see after()).
     from_prev = jax.lax.ppermute(right, name, perm=forward)
-    from_next = jax.lax.ppermute(left, name, perm=backward)
+    from_next = jax.lax.ppermute(after(left, from_prev), name, perm=backward)
     return jnp.concatenate([from_prev, block, from_next], axis=axis)
 
 
@@ -126,7 +127,7 @@ def halo_exchange(
 
     Example:
       >>> m = shardkit.mesh("8", "x")
-      >>> y = shardkit.fft.halo_exchange(shardkit.shard(np.arange(16.0), m, "x"), 1)
+      >>> y = shardkit.fft.halo_exchange(shardkit.shard(np.arange(16.0), mesh=m, spec="x"), 1)
       >>> y.shape, np.asarray(y)[:4].tolist()
       ((32,), [15.0, 0.0, 1.0, 2.0])
     """

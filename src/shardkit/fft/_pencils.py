@@ -70,7 +70,7 @@ def transpose_split(
 
     Example:
       >>> m = shardkit.mesh("2x4", "x,y")
-      >>> x = shardkit.shard(np.ones((8, 8, 8)), m, "x,y,None")
+      >>> x = shardkit.shard(np.ones((8, 8, 8)), mesh=m, spec="x,y,None")
       >>> shardkit.fft.transpose_split(x, src=1, dst=2).sharding.spec
       P('x', None, 'y')
     """
@@ -108,7 +108,7 @@ def x_to_y(x: jax.typing.ArrayLike, /, *, spec: SpecLike = None) -> jax.Array:
 
     Example:
       >>> m = shardkit.mesh("2x4", "x,y")
-      >>> x = shardkit.shard(np.ones((8, 8, 8)), m, "None,x,y")
+      >>> x = shardkit.shard(np.ones((8, 8, 8)), mesh=m, spec="None,x,y")
       >>> shardkit.fft.x_to_y(x).sharding.spec
       P('x', None, 'y')
     """
@@ -120,7 +120,7 @@ def y_to_z(x: jax.typing.ArrayLike, /, *, spec: SpecLike = None) -> jax.Array:
 
     Example:
       >>> m = shardkit.mesh("2x4", "x,y")
-      >>> x = shardkit.shard(np.ones((8, 8, 8)), m, "x,None,y")
+      >>> x = shardkit.shard(np.ones((8, 8, 8)), mesh=m, spec="x,None,y")
       >>> shardkit.fft.y_to_z(x).sharding.spec
       P('x', 'y', None)
     """
@@ -132,7 +132,7 @@ def z_to_y(x: jax.typing.ArrayLike, /, *, spec: SpecLike = None) -> jax.Array:
 
     Example:
       >>> m = shardkit.mesh("2x4", "x,y")
-      >>> x = shardkit.shard(np.ones((8, 8, 8)), m, "x,y,None")
+      >>> x = shardkit.shard(np.ones((8, 8, 8)), mesh=m, spec="x,y,None")
       >>> shardkit.fft.z_to_y(x).sharding.spec
       P('x', None, 'y')
     """
@@ -144,7 +144,7 @@ def y_to_x(x: jax.typing.ArrayLike, /, *, spec: SpecLike = None) -> jax.Array:
 
     Example:
       >>> m = shardkit.mesh("2x4", "x,y")
-      >>> x = shardkit.shard(np.ones((8, 8, 8)), m, "x,None,y")
+      >>> x = shardkit.shard(np.ones((8, 8, 8)), mesh=m, spec="x,None,y")
       >>> shardkit.fft.y_to_x(x).sharding.spec
       P(None, 'x', 'y')
     """

@@ -89,7 +89,7 @@ def fftn(
     Example:
       >>> m = shardkit.mesh("8", "x")
       >>> v = np.random.default_rng(0).standard_normal((16, 16, 16))
-      >>> y = shardkit.fft.fftn(shardkit.shard(v, m, "x,None,None"))
+      >>> y = shardkit.fft.fftn(shardkit.shard(v, mesh=m, spec="x,None,None"))
       >>> y.sharding.spec
       P(None, 'x', None)
       >>> bool(np.allclose(y, np.fft.fftn(v)))
@@ -97,7 +97,7 @@ def fftn(
 
       jaxDecomp's axis order, without the last local transpose:
 
-      >>> t = shardkit.fft.fftn(shardkit.shard(v, m, "x,None,None"), out_layout="transposed")
+      >>> t = shardkit.fft.fftn(shardkit.shard(v, mesh=m, spec="x,None,None"), out_layout="transposed")
       >>> t.sharding.spec, bool(np.allclose(t, np.fft.fftn(v).transpose(1, 2, 0)))
       (P('x', None, None), True)
 
@@ -105,10 +105,10 @@ def fftn(
       to the input's layout (7/8 of two padded 2x16x10 blocks are sent):
 
       >>> w = np.random.default_rng(0).standard_normal((16, 12, 10))
-      >>> z = shardkit.fft.fftn(shardkit.shard(w, m, "x"))
+      >>> z = shardkit.fft.fftn(shardkit.shard(w, mesh=m, spec="x"))
       >>> z.sharding.spec, bool(np.allclose(z, np.fft.fftn(w)))
       (P('x', None, None), True)
-      >>> p = shardkit.fft.plan("fftn", w.shape, "x", m)
+      >>> p = shardkit.fft.plan("fftn", w.shape, spec="x", mesh=m)
       >>> p.all_to_alls, p.sent_bytes(np.complex128), p.padding_bytes(np.complex128)
       (2, 8960, 2240)
     """
@@ -149,7 +149,7 @@ def ifftn(
 
     Example:
       >>> m = shardkit.mesh("2x4", "x,y")
-      >>> x = shardkit.shard(np.ones((8, 8, 8), np.complex128), m, "x,y,None")
+      >>> x = shardkit.shard(np.ones((8, 8, 8), np.complex128), mesh=m, spec="x,y,None")
       >>> z = shardkit.fft.ifftn(shardkit.fft.fftn(x))
       >>> z.sharding.spec == x.sharding.spec, bool(np.allclose(z, 1))
       (True, True)
@@ -205,7 +205,7 @@ def rfftn(
     Example:
       >>> m = shardkit.mesh("8", "x")
       >>> v = np.random.default_rng(0).standard_normal((16, 8, 6))
-      >>> y = shardkit.fft.rfftn(shardkit.shard(v, m, "x,None,None"))
+      >>> y = shardkit.fft.rfftn(shardkit.shard(v, mesh=m, spec="x,None,None"))
       >>> y.shape, y.sharding.spec
       ((16, 8, 4), P(None, 'x', None))
       >>> bool(np.allclose(y, np.fft.rfftn(v)))
@@ -246,7 +246,7 @@ def irfftn(
 
     Example:
       >>> m = shardkit.mesh("8", "x")
-      >>> x = shardkit.shard(np.ones((16, 8, 6)), m, "x,None,None")
+      >>> x = shardkit.shard(np.ones((16, 8, 6)), mesh=m, spec="x,None,None")
       >>> z = shardkit.fft.irfftn(shardkit.fft.rfftn(x), s=(16, 8, 6))
       >>> z.sharding.spec == x.sharding.spec, bool(np.allclose(z, 1))
       (True, True)
@@ -269,7 +269,7 @@ def fft2(
     Example:
       >>> m = shardkit.mesh("8", "x")
       >>> v = np.arange(64.0).reshape(8, 8)
-      >>> bool(np.allclose(shardkit.fft.fft2(shardkit.shard(v, m, "x")), np.fft.fft2(v)))
+      >>> bool(np.allclose(shardkit.fft.fft2(shardkit.shard(v, mesh=m, spec="x")), np.fft.fft2(v)))
       True
     """
     return transform("fftn", x, s, axes, norm, out_layout, in_layout)
@@ -290,7 +290,7 @@ def ifft2(
     Example:
       >>> m = shardkit.mesh("8", "x")
       >>> v = np.arange(64.0).reshape(8, 8)
-      >>> bool(np.allclose(shardkit.fft.ifft2(shardkit.shard(v, m, "x")), np.fft.ifft2(v)))
+      >>> bool(np.allclose(shardkit.fft.ifft2(shardkit.shard(v, mesh=m, spec="x")), np.fft.ifft2(v)))
       True
     """
     return transform("ifftn", x, s, axes, norm, out_layout, in_layout)
@@ -311,7 +311,7 @@ def rfft2(
     Example:
       >>> m = shardkit.mesh("8", "x")
       >>> v = np.arange(224.0).reshape(16, 14)  # 14 // 2 + 1 = 8: the halved axis splits
-      >>> bool(np.allclose(shardkit.fft.rfft2(shardkit.shard(v, m, "x")), np.fft.rfft2(v)))
+      >>> bool(np.allclose(shardkit.fft.rfft2(shardkit.shard(v, mesh=m, spec="x")), np.fft.rfft2(v)))
       True
     """
     return transform("rfftn", x, s, axes, norm, out_layout, in_layout)
@@ -332,7 +332,7 @@ def irfft2(
     Example:
       >>> m = shardkit.mesh("8", "x")
       >>> v = np.fft.rfft2(np.arange(224.0).reshape(16, 14))
-      >>> z = shardkit.fft.irfft2(shardkit.shard(v, m, "x"))
+      >>> z = shardkit.fft.irfft2(shardkit.shard(v, mesh=m, spec="x"))
       >>> bool(np.allclose(z, np.arange(224.0).reshape(16, 14)))
       True
     """
@@ -362,17 +362,17 @@ def fft(
     Example:
       >>> m = shardkit.mesh("8", "x")
       >>> v = np.arange(64.0).reshape(8, 8)
-      >>> y = shardkit.fft.fft(shardkit.shard(v, m, "x"), axis=0)
+      >>> y = shardkit.fft.fft(shardkit.shard(v, mesh=m, spec="x"), axis=0)
       >>> y.sharding.spec, bool(np.allclose(y, np.fft.fft(v, axis=0)))
       (P('x', None), True)
 
       A 1-D signal split over all 8 devices (four-step, 128 = 16 x 8):
 
       >>> s = np.cos(np.arange(128.0))
-      >>> y = shardkit.fft.fft(shardkit.shard(s, m, "x"))
+      >>> y = shardkit.fft.fft(shardkit.shard(s, mesh=m, spec="x"))
       >>> y.sharding.spec, bool(np.allclose(y, np.fft.fft(s)))
       (P('x',), True)
-      >>> shardkit.fft.plan("fftn", (128,), "x", m).all_to_alls
+      >>> shardkit.fft.plan("fftn", (128,), spec="x", mesh=m).all_to_alls
       3
     """
     return transform("fftn", x, _one(n), (axis,), norm, out_layout)
@@ -392,7 +392,7 @@ def ifft(
     Example:
       >>> m = shardkit.mesh("8", "x")
       >>> v = np.arange(64.0).reshape(8, 8)
-      >>> bool(np.allclose(shardkit.fft.ifft(shardkit.shard(v, m, "x")), np.fft.ifft(v)))
+      >>> bool(np.allclose(shardkit.fft.ifft(shardkit.shard(v, mesh=m, spec="x")), np.fft.ifft(v)))
       True
     """
     return transform("ifftn", x, _one(n), (axis,), norm, out_layout)
@@ -418,7 +418,7 @@ def rfft(
     Example:
       >>> m = shardkit.mesh("8", "x")
       >>> v = np.arange(128.0).reshape(8, 16)
-      >>> bool(np.allclose(shardkit.fft.rfft(shardkit.shard(v, m, "x")), np.fft.rfft(v)))
+      >>> bool(np.allclose(shardkit.fft.rfft(shardkit.shard(v, mesh=m, spec="x")), np.fft.rfft(v)))
       True
     """
     return transform("rfftn", x, _one(n), (axis,), norm, out_layout)
@@ -448,14 +448,14 @@ def irfft(
     Example:
       >>> m = shardkit.mesh("8", "x")
       >>> v = np.fft.rfft(np.arange(128.0).reshape(8, 16))
-      >>> z = shardkit.fft.irfft(shardkit.shard(v, m, "x"))
+      >>> z = shardkit.fft.irfft(shardkit.shard(v, mesh=m, spec="x"))
       >>> bool(np.allclose(z, np.arange(128.0).reshape(8, 16)))
       True
 
       A half-spectrum of 64 points split over all 8 devices, to 128 real points:
 
       >>> h = np.fft.rfft(np.cos(np.arange(128.0)))[:64]
-      >>> z = shardkit.fft.irfft(shardkit.shard(h, m, "x"), n=128)
+      >>> z = shardkit.fft.irfft(shardkit.shard(h, mesh=m, spec="x"), n=128)
       >>> z.sharding.spec, bool(np.allclose(z, np.fft.irfft(h, n=128)))
       (P('x',), True)
     """
@@ -488,7 +488,7 @@ def hfft(
     Example:
       >>> m = shardkit.mesh("8", "x")
       >>> v = np.arange(40.0).reshape(8, 5) * (1 + 1j)
-      >>> bool(np.allclose(shardkit.fft.hfft(shardkit.shard(v, m, "x")), np.fft.hfft(v)))
+      >>> bool(np.allclose(shardkit.fft.hfft(shardkit.shard(v, mesh=m, spec="x")), np.fft.hfft(v)))
       True
     """
     conj = jnp.conj(x if isinstance(x, jax.Array) else jnp.asarray(x))
@@ -511,7 +511,7 @@ def ihfft(
     Example:
       >>> m = shardkit.mesh("8", "x")
       >>> v = np.arange(64.0).reshape(8, 8)
-      >>> bool(np.allclose(shardkit.fft.ihfft(shardkit.shard(v, m, "x")), np.fft.ihfft(v)))
+      >>> bool(np.allclose(shardkit.fft.ihfft(shardkit.shard(v, mesh=m, spec="x")), np.fft.ihfft(v)))
       True
     """
     return jnp.conj(rfft(x, n, axis, _swapped("ihfft", norm), out_layout=out_layout))
@@ -530,7 +530,7 @@ def fftshift(x: jax.typing.ArrayLike, /, axes: int | Sequence[int] | None = None
 
     Example:
       >>> m = shardkit.mesh("8", "x")
-      >>> y = shardkit.fft.fftshift(shardkit.shard(np.arange(16.0), m, "x"))
+      >>> y = shardkit.fft.fftshift(shardkit.shard(np.arange(16.0), mesh=m, spec="x"))
       >>> np.asarray(y)[:4].tolist(), y.sharding.spec
       ([8.0, 9.0, 10.0, 11.0], P('x',))
     """
@@ -542,7 +542,7 @@ def ifftshift(x: jax.typing.ArrayLike, /, axes: int | Sequence[int] | None = Non
 
     Example:
       >>> m = shardkit.mesh("8", "x")
-      >>> x = shardkit.shard(np.arange(24.0), m, "x")
+      >>> x = shardkit.shard(np.arange(24.0), mesh=m, spec="x")
       >>> bool(np.array_equal(shardkit.fft.ifftshift(shardkit.fft.fftshift(x)), np.arange(24.0)))
       True
     """

@@ -11,6 +11,7 @@ from typing import Any
 import jax
 from jax.sharding import Mesh, NamedSharding
 
+from shardkit._typing import PyTree
 from shardkit.inspect._axes import group_axes, pair_axes
 from shardkit.inspect._hlo import Instruction, parse_module
 from shardkit.inspect._interconnect import Interconnect
@@ -209,13 +210,13 @@ def _describe(instr: Instruction) -> str:
 
 
 def comms(
-    f: Callable[..., Any] | jax.stages.Compiled | jax.stages.Lowered,
+    f: Callable[..., PyTree] | jax.stages.Compiled | jax.stages.Lowered,
     /,
-    *args: Any,
+    *args: PyTree,
     interconnect: str | Interconnect | None = None,
     peak_flops: float | None = None,
     mesh: Mesh | None = None,
-    **kwargs: Any,
+    **kwargs: PyTree,
 ) -> CommReport:
     """Compile ``f`` for ``args`` and report every collective it runs, its memory and time.
 
@@ -244,7 +245,7 @@ def comms(
 
     Example:
       >>> m = shardkit.mesh("8", "x", axis_types="auto")
-      >>> x = shardkit.shard(np.ones((16, 4), np.float32), m, "x,None")
+      >>> x = shardkit.shard(np.ones((16, 4), np.float32), mesh=m, spec="x,None")
       >>> report = comms(lambda a: a.sum(axis=0), x)
       >>> [(c.kind, c.axes, c.sent_bytes) for c in report.collectives]
       [('all-reduce', ('x',), 28)]

@@ -326,7 +326,49 @@ class Interconnect:
         )
 
 
+_CPU_SIZES = (1 << 10, 1 << 18, 1 << 20, 4 << 20, 16 << 20, 64 << 20)
+
+
+def _cpu_fit(kind: str, leading: bool, ms: tuple[float, ...]) -> CollectiveFit:
+    # Group size 8: the fit every group size of a CPU host borrows (the calibration's
+    # groups of 2, 4 and 8 differed by less than the machine's noise).
+    return CollectiveFit(
+        kind, 8, 2e-4, 1.2e9, _CPU_SIZES, tuple(t * 1e-3 for t in ms), leading=leading
+    )
+
+
+_CPU = Interconnect(
+    "cpu",
+    latency_s=2e-4,
+    bandwidth=1.2e9,
+    peak_flops=16e9,
+    description=(
+        "CPU devices of one host, simulated (jax_num_cpu_devices=8) or not, as "
+        "`shardkit bench calibrate` measured them on a 2-core host under load "
+        "(2026-11-28): the 8-device groups' median times at 1 KiB to 64 MiB per "
+        "collective kind, along an array's leading dimension and, for all-gathers and "
+        "reduce-scatters, an inner one (strided pieces: 4-60x slower); a float32 "
+        "matmul FLOP rate with every device busy; what writing a product's output "
+        "costs beyond its flops (fresh memory past the caches); and what each panel "
+        "step of a ring matmul adds. What `matmul(algorithm='auto')` needs to rank "
+        "its algorithms on CPU devices without a calibration of its own."
+    ),
+    fits=(
+        _cpu_fit("all-gather", True, (0.24, 0.31, 0.54, 2.0, 10.0, 680.0)),
+        _cpu_fit("all-gather", False, (0.24, 0.77, 3.6, 59.0, 670.0, 3700.0)),
+        _cpu_fit("all-reduce", True, (0.24, 0.38, 0.93, 3.2, 17.0, 1200.0)),
+        _cpu_fit("all-to-all", True, (0.23, 0.59, 1.6, 8.0, 200.0, 2000.0)),
+        _cpu_fit("collective-permute", True, (0.24, 0.33, 0.69, 3.3, 16.0, 820.0)),
+        _cpu_fit("reduce-scatter", True, (0.24, 0.32, 0.64, 2.1, 7.5, 73.0)),
+        _cpu_fit("reduce-scatter", False, (0.24, 0.66, 2.3, 15.0, 56.0, 950.0)),
+    ),
+    panel_step_s=0.013,
+    panel_step_bytes=float(1 << 20),
+    product_write=((4 << 20, 0.0), (16 << 20, 0.0059), (64 << 20, 0.44)),
+)
+
 INTERCONNECTS: dict[str, Interconnect] = {
+    "cpu": _CPU,
     "shared-memory": Interconnect(
         "shared-memory",
         latency_s=1e-6,

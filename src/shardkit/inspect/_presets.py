@@ -5,8 +5,9 @@ devices, fits an :class:`~shardkit.inspect.Interconnect` and saves it here, in
 :func:`shardkit._config.config_dir`, as ``<device kind>-x<count>.json``. The cost model's
 default (``interconnect=None`` in :func:`~shardkit.inspect.comms`, ``shardkit inspect``
 and :func:`~shardkit.linalg.matmul`) is that file when it exists for this process's
-devices, else the built-in ``"shared-memory"`` preset. A preset named explicitly
-always wins.
+devices, else the built-in preset of their platform (:func:`builtin_preset`: ``"cpu"``
+on CPU devices, measured on simulated ones, else ``"shared-memory"``). A preset named
+explicitly always wins.
 
 The file (``version`` 1)::
 
@@ -31,9 +32,11 @@ from shardkit._config import config_dir
 from shardkit.inspect._interconnect import INTERCONNECTS, Interconnect
 
 __all__ = [
+    "CPU_PRESET",
     "DEFAULT_PRESET",
     "PRESET_VERSION",
     "PresetError",
+    "builtin_preset",
     "default_interconnect",
     "interconnect",
     "load_preset",
@@ -43,6 +46,7 @@ __all__ = [
 
 PRESET_VERSION = 1
 DEFAULT_PRESET = "shared-memory"
+CPU_PRESET = "cpu"
 _CACHE: dict[Path, tuple[int, Interconnect]] = {}
 
 
@@ -105,7 +109,7 @@ def _corrupt(path: Path, why: str) -> PresetError:
     return PresetError(
         f"cost-model preset {path} is unreadable ({why}); rerun `shardkit bench calibrate` "
         "to measure it again, or delete the file to use the built-in "
-        f"{DEFAULT_PRESET!r} preset"
+        f"{builtin_preset()!r} preset"
     )
 
 
@@ -135,8 +139,21 @@ def load_preset(path: str | os.PathLike[str], /) -> Interconnect:
         raise _corrupt(p, str(e)) from None
 
 
+def builtin_preset() -> str:
+    """The built-in preset that stands in for a calibration: ``"cpu"`` on CPU devices.
+
+    On CPU devices a collective along an inner dimension and a large product's output
+    cost several times what bytes over a bandwidth predict; the ``"cpu"`` preset,
+    measured on simulated CPU devices, carries those costs, so ``matmul``'s ``auto``
+    ranks its algorithms right without ``shardkit bench calibrate``. Other platforms
+    get ``"shared-memory"`` (calibrate them for figures of their own).
+    """
+    return CPU_PRESET if jax.devices()[0].platform == "cpu" else DEFAULT_PRESET
+
+
 def default_interconnect() -> Interconnect:
-    """The calibrated preset of this process's devices if one is saved, else ``shared-memory``.
+    """The calibrated preset of this process's devices if one is saved, else the built-in
+    preset of their platform (:func:`builtin_preset`).
 
     Raises:
       PresetError: the saved preset is corrupt (never silently replaced by the default).
@@ -145,7 +162,7 @@ def default_interconnect() -> Interconnect:
     try:
         mtime = path.stat().st_mtime_ns
     except OSError:
-        return INTERCONNECTS[DEFAULT_PRESET]
+        return INTERCONNECTS[builtin_preset()]
     cached = _CACHE.get(path)
     if cached is not None and cached[0] == mtime:
         return cached[1]
@@ -158,7 +175,8 @@ def interconnect(value: str | Interconnect | None, /) -> Interconnect:
     """An ``Interconnect`` from a preset name; ``Interconnect`` objects pass through.
 
     ``None`` is the default model: the preset ``shardkit bench calibrate`` saved for
-    this process's devices if there is one, else ``"shared-memory"``.
+    this process's devices if there is one, else the built-in preset of their
+    platform (``"cpu"`` on CPU devices, else ``"shared-memory"``).
 
     Raises:
       ValueError: an unknown preset name (the message lists the presets), or a

@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from shardkit._display import rich_html
+from shardkit._typing import JSONObject
 from shardkit.inspect._interconnect import Interconnect
 from shardkit.inspect._program import KINDS
 from shardkit.layout import format_bytes
@@ -373,7 +374,7 @@ class CommReport:
             rows, (self.bytes_sent, other.bytes_sent), peaks, (self.comm_time_s, other.comm_time_s)
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """A JSON-ready dict (tuples become lists); :meth:`from_dict` inverts it."""
         return {"format": _FORMAT, **dataclasses.asdict(self)}
 
@@ -382,7 +383,7 @@ class CommReport:
         return json.dumps(self.to_dict(), indent=indent)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], /) -> CommReport:
+    def from_dict(cls, data: JSONObject, /) -> CommReport:
         """Rebuild a report from :meth:`to_dict` output."""
         if data.get("format") != _FORMAT:
             raise ValueError(

@@ -7,7 +7,8 @@ saves its fitted model where :func:`~shardkit.inspect.interconnect` finds it
 without notice.
 """
 
-from shardkit.inspect._presets import preset_path, save_preset
+from shardkit.inspect._presets import builtin_preset, preset_path, save_preset
+from shardkit.inspect._program import KINDS
 from shardkit.inspect._traffic import message_bytes, traffic
 
-__all__ = ["message_bytes", "preset_path", "save_preset", "traffic"]
+__all__ = ["KINDS", "builtin_preset", "message_bytes", "preset_path", "save_preset", "traffic"]

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, Sharding, SingleDeviceSharding
 
+from shardkit._typing import PyTree
 from shardkit.layout._checks import entry_axes
 from shardkit.layout._errors import mesh_summary
 
@@ -119,7 +120,7 @@ def _sharding_only(sharding: Sharding) -> str:
     return f"{type(sharding).__name__} on {where}: {len(sharding.device_set)} device(s)"
 
 
-def describe(x: Any, /, *, shape: Sequence[int] | None = None) -> str:
+def describe(x: PyTree, /, *, shape: Sequence[int] | None = None) -> str:
     """Describe in one line how ``x`` is laid out over devices.
 
     Works on ``jax.Array``, ``jax.ShapeDtypeStruct`` (with a sharding), abstract
@@ -143,9 +144,9 @@ def describe(x: Any, /, *, shape: Sequence[int] | None = None) -> str:
     Example:
       >>> from shardkit.layout import mesh, shard
       >>> m = mesh("2x4", "x,y", axis_types="auto")
-      >>> describe(shard(np.zeros((16, 16), np.float32), m, "x,y"))
+      >>> describe(shard(np.zeros((16, 16), np.float32), mesh=m, spec="x,y"))
       'float32[16@x,16@y] on mesh(x=2,y=4): 8 shards of float32[8,4] (128 B each), 1 copy'
-      >>> print(describe({"w": shard(np.zeros((8, 4), np.float32), m, "x"), "n": np.zeros(3)}))
+      >>> print(describe({"w": shard(np.zeros((8, 4), np.float32), mesh=m, spec="x"), "n": np.zeros(3)}))
       ['n']: float64[3] in host memory (NumPy)
       ['w']: float32[8@x,4] on mesh(x=2,y=4): 2 shards of float32[4,4] (64 B each), 4 copies of each over y (8 devices)
     """

@@ -140,7 +140,7 @@ def mesh(
     /,
     *,
     axis_types: AxisTypeLike | Sequence[AxisTypeLike] = "explicit",
-    devices: Sequence[Any] | np.ndarray | None = None,
+    devices: Sequence[object] | np.ndarray | None = None,
 ) -> Mesh:
     """Build a device mesh from a short description.
 

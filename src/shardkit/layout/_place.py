@@ -1,4 +1,4 @@
-"""Placing arrays on a mesh: ``shard(x, mesh, "x,y")``."""
+"""Placing arrays on a mesh: ``shard(x, mesh=mesh, spec="x,y")``."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from shardkit._deprecation import moved
+from shardkit._typing import PyTree
 from shardkit.layout._checks import check_placement
-from shardkit.layout._spec import spec
+from shardkit.layout._spec import spec as parse_spec
 
 __all__ = ["shard"]
 
@@ -65,48 +67,110 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def shard(x: Any, mesh: Mesh | NamedSharding, spec_: Any = None, /) -> Any:
-    """Place ``x`` on ``mesh`` split as ``spec_`` says, checking the layout first.
+def shard(
+    x: PyTree,
+    sharding: NamedSharding | Mesh | None = None,
+    legacy_spec: PyTree = None,
+    /,
+    *,
+    mesh: Mesh | None = None,
+    spec: PyTree = None,
+) -> PyTree:
+    """Place ``x`` on ``mesh`` split as ``spec`` says, checking the layout first.
 
     Each device receives only its own block (``jax.device_put``); no device holds the
     whole array unless the spec replicates it. As with ``jax.device_put``, 64-bit
     inputs become 32-bit unless ``jax_enable_x64`` is on.
 
     A pytree (a dict, a list or tuple of arrays, a NamedTuple, an Equinox module...)
-    is placed leaf by leaf, like ``jax.device_put``: ``spec_`` is one spec for every
+    is placed leaf by leaf, like ``jax.device_put``: ``spec`` is one spec for every
     leaf, or a pytree of specs of the same structure, or a prefix of it whose specs
     (strings, ``PartitionSpec``, ``None`` meaning replicated) cover whole subtrees.
     Every leaf is checked before any is placed; errors name the leaf's path.
 
+    The positional ``shard(x, mesh=mesh, spec=spec)`` of earlier releases still works, with a
+    ``DeprecationWarning``.
+
     Args:
       x: an array-like (NumPy array, ``jax.Array``, nested lists, scalar), or a
         pytree of them.
-      mesh: the mesh, or a ``NamedSharding`` (then ``spec_`` must be omitted).
-      spec_: anything :func:`shardkit.spec` accepts; omitted means replicated. For a
+      sharding: a ``NamedSharding`` to place ``x`` with, as in
+        ``jax.device_put(x, sharding)``; then ``mesh`` and ``spec`` are omitted.
+      legacy_spec: deprecated; the third positional argument of
+        ``shard(x, mesh=mesh, spec=spec)``. Pass ``spec=``.
+      mesh: the mesh, keyword-only.
+      spec: anything :func:`shardkit.spec` accepts; omitted means replicated. For a
         pytree ``x``, also a pytree of such specs shaped like ``x``.
 
     Returns:
-      A ``jax.Array`` with ``NamedSharding(mesh, spec)``, or a pytree of them.
+      A ``jax.Array`` with ``NamedSharding(mesh, spec)``, or a pytree of them shaped
+      like ``x``.
 
     Raises:
-      TypeError: ``mesh`` is neither a ``Mesh`` nor a ``NamedSharding``; ``x`` (or a
-        leaf) is not numeric (strings, objects).
+      TypeError: neither a ``NamedSharding`` nor ``mesh=`` is given, or both; ``mesh``
+        is not a ``Mesh``; ``x`` (or a leaf) is not numeric (strings, objects).
       ValueError: the spec has more entries than ``x`` has dimensions, names an axis
         the mesh lacks or an axis twice, or splits a dimension into parts that do not
         divide it. The message names the shape, the spec, the mesh and the remedy.
 
     Example:
       >>> from shardkit.layout import mesh
-      >>> a = shard(np.arange(32.0).reshape(4, 8), mesh("2x4", "x,y"), "x,y")
+      >>> a = shard(np.arange(32.0).reshape(4, 8), mesh=mesh("2x4", "x,y"), spec="x,y")
       >>> a.addressable_shards[0].data.shape
       (2, 2)
-      >>> tree = shard({"w": np.ones((8, 4)), "b": np.ones(4)}, mesh("8", "x"), {"w": "x", "b": None})
+      >>> tree = shard({"w": np.ones((8, 4)), "b": np.ones(4)}, mesh=mesh("8", "x"),
+      ...              spec={"w": "x", "b": None})
       >>> tree["w"].sharding.spec, tree["b"].sharding.spec
       (P('x',), P())
     """
+    target = _target(sharding, legacy_spec, mesh, spec)
     if _is_tree(x):
-        return _shard_tree(x, mesh, spec_)
-    return _shard_one("x", x, mesh, spec_)
+        return _shard_tree(x, *target)
+    return _shard_one("x", x, *target)
+
+
+def _target(
+    sharding: object, legacy_spec: PyTree, mesh: object, spec_: PyTree
+) -> tuple[Mesh | NamedSharding, PyTree]:
+    """The mesh (or sharding) and spec of the call, from its new or its old spelling."""
+    if moved(
+        "shard",
+        old="shard(x, mesh, spec)",
+        new="shard(x, mesh=mesh, spec=spec)",
+        old_given=isinstance(sharding, Mesh),
+        new_given=mesh is not None or spec_ is not None,
+        stacklevel=5,
+    ):
+        return sharding, legacy_spec  # type: ignore[return-value]
+    if legacy_spec is not None:
+        raise TypeError(
+            f"shard: a positional spec ({legacy_spec!r}) goes with a positional mesh "
+            "only, which is deprecated; pass shard(x, mesh=mesh, spec=spec)"
+        )
+    if sharding is not None:
+        if not isinstance(sharding, NamedSharding):
+            raise TypeError(
+                f"shard: sharding={sharding!r} ({type(sharding).__name__}) must be a "
+                "NamedSharding; for a mesh write shard(x, mesh=mesh, spec=spec)"
+            )
+        if mesh is not None or spec_ is not None:
+            raise ValueError(
+                "shard: pass either a NamedSharding, or mesh= and spec=; got a "
+                f"NamedSharding and mesh={mesh!r}, spec={spec_!r}"
+            )
+        return sharding, None
+    if mesh is None:
+        raise TypeError(
+            "shard: where x goes is missing; pass mesh= (and spec=), e.g. "
+            "shard(x, mesh=shardkit.mesh('2x4', 'x,y'), spec='x,y'), or a NamedSharding"
+        )
+    if not isinstance(mesh, Mesh):
+        raise TypeError(
+            f"shard: mesh={mesh!r} ({type(mesh).__name__}) must be a jax.sharding.Mesh, "
+            "e.g. shardkit.mesh('2x4', 'x,y'); a NamedSharding goes in positionally, "
+            "shard(x, sharding)"
+        )
+    return mesh, spec_
 
 
 def _shard_tree(x: Any, mesh: Mesh | NamedSharding, spec_: Any) -> Any:
@@ -166,7 +230,7 @@ def _checked(
             )
         target_mesh, target_spec = mesh.mesh, mesh.spec
     elif isinstance(mesh, Mesh):
-        target_mesh, target_spec = mesh, spec(spec_)
+        target_mesh, target_spec = mesh, parse_spec(spec_)
     else:
         raise TypeError(
             f"shard: mesh={mesh!r} ({type(mesh).__name__}) must be a jax.sharding.Mesh "

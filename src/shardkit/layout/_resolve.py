@@ -34,7 +34,7 @@ import jax.core as jax_core
 import numpy as np
 from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
-from shardkit._types import AnyMesh
+from shardkit._typing import AnyMesh
 from shardkit.layout._checks import entry_axes
 from shardkit.layout._spec import SpecLike
 from shardkit.layout._spec import spec as parse_spec
@@ -241,7 +241,7 @@ def operand(
 
     Example:
       >>> from shardkit.layout import mesh, shard
-      >>> op = operand("f", "a", shard(np.ones((4, 8)), mesh("2x4", "x,y"), "x"))
+      >>> op = operand("f", "a", shard(np.ones((4, 8)), mesh=mesh("2x4", "x,y"), spec="x"))
       >>> op.spec, op.how, op.parts(0)
       ((('x',), ()), 'concrete', 2)
       >>> operand("f", "a", np.ones(3)).how

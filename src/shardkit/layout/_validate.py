@@ -177,8 +177,8 @@ def check_same_devices(
 
     Example:
       >>> from shardkit.layout import mesh, shard
-      >>> a = shard(np.ones(8), mesh("4", "x", devices=[0, 1, 2, 3]), "x")
-      >>> b = shard(np.ones(8), mesh("4", "x", devices=[4, 5, 6, 7]), "x")
+      >>> a = shard(np.ones(8), mesh=mesh("4", "x", devices=[0, 1, 2, 3]), spec="x")
+      >>> b = shard(np.ones(8), mesh=mesh("4", "x", devices=[4, 5, 6, 7]), spec="x")
       >>> check_same_devices("f", {"a": a, "b": b})
       Traceback (most recent call last):
       ...
@@ -200,7 +200,7 @@ def check_same_devices(
     lines = "; ".join(f"{name} is on {_where(ids, place)}" for name, ids, place in found)
     target = "the mesh" if mesh is not None else f"{found[0][0]}'s mesh"
     remedy = fix or (
-        f"Put every operand on {target} first, e.g. shardkit.shard(x, mesh, spec) or "
+        f"Put every operand on {target} first, e.g. shardkit.shard(x, mesh=mesh, spec=spec) or "
         "jax.device_put(x, NamedSharding(mesh, spec))"
     )
     raise ValueError(f"{where}: the operands live on different devices: {lines}. {remedy}")
@@ -217,7 +217,7 @@ def _check_explicit_meshes(
         return  # on Auto axes the partitioner reconciles meshes over the same devices
     lines = "; ".join(f"{name} is on {mesh_summary(m)}" for name, m in meshes)
     remedy = fix or (
-        "Put every operand on one mesh first, e.g. shardkit.shard(x, mesh, spec) or "
+        "Put every operand on one mesh first, e.g. shardkit.shard(x, mesh=mesh, spec=spec) or "
         "jax.device_put(x, NamedSharding(mesh, spec))"
     )
     raise ValueError(

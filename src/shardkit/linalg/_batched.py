@@ -95,7 +95,7 @@ def _batched_solve(
 
     Example:
       >>> m = shardkit.mesh("8", "x")
-      >>> a = shardkit.shard(np.stack([np.eye(4) * (i + 1) for i in range(8)]), m, "x")
+      >>> a = shardkit.shard(np.stack([np.eye(4) * (i + 1) for i in range(8)]), mesh=m, spec="x")
       >>> x = shardkit.linalg.batched_solve(a, np.ones((8, 4)))
       >>> np.asarray(x)[:, 0].tolist()
       [1.0, 0.5, 0.3333333333333333, 0.25, 0.2, 0.16666666666666666, 0.14285714285714285, 0.125]
@@ -120,7 +120,7 @@ def _batched_solve(
     if m is None or m.empty:
         raise ValueError(
             f"{where}: a (shape={tuple(a.shape)}) carries no mesh; shard it over the batch "
-            "axis with shardkit.shard(a, mesh, 'x') or pass mesh=... and spec=..."
+            "axis with shardkit.shard(a, mesh=mesh, spec='x') or pass mesh=... and spec=..."
         )
     batch = found.spec[0] if found.spec else ()  # unknown (Auto axes under jit): all axes
     if not batch:

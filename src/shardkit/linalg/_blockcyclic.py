@@ -33,8 +33,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
-from shardkit._programs import cached, shard_jit
-from shardkit._types import AnyMesh
+from shardkit._programs import after, cached, shard_jit
+from shardkit._typing import AnyMesh
 from shardkit.layout.internal import (
     Operand,
     SpecLike,
@@ -55,6 +55,7 @@ __all__ = [
     "Order",
     "Plan",
     "Spmd",
+    "after",
     "check_nb",
     "from_block_cyclic",
     "matrix_layout",
@@ -263,7 +264,7 @@ def matrix_layout(
         raise ValueError(
             f"{where}: cannot tell the layout of {op.name} (shape={shape}): it is not a "
             "sharded jax.Array on a mesh (or is traced on an Auto mesh). Shard it with "
-            f"shardkit.shard({op.name}, mesh, 'x,y'), or pass mesh=... (and spec=...)."
+            f"shardkit.shard({op.name}, mesh=mesh, spec='x,y'), or pass mesh=... (and spec=...)."
         )
     p = to_pspec(norm)
     rows, cols = norm
@@ -385,26 +386,6 @@ def on_owner(
     no cond.
     """
     return jax.lax.cond(owner, work, idle, *ops) if axes else work(*ops)
-
-
-def after(x: Any, *deps: jax.Array) -> Any:
-    """``x`` unchanged, made to wait for ``deps`` (inside ``shard_map``, local arrays).
-
-    A data dependency XLA cannot fold away: a select on "``|d| > inf``" of one element
-    of each dep, never true. Independent collectives of one program must not run side
-    by side: XLA's CPU runtime starts them concurrently on a pool of one thread per
-    device, devices reach them in different orders and the rendezvous hangs (see
-    :mod:`shardkit.inspect._order`); ordering them costs one select over ``x``.
-    """
-    never = jnp.bool_(False)
-    for d in deps:
-        first = jnp.abs(jnp.ravel(d)[:1].astype(jnp.float32 if d.dtype == jnp.bool_ else d.dtype))
-        never = never | (first[0] > jnp.inf)
-
-    def wait(leaf: jax.Array) -> jax.Array:
-        return jnp.where(never, jnp.zeros_like(leaf), leaf)
-
-    return jax.tree.map(wait, x)
 
 
 class LocalTables(NamedTuple):
@@ -574,7 +555,7 @@ def to_block_cyclic(
 
     Example:
       >>> m = shardkit.mesh("2x4", "x,y")
-      >>> a = shardkit.shard(np.arange(256.0).reshape(16, 16), m, "x,y")
+      >>> a = shardkit.shard(np.arange(256.0).reshape(16, 16), mesh=m, spec="x,y")
       >>> bc = shardkit.linalg.to_block_cyclic(a, nb=2)
       >>> bc.plan.nb, bc.plan.order
       (2, (0, 2, 4, 6, 1, 3, 5, 7))
@@ -592,7 +573,7 @@ def from_block_cyclic(bc: BlockCyclic, /) -> jax.Array:
 
     Example:
       >>> m = shardkit.mesh("8", "x")
-      >>> a = shardkit.shard(np.eye(16), m, "x,None")
+      >>> a = shardkit.shard(np.eye(16), mesh=m, spec="x,None")
       >>> bool((shardkit.linalg.from_block_cyclic(shardkit.linalg.to_block_cyclic(a)) == a).all())
       True
     """

@@ -423,7 +423,7 @@ def _cho_factor(
 
     Example:
       >>> m = shardkit.mesh("2x4", "x,y")
-      >>> a = shardkit.shard(np.eye(16) * 4, m, "x,y")
+      >>> a = shardkit.shard(np.eye(16) * 4, mesh=m, spec="x,y")
       >>> x = shardkit.linalg.cho_solve(shardkit.linalg.cho_factor(a), np.ones(16))
       >>> bool(np.allclose(np.asarray(x), 0.25))
       True
@@ -503,7 +503,7 @@ def _cholesky(
     Example:
       >>> m = shardkit.mesh("8", "x")
       >>> a_np = np.eye(16) + np.ones((16, 16))
-      >>> l = shardkit.linalg.cholesky(shardkit.shard(a_np, m, "x,None"), nb=4)
+      >>> l = shardkit.linalg.cholesky(shardkit.shard(a_np, mesh=m, spec="x,None"), nb=4)
       >>> bool(np.allclose(np.asarray(l), np.linalg.cholesky(a_np)))
       True
     """
@@ -576,7 +576,7 @@ def cho_solve(
     Example:
       >>> m = shardkit.mesh("2x4", "x,y")
       >>> a_np = np.eye(16) + np.ones((16, 16))
-      >>> f = shardkit.linalg.cho_factor(shardkit.shard(a_np, m, "x,y"), nb=4)
+      >>> f = shardkit.linalg.cho_factor(shardkit.shard(a_np, mesh=m, spec="x,y"), nb=4)
       >>> bool(np.allclose(a_np @ np.asarray(shardkit.linalg.cho_solve(f, np.ones(16))), 1))
       True
     """

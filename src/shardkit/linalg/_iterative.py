@@ -482,7 +482,7 @@ def cg(
 
     Example:
       >>> m = shardkit.mesh("8", "x")
-      >>> a = shardkit.shard(np.diag(np.arange(1.0, 17)), m, "x,None")
+      >>> a = shardkit.shard(np.diag(np.arange(1.0, 17)), mesh=m, spec="x,None")
       >>> x, info = shardkit.linalg.cg(a, np.ones(16), tol=1e-10)
       >>> int(info.status), bool(np.allclose(np.asarray(x), 1 / np.arange(1.0, 17)))
       (0, True)
@@ -513,7 +513,7 @@ def bicgstab(
     Example:
       >>> m = shardkit.mesh("8", "x")
       >>> a_np = np.eye(16) * 4 + np.triu(np.ones((16, 16)), 1) * 0.1
-      >>> x, info = shardkit.linalg.bicgstab(shardkit.shard(a_np, m, "x,None"), np.ones(16), tol=1e-10)
+      >>> x, info = shardkit.linalg.bicgstab(shardkit.shard(a_np, mesh=m, spec="x,None"), np.ones(16), tol=1e-10)
       >>> int(info.status), bool(np.allclose(a_np @ np.asarray(x), 1))
       (0, True)
     """
@@ -547,7 +547,7 @@ def gmres(
     Example:
       >>> m = shardkit.mesh("2x4", "x,y")
       >>> a_np = np.eye(16) * 4 + np.triu(np.ones((16, 16)), 1) * 0.1
-      >>> x, info = shardkit.linalg.gmres(shardkit.shard(a_np, m, "x,y"), np.ones(16), tol=1e-10)
+      >>> x, info = shardkit.linalg.gmres(shardkit.shard(a_np, mesh=m, spec="x,y"), np.ones(16), tol=1e-10)
       >>> int(info.status), bool(np.allclose(a_np @ np.asarray(x), 1))
       (0, True)
     """

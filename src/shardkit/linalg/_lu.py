@@ -326,7 +326,7 @@ def _lu_factor(
 
     Example:
       >>> m = shardkit.mesh("2x4", "x,y")
-      >>> a = shardkit.shard(np.array([[0.0, 2], [3, 0]]).repeat(8, 0).repeat(8, 1) + np.eye(16), m, "x,y")
+      >>> a = shardkit.shard(np.array([[0.0, 2], [3, 0]]).repeat(8, 0).repeat(8, 1) + np.eye(16), mesh=m, spec="x,y")
       >>> f = shardkit.linalg.lu_factor(a, nb=4)
       >>> x = shardkit.linalg.lu_solve(f, np.ones(16))
       >>> bool(np.allclose(np.asarray(a) @ np.asarray(x), 1))
@@ -424,7 +424,7 @@ def lu_solve(
 
     Example:
       >>> m = shardkit.mesh("8", "x")
-      >>> a = shardkit.shard(np.diag(np.arange(1.0, 17)), m, "x,None")
+      >>> a = shardkit.shard(np.diag(np.arange(1.0, 17)), mesh=m, spec="x,None")
       >>> x = shardkit.linalg.lu_solve(shardkit.linalg.lu_factor(a), np.ones(16))
       >>> bool(np.allclose(np.asarray(x), 1 / np.arange(1.0, 17)))
       True
@@ -548,14 +548,14 @@ def _solve(
       >>> m = shardkit.mesh("2x4", "x,y")
       >>> rng = np.random.default_rng(0)
       >>> a_np = rng.standard_normal((32, 32))
-      >>> x = shardkit.linalg.solve(shardkit.shard(a_np, m, "x,y"), np.ones(32), nb=8)
+      >>> x = shardkit.linalg.solve(shardkit.shard(a_np, mesh=m, spec="x,y"), np.ones(32), nb=8)
       >>> bool(np.allclose(a_np @ np.asarray(x), 1))
       True
       >>> c = rng.standard_normal((99, 99)) + 1j * rng.standard_normal((99, 99))
       >>> x = shardkit.linalg.solve(c, np.ones(99), mesh=m, spec="x,y")  # padded to 100
       >>> x.dtype, bool(np.allclose(c @ np.asarray(x), 1))
       (dtype('complex128'), True)
-      >>> shardkit.linalg.solve(shardkit.shard(np.zeros((32, 32)), m, "x,y"), np.ones(32), nb=8)
+      >>> shardkit.linalg.solve(shardkit.shard(np.zeros((32, 32)), mesh=m, spec="x,y"), np.ones(32), nb=8)
       Traceback (most recent call last):
       ...
       shardkit.linalg.SingularMatrixError: solve: the matrix (shape=(32, 32), dtype=float64) is singular to working precision: no pivot in column 0 is larger than n * eps * max|a|. Check the input for dependent rows or columns; under jax.jit call shardkit.linalg.solve.with_status(...) to receive this status instead.
@@ -738,7 +738,7 @@ def det(
 
     Example:
       >>> m = shardkit.mesh("2x4", "x,y")
-      >>> a = shardkit.shard(np.diag(np.arange(1.0, 9)), m, "x,y")
+      >>> a = shardkit.shard(np.diag(np.arange(1.0, 9)), mesh=m, spec="x,y")
       >>> round(float(shardkit.linalg.det(a, nb=1)), 6)
       40320.0
     """
@@ -785,7 +785,7 @@ def slogdet(
 
     Example:
       >>> m = shardkit.mesh("8", "x")
-      >>> a = shardkit.shard(np.diag([1e300, 1e300, -1.0, 1, 1, 1, 1, 1]), m, "x,None")
+      >>> a = shardkit.shard(np.diag([1e300, 1e300, -1.0, 1, 1, 1, 1, 1]), mesh=m, spec="x,None")
       >>> sign, logabs = shardkit.linalg.slogdet(a)
       >>> float(sign), round(float(logabs), 4)
       (-1.0, 1381.5511)
@@ -834,7 +834,7 @@ def _inv(
 
     Example:
       >>> m = shardkit.mesh("8", "x")
-      >>> a = shardkit.shard(2 * np.eye(16), m, "x,None")
+      >>> a = shardkit.shard(2 * np.eye(16), mesh=m, spec="x,None")
       >>> bool(np.allclose(np.asarray(shardkit.linalg.inv(a)), np.eye(16) / 2))
       True
     """
@@ -948,7 +948,7 @@ def _lu(
     Example:
       >>> m = shardkit.mesh("2x4", "x,y")
       >>> a_np = np.random.default_rng(1).standard_normal((16, 16))
-      >>> p, l, u = shardkit.linalg.lu(shardkit.shard(a_np, m, "x,y"), nb=4)
+      >>> p, l, u = shardkit.linalg.lu(shardkit.shard(a_np, mesh=m, spec="x,y"), nb=4)
       >>> bool(np.allclose(np.asarray(p) @ np.asarray(l) @ np.asarray(u), a_np))
       True
     """

@@ -102,6 +102,7 @@ from shardkit.layout.internal import (
     spec_summary,
 )
 from shardkit.linalg._blockcyclic import (
+    DEFAULT_BLOCK,
     AnyMesh,
     Plan,
     SpecLike,
@@ -133,8 +134,8 @@ from shardkit.linalg._status import (
     reports_status,
     succeeded,
 )
-from shardkit.linalg._triangular import solve_triangular
 from shardkit.linalg._triangular import triangular_program as _trsm_program
+from shardkit.linalg._triangular import triangular_solve
 from shardkit.linalg._wide import wide_lstsq, wide_qr
 
 __all__ = ["DEFAULT_PANEL", "MIN_NORM_GUARD", "RankDeficientError", "lstsq", "qr"]
@@ -514,7 +515,7 @@ def _qr(
     Example:
       >>> m = shardkit.mesh("2x4", "x,y")
       >>> a_np = np.random.default_rng(0).standard_normal((32, 32))
-      >>> q, r = shardkit.linalg.qr(shardkit.shard(a_np, m, "x,y"), nb=4)
+      >>> q, r = shardkit.linalg.qr(shardkit.shard(a_np, mesh=m, spec="x,y"), nb=4)
       >>> q.sharding.spec, r.sharding.spec
       (P('x', 'y'), P('x', 'y'))
       >>> q_np, r_np = np.asarray(q), np.asarray(r)
@@ -522,10 +523,10 @@ def _qr(
       (True, True)
       >>> bool(np.allclose(np.tril(r_np, -1), 0))
       True
-      >>> t = shardkit.linalg.qr(shardkit.shard(a_np[:, :4], shardkit.mesh("8", "x"), "x,None"))
+      >>> t = shardkit.linalg.qr(shardkit.shard(a_np[:, :4], mesh=shardkit.mesh("8", "x"), spec="x,None"))
       >>> t[1].shape, t[1].sharding.is_fully_replicated  # tall-skinny: TSQR, r replicated
       ((4, 4), True)
-      >>> shardkit.linalg.qr(shardkit.shard(np.ones((32, 32)), m, "x,y"))
+      >>> shardkit.linalg.qr(shardkit.shard(np.ones((32, 32)), mesh=m, spec="x,y"))
       Traceback (most recent call last):
       ...
       shardkit.linalg.RankDeficientError: qr: a (shape=(32, 32), dtype=float64) is numerically rank deficient: |r_jj| of column 1 is at most n * eps * max|r_jj| (or NaN), so r is singular (and block Gram-Schmidt's q is not orthonormal). Check a for dependent columns, use lstsq for a minimum-norm solution, or the layout P(rows, None) with M / R >= n (its QR reports no rank); under jax.jit call shardkit.linalg.qr.with_status(...) to receive this status instead.
@@ -879,15 +880,15 @@ def _lstsq(
     Example:
       >>> m = shardkit.mesh("8", "x")
       >>> a_np = np.random.default_rng(0).standard_normal((64, 3))
-      >>> x, res, rank, s = shardkit.linalg.lstsq(shardkit.shard(a_np, m, "x,None"), a_np @ np.ones(3))
+      >>> x, res, rank, s = shardkit.linalg.lstsq(shardkit.shard(a_np, mesh=m, spec="x,None"), a_np @ np.ones(3))
       >>> bool(np.allclose(np.asarray(x), 1)), int(rank)
       (True, 3)
-      >>> dup = shardkit.shard(np.repeat(a_np[:, :2], [2, 1], axis=1), m, "x,None")  # rank 2
+      >>> dup = shardkit.shard(np.repeat(a_np[:, :2], [2, 1], axis=1), mesh=m, spec="x,None")  # rank 2
       >>> x, res, rank, s = shardkit.linalg.lstsq(dup, a_np[:, 0])
       >>> (np.asarray(x).round(6) + 0.0).tolist(), int(rank)
       ([0.5, 0.5, 0.0], 2)
       >>> sq = np.random.default_rng(1).standard_normal((32, 32))
-      >>> x, res, rank, s = shardkit.linalg.lstsq(shardkit.shard(sq, shardkit.mesh("2x4", "x,y"), "x,y"), sq @ np.ones(32), nb=4)
+      >>> x, res, rank, s = shardkit.linalg.lstsq(shardkit.shard(sq, mesh=shardkit.mesh("2x4", "x,y"), spec="x,y"), sq @ np.ones(32), nb=4)
       >>> bool(np.allclose(np.asarray(x), 1)), int(rank)
       (True, 32)
     """
@@ -976,9 +977,8 @@ def _tall_lstsq(a: Any, op: Operand, b: jax.Array, tol: float, nb: int) -> tuple
     if all(e is None for e in lay.r_spec):
         x = _local_trsm(r, qtb, lower=False)
     else:
-        x = solve_triangular(
-            r, qtb, lower=False, mesh=lay.mesh, spec=lay.r_spec, check_finite=False
-        )
+        r_op = Operand("lstsq", "r", tuple(r.shape), lay.mesh, normalize(lay.r_spec, 2), "concrete")
+        x = triangular_solve(r, r_op, qtb, lower=False, unit=False, trans=0, nb=DEFAULT_BLOCK)
     xr = place(x, lay.mesh, PartitionSpec())
 
     def standing() -> tuple[jax.Array, ...]:

@@ -85,7 +85,7 @@ def _operand(
     if found.mesh is None:
         raise ValueError(
             f"{where}: cannot tell where a (shape={shape}) lives: it is host data and no "
-            "mesh= was given. Shard it with shardkit.shard(a, mesh, 'x,y'), or pass "
+            "mesh= was given. Shard it with shardkit.shard(a, mesh=mesh, spec='x,y'), or pass "
             "mesh=... (and spec=...)."
         )
     m = found.mesh
@@ -234,7 +234,7 @@ def eigh(
     Example:
       >>> import shardkit
       >>> m = shardkit.mesh("2x4", "x,y")
-      >>> a = shardkit.shard(np.diag(np.arange(16.0, dtype=np.float32)), m, "x,y")
+      >>> a = shardkit.shard(np.diag(np.arange(16.0, dtype=np.float32)), mesh=m, spec="x,y")
       >>> w, v = eigh(a)
       >>> np.allclose(w, np.arange(16.0), atol=1e-4), v.sharding.spec
       (True, P('x', 'y'))
@@ -294,7 +294,7 @@ def eigvalsh(
     Example:
       >>> import shardkit
       >>> m = shardkit.mesh("8", "x")
-      >>> a = shardkit.shard(np.diag(np.arange(16.0, dtype=np.float32)), m, "x")
+      >>> a = shardkit.shard(np.diag(np.arange(16.0, dtype=np.float32)), mesh=m, spec="x")
       >>> np.allclose(eigvalsh(a), np.arange(16.0), atol=1e-4)
       True
     """
@@ -420,7 +420,7 @@ def polar(
     Example:
       >>> import shardkit
       >>> m = shardkit.mesh("2x4", "x,y")
-      >>> a = shardkit.shard(np.diag(np.arange(1.0, 17.0, dtype=np.float32)), m, "x,y")
+      >>> a = shardkit.shard(np.diag(np.arange(1.0, 17.0, dtype=np.float32)), mesh=m, spec="x,y")
       >>> u, p = polar(a)
       >>> np.allclose(u, np.eye(16), atol=1e-4), np.allclose(p, a, atol=1e-3)
       (True, True)
@@ -576,7 +576,7 @@ def svd(
     Example:
       >>> import shardkit
       >>> m = shardkit.mesh("2x4", "x,y")
-      >>> a = shardkit.shard(np.diag(np.arange(16.0, dtype=np.float32)), m, "x,y")
+      >>> a = shardkit.shard(np.diag(np.arange(16.0, dtype=np.float32)), mesh=m, spec="x,y")
       >>> u, s, vh = svd(a)
       >>> np.allclose(s, np.arange(16.0)[::-1], atol=1e-4)
       True
@@ -626,7 +626,7 @@ def svdvals(
     Example:
       >>> import shardkit
       >>> m = shardkit.mesh("8", "x")
-      >>> a = shardkit.shard(np.diag(np.arange(16.0, dtype=np.float32)), m, "x")
+      >>> a = shardkit.shard(np.diag(np.arange(16.0, dtype=np.float32)), mesh=m, spec="x")
       >>> np.allclose(svdvals(a), np.arange(16.0)[::-1], atol=1e-4)
       True
     """

@@ -19,7 +19,6 @@ import dataclasses
 import enum
 import functools
 import inspect
-import warnings
 from collections.abc import Callable
 from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar
 
@@ -27,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from shardkit._deprecation import renamed
 from shardkit.layout.internal import is_traced
 
 __all__ = [
@@ -257,12 +257,11 @@ def reports_status(
     def call(*args: Any, **kwargs: Any) -> Any:
         if "return_status" in kwargs:
             want = kwargs.pop("return_status")
-            warnings.warn(
-                f"shardkit.linalg.{name}(..., return_status=...) is deprecated and will be "
-                f"removed in the next release: call shardkit.linalg.{name}.with_status(...) "
-                f"for (result, status), or shardkit.linalg.{name}(...) for the result alone",
-                DeprecationWarning,
-                stacklevel=2,
+            renamed(
+                f"shardkit.linalg.{name}",
+                f"{name}(..., return_status=...)",
+                f"shardkit.linalg.{name}.with_status(...) for (result, status), or "
+                f"shardkit.linalg.{name}(...) for the result alone",
             )
             if want:
                 return with_status(*args, **kwargs)

@@ -39,11 +39,13 @@ from shardkit.linalg._matmul import (
 )
 from shardkit.linalg._qr import _tsqr_local as tsqr_local
 from shardkit.linalg._tiles import active_update
+from shardkit.linalg._triangular import SPLIT_RHS
 
 __all__ = [
     "ALGORITHMS",
     "DEFAULT_BLOCK",
     "DEFAULT_STAGES",
+    "SPLIT_RHS",
     "Comm",
     "MatmulProblem",
     "Spec",

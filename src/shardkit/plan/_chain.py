@@ -28,10 +28,13 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from shardkit._deprecation import UNSET, moved, pick
+from shardkit._typing import ArrayLike, DTypeLike
 from shardkit.inspect import Interconnect
 from shardkit.inspect import interconnect as _interconnect
 from shardkit.layout import format_bytes
 from shardkit.layout.internal import (
+    SpecLike,
     as_count,
     canonical,
     check_mesh_arg,
@@ -161,7 +164,7 @@ class ChainPlan:
         """Predicted bytes one device sends over the chain."""
         return sum(c.total_sent_bytes for c in self.collectives)
 
-    def place(self, *arrays: Any) -> tuple[jax.Array, ...]:
+    def place(self, *arrays: ArrayLike) -> tuple[jax.Array, ...]:
         """The operands placed with :attr:`in_specs` (free of collectives under ``jit``)."""
         if len(arrays) != len(self.shapes):
             raise ValueError(
@@ -175,7 +178,11 @@ class ChainPlan:
                     f"ChainPlan.apply: operand {i} has shape {tuple(np.shape(x))}, planned "
                     f"for {self.shapes[i]}"
                 )
-            dt = np.dtype(x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype)
+            dt = np.dtype(
+                x.dtype
+                if isinstance(x, jax.Array | np.ndarray | np.generic)
+                else np.asarray(x).dtype
+            )
             if dt.name != self.dtype:
                 raise ValueError(
                     f"ChainPlan.apply: operand {i} is {dt.name} but the plan "
@@ -194,12 +201,12 @@ class ChainPlan:
             out.append(x)
         return tuple(out)
 
-    def apply(self, *arrays: Any) -> jax.Array:
+    def apply(self, *arrays: ArrayLike) -> jax.Array:
         """Place the operands as planned and run the products in order.
 
         Example:
           >>> m = shardkit.mesh("8", "x")
-          >>> plan = shardkit.plan.matmul_chain([(16, 8), (8, 16), (16, 8)], m, memory_limit=1024)
+          >>> plan = shardkit.plan.matmul_chain([(16, 8), (8, 16), (16, 8)], mesh=m, memory_limit=1024)
           >>> mats = [np.ones(s, np.float32) for s in plan.shapes]  # priced as float32
           >>> float(np.asarray(plan.apply(*mats))[0, 0])
           128.0
@@ -353,14 +360,17 @@ def _pareto(options: Iterable[_Option]) -> list[_Option]:
 
 def matmul_chain(
     shapes: Sequence[Sequence[int]],
-    mesh: Mesh,
+    legacy_mesh: Mesh | None = None,
+    /,
     *,
+    mesh: Mesh | None = None,
     memory_limit: int | None = None,
-    out_spec: Any = None,
-    in_specs: Sequence[Any] | None = None,
-    specs: Sequence[Any] | None = None,
-    dtype: Any = np.float32,
+    out_spec: SpecLike = None,
+    in_specs: Sequence[SpecLike] | None = None,
+    candidates: Sequence[SpecLike] | None = None,
+    dtype: DTypeLike = np.float32,
     interconnect: str | Interconnect | None = None,
+    specs: Sequence[SpecLike] | None = None,
 ) -> ChainPlan:
     """Plan ``A0 @ A1 @ ... @ An-1``: order and specs of least predicted communication.
 
@@ -372,20 +382,22 @@ def matmul_chain(
 
     Args:
       shapes: the matrices' shapes ``(m, k), (k, n), ...``.
-      mesh: the device mesh.
+      legacy_mesh: deprecated; the positional mesh of earlier releases. Pass ``mesh=``.
+      mesh: the device mesh (required).
       memory_limit: per-device bytes the plan may hold at its peak, or None.
       out_spec: the result's spec, or None for the cheapest.
-      in_specs: fixes the operands' specs (None entries stay free).
-      specs: the candidate specs to search (default: :func:`candidate_specs`).
+      in_specs: fixes the operands' specs, one per matrix (None entries stay free).
+      candidates: the candidate specs to search (default: :func:`candidate_specs`).
       dtype: the element type priced.
       interconnect: cost-model preset name or ``Interconnect``; None: the preset
         ``shardkit bench calibrate`` saved for these devices, else ``"shared-memory"``.
+      specs: deprecated name of ``candidates``.
 
     Returns:
       A :class:`ChainPlan`; ``plan.apply(*arrays)`` runs it.
 
     Raises:
-      TypeError: ``mesh`` is not a ``Mesh``; ``shapes``, ``in_specs`` or ``dtype`` of
+      TypeError: ``mesh`` is missing or not a ``Mesh``; ``shapes``, ``in_specs`` or ``dtype`` of
         the wrong kind.
       ValueError: fewer than one matrix, a shape that is not a pair of positive sizes,
         shapes that do not chain, an ``in_specs`` without one entry per matrix, a spec
@@ -394,14 +406,15 @@ def matmul_chain(
 
     Example:
       >>> m = shardkit.mesh("2x4", "x,y")
-      >>> plan = matmul_chain([(16, 16)] * 4, m)
+      >>> plan = matmul_chain([(16, 16)] * 4, mesh=m)
       >>> plan.bytes_sent  # without a memory limit nothing needs to move
       0
-      >>> matmul_chain([(16, 16)] * 4, m, memory_limit=1024).bytes_sent > 0
+      >>> matmul_chain([(16, 16)] * 4, mesh=m, memory_limit=1024).bytes_sent > 0
       True
     """
     shp = _check_shapes(shapes)
-    memory_limit = _check_chain(shp, mesh, memory_limit)
+    mesh, candidates = _legacy_arguments(legacy_mesh, mesh, specs, candidates)
+    memory_limit = _check_chain(shp, memory_limit)
     dtype = _check_dtype(dtype)
     link = _interconnect(interconnect)
     ctx = _Ctx(
@@ -411,8 +424,8 @@ def matmul_chain(
     )
     pool = (
         None
-        if specs is None
-        else tuple(_spec_arg("specs", i, s, None, mesh) for i, s in enumerate(specs))
+        if candidates is None
+        else tuple(_spec_arg("candidates", i, s, None, mesh) for i, s in enumerate(candidates))
     )
 
     def cands(shape: MatrixShape) -> tuple[PartitionSpec, ...]:
@@ -494,13 +507,38 @@ def _product_options(
 # ---- argument checks ------------------------------------------------------------------
 
 
-def _check_chain(shp: tuple[MatrixShape, ...], mesh: Any, memory_limit: int | None) -> int | None:
-    """``mesh`` a ``Mesh``, ``memory_limit`` a positive count or None, and the shapes chain."""
+def _legacy_arguments(legacy_mesh: Any, mesh: Any, specs: Any, candidates: Any) -> tuple[Mesh, Any]:
+    """``(mesh, candidates)`` from the new keywords, or the old spellings (deprecated)."""
+    if moved(
+        "matmul_chain",
+        old="the positional mesh, matmul_chain(shapes, mesh)",
+        new="matmul_chain(shapes, mesh=mesh)",
+        old_given=legacy_mesh is not None,
+        new_given=mesh is not None,
+    ):
+        mesh = legacy_mesh
+    candidates = pick(
+        "matmul_chain",
+        old="specs=",
+        old_value=UNSET if specs is None else specs,
+        new="candidates=",
+        new_value=candidates,
+    )
+    if mesh is None:
+        raise TypeError(
+            "matmul_chain: mesh= is missing; pass the device mesh, e.g. "
+            "matmul_chain(shapes, mesh=shardkit.mesh('2x4', 'x,y'))"
+        )
     if not isinstance(mesh, Mesh):
         raise TypeError(
             f"matmul_chain: mesh={mesh!r} ({type(mesh).__name__}) must be a "
             "jax.sharding.Mesh, e.g. shardkit.mesh('2x4', 'x,y')"
         )
+    return mesh, candidates
+
+
+def _check_chain(shp: tuple[MatrixShape, ...], memory_limit: int | None) -> int | None:
+    """``memory_limit`` a positive count or None, and the shapes chain."""
     if memory_limit is not None:
         memory_limit = as_count(
             "matmul_chain", "memory_limit", memory_limit, minimum=1, fix="bytes per device, or None"

@@ -17,6 +17,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from shardkit._typing import PyTree
+
 __all__ = ["LayerParts", "Layers", "layer_parts", "same_structure"]
 
 
@@ -52,8 +54,8 @@ class Layers:
       ``step(state, (x, y))`` then trains it, 4 microbatches of 4 through 4 stages.
     """
 
-    layers: Sequence[Any]
-    apply: Callable[[Any, jax.Array], jax.Array] | None = None
+    layers: Sequence[PyTree]
+    apply: Callable[[PyTree, jax.Array], jax.Array] | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.layers, str | bytes) or not isinstance(self.layers, Sequence):
@@ -80,7 +82,7 @@ class Layers:
             h = self.call(layer, h)
         return h
 
-    def call(self, layer: Any, h: jax.Array, /) -> jax.Array:
+    def call(self, layer: PyTree, h: jax.Array, /) -> jax.Array:
         """One layer's output: ``apply(layer, h)``, or ``layer(h)``."""
         return self.apply(layer, h) if self.apply is not None else layer(h)
 

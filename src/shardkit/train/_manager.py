@@ -15,10 +15,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 
+from shardkit._typing import JSONObject, PyTree
 from shardkit.layout.internal import as_count
 from shardkit.train._checkpoint import (
     _abstract,
@@ -43,8 +44,8 @@ class Restored(NamedTuple):
     """
 
     step: int
-    state: Any
-    metadata: dict[str, Any]
+    state: PyTree
+    metadata: JSONObject
 
 
 class CheckpointManager:
@@ -144,11 +145,11 @@ class CheckpointManager:
 
     def save(
         self,
-        state: Any,
+        state: PyTree,
         /,
         *,
         step: int | None = None,
-        metadata: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, object] | None = None,
         force: bool = False,
     ) -> bool:
         """Write ``state`` as checkpoint ``step`` if ``every`` divides it (or ``force``).
@@ -191,7 +192,7 @@ class CheckpointManager:
             )
         )
 
-    def metadata(self, step: int | None = None, /) -> dict[str, Any] | None:
+    def metadata(self, step: int | None = None, /) -> JSONObject | None:
         """The JSON record saved with checkpoint ``step`` (the newest by default).
 
         Reads nothing else, so a run can check what it resumes before restoring.
@@ -215,7 +216,7 @@ class CheckpointManager:
         found = self._manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
         return dict(found.meta or {})
 
-    def restore_latest(self, target: Any, /) -> Restored | None:
+    def restore_latest(self, target: PyTree, /) -> Restored | None:
         """Read the newest complete checkpoint with the shardings of ``target``.
 
         Args:

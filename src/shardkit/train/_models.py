@@ -22,8 +22,9 @@ from jax.sharding import Sharding
 
 from shardkit import random as sk_random
 from shardkit._programs import cached
+from shardkit._typing import DTypeLike, PyTree
 from shardkit.layout.internal import as_count, check_key, is_int
-from shardkit.train._rules import MODEL
+from shardkit.train._rules import MODEL, Rules
 
 __all__ = ["MLP", "Hooks", "Logistic", "Model", "Params", "tp_roles"]
 
@@ -100,7 +101,7 @@ class Model:
     """
 
     layer_sizes: tuple[int, ...]
-    dtype: Any = jnp.float32
+    dtype: DTypeLike = jnp.float32
 
     @property
     def num_layers(self) -> int:
@@ -112,7 +113,7 @@ class Model:
         pairs = zip(self.layer_sizes[:-1], self.layer_sizes[1:], strict=True)
         return tuple({"w": (i, o), "b": (o,)} for i, o in pairs)
 
-    def partition_rules(self, strategy: str, parts: int, /) -> tuple[tuple[str, Any], ...]:
+    def partition_rules(self, strategy: str, parts: int, /) -> Rules:
         """The path rules (:data:`~shardkit.train.Rules`) of every layer under ``strategy``.
 
         ``tp``/``dp_tp``: layers in column/row pairs (``tp_roles``); ``fsdp``: each
@@ -136,7 +137,7 @@ class Model:
                 rules.append((rf"^\[{i}\]\['{name}'\]$", template))
         return tuple(rules)
 
-    def init(self, key: jax.Array, /, shardings: Any = None) -> Params:
+    def init(self, key: jax.Array, /, shardings: PyTree = None) -> Params:
         """Initial parameters, each drawn in place with its sharding (None: one device).
 
         The values do not depend on ``shardings`` (see :mod:`shardkit.random`), so
@@ -248,9 +249,9 @@ class MLP(Model):
     ) -> dict[str, jax.Array]:
         kw, kb = jax.random.split(key)
         n_in = shapes["w"][0]
-        w = sk_random.normal(kw, shapes["w"], shardings["w"], dtype=self.dtype)
+        w = sk_random.normal(kw, shapes["w"], out_sharding=shardings["w"], dtype=self.dtype)
         w = w * jnp.asarray(1.0 / n_in**0.5, self.dtype)
-        b = sk_random.normal(kb, shapes["b"], shardings["b"], dtype=self.dtype)
+        b = sk_random.normal(kb, shapes["b"], out_sharding=shardings["b"], dtype=self.dtype)
         return {"w": w, "b": b}
 
     def apply(self, params: Params, x: jax.Array, /, hooks: Hooks | None = None) -> jax.Array:
@@ -274,8 +275,8 @@ class MLP(Model):
     def _draw(self, k: jax.Array, batch_size: int, s: Sharding) -> tuple[jax.Array, jax.Array]:
         n_in, n_out = self.layer_sizes[0], self.layer_sizes[-1]
         kx, ky = jax.random.split(k)
-        x = sk_random.normal(kx, (batch_size, n_in), s, dtype=self.dtype)
-        return x, sk_random.normal(ky, (batch_size, n_out), s, dtype=self.dtype)
+        x = sk_random.normal(kx, (batch_size, n_in), out_sharding=s, dtype=self.dtype)
+        return x, sk_random.normal(ky, (batch_size, n_out), out_sharding=s, dtype=self.dtype)
 
 
 @dataclass(frozen=True)
@@ -331,6 +332,6 @@ class Logistic(Model):
     def _draw(self, k: jax.Array, batch_size: int, s: Sharding) -> tuple[jax.Array, jax.Array]:
         d = self.layer_sizes[0]
         kx, kw = jax.random.split(k)
-        x = sk_random.normal(kx, (batch_size, d), s, dtype=self.dtype)
+        x = sk_random.normal(kx, (batch_size, d), out_sharding=s, dtype=self.dtype)
         w_true = jax.random.normal(kw, (d, 1), self.dtype)
         return x, (x @ w_true > 0).astype(self.dtype)

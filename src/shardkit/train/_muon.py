@@ -18,13 +18,15 @@ import contextvars
 import dataclasses
 import math
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding
 
+from shardkit._typing import DTypeLike, PyTree
+from shardkit.inspect import Interconnect
 from shardkit.train._adapters import as_trainable
 from shardkit.train._newton_schulz import (
     MuonMatrix,
@@ -32,7 +34,11 @@ from shardkit.train._newton_schulz import (
     orthogonalize_sharded,
     plan_matrices,
 )
+from shardkit.train._rules import Rules
 from shardkit.train._strategies import _auto_view, strategy_layout
+
+if TYPE_CHECKING:
+    import optax
 
 __all__ = ["layout_scope", "muon", "muon_plan"]
 
@@ -76,14 +82,16 @@ def _optax() -> Any:
 
 
 def muon(
-    learning_rate: Any,
-    ns_coeffs: Any = _NS_PRESETS["standard"],
+    learning_rate: optax.ScalarOrSchedule,
+    ns_coeffs: tuple[float, float, float]
+    | tuple[tuple[float, float, float], ...]
+    | str = _NS_PRESETS["standard"],
     ns_steps: int = 5,
     beta: float = 0.95,
     eps: float = 1e-8,
     weight_decay: float = 0.0,
-    weight_decay_mask: Any = None,
-    mu_dtype: Any = None,
+    weight_decay_mask: PyTree = None,
+    mu_dtype: DTypeLike | None = None,
     *,
     nesterov: bool = True,
     adaptive: bool = False,
@@ -92,11 +100,11 @@ def muon(
     adam_b2: float = 0.999,
     adam_eps_root: float = 0.0,
     adam_weight_decay: float = 0.0,
-    adam_learning_rate: Any = None,
-    muon_weight_dimension_numbers: Any = None,
+    adam_learning_rate: optax.ScalarOrSchedule | None = None,
+    muon_weight_dimension_numbers: PyTree = None,
     consistent_rms: float | None = None,
-    interconnect: Any = None,
-) -> Any:
+    interconnect: str | Interconnect | None = None,
+) -> optax.GradientTransformation:
     """Muon (``optax.contrib.muon``) with its Newton-Schulz iteration run on sharded weights.
 
     Takes ``optax.contrib.muon``'s arguments and gives its updates (within float32
@@ -422,14 +430,14 @@ def _whole(x: jax.Array, dims: Any, coeffs: jax.Array, settings: dict[str, Any])
 
 
 def muon_plan(
-    model: Any,
+    model: PyTree,
     /,
     *,
     strategy: str,
-    mesh: Mesh | None,
+    mesh: Mesh | None = None,
     ns_steps: int = 5,
-    rules: Any = None,
-    interconnect: Any = None,
+    rules: Rules | None = None,
+    interconnect: str | Interconnect | None = None,
 ) -> tuple[MuonMatrix, ...]:
     """How :func:`muon` orthogonalizes each matrix of ``model`` under ``strategy`` on ``mesh``.
 

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, cast, get_args
+from typing import Any, Literal, NamedTuple, TextIO, cast, get_args
 
 import jax
 import numpy as np
@@ -27,6 +27,7 @@ from shardkit.train._durable import MetricsLog, StopSignals
 from shardkit.train._loop import StepProgress
 from shardkit.train._manager import CheckpointManager
 from shardkit.train._models import MLP
+from shardkit.train._output import output_console
 from shardkit.train._pipeline import check_microbatches
 from shardkit.train._resume import check_resumable, resume
 from shardkit.train._schedule import SCHEDULES, Schedule
@@ -184,9 +185,10 @@ def _check_options(
 
 
 def run_training(
-    console: Console,
+    legacy_console: Console | None = None,
     /,
     *,
+    progress: bool | TextIO = False,
     strategy: Strategy = "dp_tp",
     mesh: str = "4x2",
     steps: int = 30,
@@ -233,7 +235,11 @@ def run_training(
     steps in a row stop the run (the model is not recovering), unless ``keep_going``.
 
     Args:
-      console: where to print.
+      legacy_console: deprecated; the rich ``Console`` earlier releases took first.
+        Pass ``progress=``.
+      progress: where the progress and the report go: ``False`` (the default)
+        prints nothing, ``True`` prints on standard output, a text file (e.g.
+        ``io.StringIO()``) receives plain text, 160 columns wide.
       strategy: ``single``, ``dp``, ``fsdp``, ``tp``, ``dp_tp``, ``pp`` or ``dp_pp``.
       mesh: mesh shape, e.g. ``"4x2"`` (axes ``data,model``, or ``data,stage`` for
         ``dp_pp``) or ``"8"`` (``stage`` for ``pp``).
@@ -273,13 +279,13 @@ def run_training(
 
     Example:
       >>> import io
-      >>> from rich.console import Console
-      >>> con = Console(file=io.StringIO())
-      >>> run = shardkit.train.run_training(con, strategy="dp", mesh="8", steps=3,
-      ...                                   sizes=(16, 32, 8), batch_size=32)
-      >>> len(run.losses), run.bytes_per_step > 0
-      (3, True)
+      >>> log = io.StringIO()
+      >>> run = shardkit.train.run_training(strategy="dp", mesh="8", steps=3,
+      ...                                   sizes=(16, 32, 8), batch_size=32, progress=log)
+      >>> len(run.losses), run.bytes_per_step > 0, "compiling" in log.getvalue()
+      (3, True, True)
     """
+    console = output_console(legacy_console, progress)
     sizes = tuple(sizes)
     _check_options(
         strategy, steps, sizes, batch_size, learning_rate, max_skipped, microbatches, schedule

@@ -5,20 +5,25 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from typing import Any, Literal, NamedTuple, get_args
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, get_args
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh
 
+from shardkit._typing import PyTree
 from shardkit.layout.internal import check_key, check_same_devices, is_traced
 from shardkit.train._adapters import Trainable, as_trainable
 from shardkit.train._muon import layout_scope
 from shardkit.train._opt_state import check_same_structure, require_optax
 from shardkit.train._pipeline import Pipeline, bind_pipeline
+from shardkit.train._rules import Rules
 from shardkit.train._schedule import Schedule
 from shardkit.train._strategies import StrategyLayout, _auto_view, _is_sharding, strategy_layout
+
+if TYPE_CHECKING:
+    import optax
 
 __all__ = ["NONFINITE", "NonFinite", "TrainState", "make_train_step"]
 
@@ -38,10 +43,10 @@ class TrainState(NamedTuple):
         finite (``on_nonfinite="skip"``; an int32 scalar, replicated).
     """
 
-    params: Any
-    opt_state: Any
-    step: Any
-    skipped: Any
+    params: PyTree
+    opt_state: PyTree
+    step: PyTree  # an int32 scalar; PyTree since the same tuple carries shardings too
+    skipped: PyTree
 
 
 NonFinite = Literal["skip", "raise", "apply"]
@@ -55,15 +60,15 @@ StepFn = Callable[[TrainState, Any], tuple[TrainState, jax.Array]]
 
 
 def make_train_step(
-    model: Any,
-    optimizer: Any,
+    model: PyTree,
+    optimizer: optax.GradientTransformation,
     /,
     *,
     strategy: str,
-    mesh: Mesh | None,
+    mesh: Mesh | None = None,
     key: jax.Array | None = None,
-    loss: Callable[[Any, Any], jax.Array] | None = None,
-    rules: Any = None,
+    loss: Callable[[PyTree, PyTree], jax.Array] | None = None,
+    rules: Rules | None = None,
     on_nonfinite: NonFinite = "skip",
     microbatches: int | None = None,
     schedule: Schedule | None = None,
@@ -108,7 +113,8 @@ def make_train_step(
         ``optax.contrib.reduce_on_plateau`` need.
       strategy: ``single``, ``dp``, ``fsdp``, ``tp``, ``dp_tp``, ``pp`` or ``dp_pp``.
       mesh: a mesh with Auto or Explicit axes (``dp_tp`` and ``dp_pp`` need 2-D,
-        ``pp`` 1-D); may be None for ``single``.
+        ``pp`` 1-D); None (the default) takes the mesh set with ``jax.set_mesh``,
+        and ``single`` needs none.
       key: the PRNG key of the initial parameters of a bundled model (a user model
         brings its own values).
       loss: ``loss(params_or_module, batch) -> scalar`` of a user model.

@@ -63,20 +63,24 @@ Auto and Explicit meshes
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import jax
 from jax.sharding import AxisType, Mesh, NamedSharding, Sharding, SingleDeviceSharding
 from jax.sharding import PartitionSpec as P
 
+from shardkit._typing import PyTree
 from shardkit.layout.internal import check_placement, mesh_summary
 from shardkit.train._adapters import Trainable, as_trainable
 from shardkit.train._models import Role, tp_roles
 from shardkit.train._opt_state import opt_state_shardings
 from shardkit.train._pipeline import PIPELINE_STRATEGIES, PipelinePlan, plan_pipeline
-from shardkit.train._rules import check_rules, param_specs
+from shardkit.train._rules import Rules, check_rules, param_specs
+
+if TYPE_CHECKING:
+    import optax
 
 __all__ = ["STRATEGIES", "Strategy", "StrategyLayout", "strategy_layout", "tp_roles"]
 
@@ -109,7 +113,7 @@ class StrategyLayout:
 
     strategy: str
     mesh: Mesh | None
-    params: Any
+    params: PyTree
     batch: Sharding
     data_axes: tuple[str, ...]
     model_axes: tuple[str, ...]
@@ -137,7 +141,7 @@ class StrategyLayout:
             return self.batch
         return NamedSharding(_auto_view(self.mesh), P(*entries))
 
-    def param_constraints(self) -> Any:
+    def param_constraints(self) -> PyTree:
         """The parameters' shardings as ``with_sharding_constraint`` takes them (Auto view)."""
         if self.mesh is None or not self.explicit:
             return self.params
@@ -148,7 +152,7 @@ class StrategyLayout:
 
         return jax.tree.map(on_auto, self.params, is_leaf=_is_sharding)
 
-    def gather_all(self, params: Any, /) -> Any:
+    def gather_all(self, params: PyTree, /) -> PyTree:
         """fsdp of a user model: every parameter constrained to replicated (gathered) at once."""
         if not self.gather:
             return params
@@ -177,7 +181,7 @@ class StrategyLayout:
 
     # ---- optimizer state and checks --------------------------------------------------
 
-    def opt_state(self, optimizer: Any, params: Any, /) -> Any:
+    def opt_state(self, optimizer: optax.GradientTransformation, params: PyTree, /) -> PyTree:
         """Shardings of ``optimizer.init(params)``: the parts that mirror a parameter like it.
 
         Each leaf of the state is placed by its key path and shape: a leaf whose path
@@ -236,7 +240,13 @@ def _axes(strategy: str, mesh: Mesh) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def strategy_layout(
-    model: Any, /, *, strategy: str, mesh: Mesh | None, rules: Any = None, loss: Any = None
+    model: PyTree,
+    /,
+    *,
+    strategy: str,
+    mesh: Mesh | None = None,
+    rules: Rules | None = None,
+    loss: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
 ) -> StrategyLayout:
     """The shardings a strategy gives a model's parameters and batches on ``mesh``.
 
@@ -249,7 +259,8 @@ def strategy_layout(
         your own model: a parameter pytree, an Equinox module or a Flax NNX module.
       strategy: one of ``single``, ``dp``, ``fsdp``, ``tp``, ``dp_tp``, ``pp``, ``dp_pp``.
       mesh: the mesh, with Auto or Explicit axes (the shardings are on it either
-        way); ``single`` uses its first device, or the first device when None.
+        way); None (the default) takes the mesh set with ``jax.set_mesh``, if any.
+        ``single`` uses the mesh's first device, or the first device without one.
       rules: ``(regex, template)`` pairs mapping parameter paths to specs, where
         ``"model"`` stands for the axes the strategy splits parameters over, e.g.
         ``[(r"w1$", (None, "model")), (r"w2$", ("model", None))]``. Not for ``pp``
@@ -276,6 +287,8 @@ def strategy_layout(
       ([P(None, 'model'), P('model', None), P()], P('data',))
     """
     where = "strategy_layout"
+    if mesh is None and not jax.sharding.get_mesh().empty:
+        mesh = jax.sharding.get_mesh()  # the mesh of `with jax.set_mesh(...)`
     t = model if isinstance(model, Trainable) else as_trainable(where, model, need_loss=False)
     compiled = check_rules(where, rules)
     if strategy not in STRATEGIES:
@@ -287,6 +300,12 @@ def strategy_layout(
         one = SingleDeviceSharding(device)
         params = jax.tree.map(lambda _: one, t.abstract)
         return StrategyLayout("single", mesh, params, one, (), (), False, ())
+    if mesh is None:
+        raise TypeError(
+            f"make_train_step(strategy={strategy!r}): mesh= is missing and no mesh is set; "
+            "pass mesh=shardkit.mesh('4x2', 'data,model'), or call inside "
+            "`with jax.set_mesh(mesh):`"
+        )
     if not isinstance(mesh, Mesh):
         raise TypeError(
             f"make_train_step(strategy={strategy!r}): mesh={mesh!r} must be a jax.sharding.Mesh, "

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Literal, TypeAlias, get_args, overload
+from typing import Any, Literal, TypeAlias, cast, get_args, overload
 
 import jax
 import jax.numpy as jnp
@@ -32,10 +32,11 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 from shardkit._programs import cached, shard_jit
-from shardkit._types import AnyMesh
+from shardkit._typing import AnyMesh, ArrayLike
 from shardkit.inspect import Interconnect
 from shardkit.inspect import interconnect as _interconnect
 from shardkit.layout.internal import (
+    SpecLike,
     check_placement,
     check_same_devices,
     drop_unit_axes,
@@ -61,10 +62,12 @@ ALGORITHM_NAMES: tuple[str, ...] = get_args(Algorithm)
 """The legal values of ``algorithm=``."""
 
 
-def _as_operand(x: Any) -> Any:
-    # ShapeDtypeStructs are welcome for explain=True (nothing is computed).
+def _as_operand(x: ArrayLike | jax.ShapeDtypeStruct) -> jax.Array:
+    # ShapeDtypeStructs are welcome for explain=True, which returns before anything
+    # is computed; typed as arrays, since everything before that asks only their
+    # shape, dtype and sharding.
     if isinstance(x, jax.Array | jax.ShapeDtypeStruct) or is_traced(x):
-        return x
+        return cast("jax.Array", x)
     return jnp.asarray(x)
 
 
@@ -142,14 +145,14 @@ def _program(key: tuple[Any, ...], mesh: AnyMesh, sa: Spec, sb: Spec) -> Any:
 
 @overload
 def matmul(
-    a: Any,
-    b: Any,
+    a: ArrayLike | jax.ShapeDtypeStruct,
+    b: ArrayLike | jax.ShapeDtypeStruct,
     /,
     *,
-    out_spec: Any = ...,
+    out_spec: SpecLike = ...,
     algorithm: Algorithm = ...,
     mesh: Mesh | None = ...,
-    in_specs: tuple[Any, Any] | None = ...,
+    in_specs: tuple[SpecLike, SpecLike] | None = ...,
     interconnect: str | Interconnect | None = ...,
     explain: Literal[False] = ...,
 ) -> jax.Array: ...
@@ -157,28 +160,28 @@ def matmul(
 
 @overload
 def matmul(
-    a: Any,
-    b: Any,
+    a: ArrayLike | jax.ShapeDtypeStruct,
+    b: ArrayLike | jax.ShapeDtypeStruct,
     /,
     *,
-    out_spec: Any = ...,
+    out_spec: SpecLike = ...,
     algorithm: Algorithm = ...,
     mesh: Mesh | None = ...,
-    in_specs: tuple[Any, Any] | None = ...,
+    in_specs: tuple[SpecLike, SpecLike] | None = ...,
     interconnect: str | Interconnect | None = ...,
     explain: Literal[True],
 ) -> Explanation: ...
 
 
 def matmul(
-    a: Any,
-    b: Any,
+    a: ArrayLike | jax.ShapeDtypeStruct,
+    b: ArrayLike | jax.ShapeDtypeStruct,
     /,
     *,
-    out_spec: Any = None,
+    out_spec: SpecLike = None,
     algorithm: Algorithm = "auto",
     mesh: Mesh | None = None,
-    in_specs: tuple[Any, Any] | None = None,
+    in_specs: tuple[SpecLike, SpecLike] | None = None,
     interconnect: str | Interconnect | None = None,
     explain: bool = False,
 ) -> jax.Array | Explanation:
@@ -231,8 +234,8 @@ def matmul(
 
     Example:
       >>> m = shardkit.mesh("2x4", "x,y")
-      >>> a = shardkit.shard(np.ones((8, 16), np.float32), m, "x,y")
-      >>> b = shardkit.shard(np.ones((16, 8), np.float32), m, "y,None")
+      >>> a = shardkit.shard(np.ones((8, 16), np.float32), mesh=m, spec="x,y")
+      >>> b = shardkit.shard(np.ones((16, 8), np.float32), mesh=m, spec="y,None")
       >>> c = matmul(a, b, algorithm="allreduce")
       >>> c.sharding.spec, float(np.asarray(c)[0, 0])
       (P('x', None), 16.0)
@@ -273,7 +276,7 @@ def matmul(
     if m is None:
         raise ValueError(
             "matmul: neither operand is sharded on a mesh; shard them first "
-            "(shardkit.shard(x, mesh, spec)) or pass mesh=... and in_specs=..."
+            "(shardkit.shard(x, mesh=mesh, spec=spec)) or pass mesh=... and in_specs=..."
         )
     for which, other in (("a", la.mesh), ("b", lb.mesh)):
         if other is not None and mesh is None and other.shape_tuple != m.shape_tuple:

@@ -15,7 +15,9 @@ from jax.sharding import NamedSharding
 from typer.testing import CliRunner
 
 import shardkit
+from _meshes import make_mesh
 from shardkit._config import config_dir
+from shardkit.bench import Record
 from shardkit.bench._calibrate import Point, calibrate, fit_collective, fit_interconnect
 from shardkit.bench._suite_collectives import prediction_summary
 from shardkit.bench._suite_matmul import auto_summary
@@ -115,7 +117,7 @@ def test_config_dir_override_and_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: 
 
 
 def test_preset_round_trip_and_default(config: Path) -> None:
-    assert interconnect(None) is shardkit.INTERCONNECTS["shared-memory"]
+    assert interconnect(None) is shardkit.INTERCONNECTS["cpu"]  # the CPU built-in
     link = _link(dict.fromkeys(KINDS, 1e-4), dict.fromkeys(KINDS, 1e9), table=True)
     path = save_preset(link, measurements=[{"kind": "all-gather", "seconds": 1.0}])
     assert path == preset_path()
@@ -145,7 +147,7 @@ def test_corrupt_preset_is_a_clear_error(config: Path, text: str, match: str) ->
 
 
 def test_comms_report_uses_and_names_the_calibrated_preset(config: Path) -> None:
-    m = shardkit.mesh("8", "x", axis_types="auto")
+    m = make_mesh("8", "auto")
     x = jax.ShapeDtypeStruct((64, 4), jnp.float32, sharding=NamedSharding(m, shardkit.spec("x")))
     before = comms(lambda a: a.sum(axis=0), x)
     link = _link(dict.fromkeys(KINDS, 1.0), dict.fromkeys(KINDS, 1e9), table=True)
@@ -160,7 +162,7 @@ def test_comms_report_uses_and_names_the_calibrated_preset(config: Path) -> None
 
 
 def test_matmul_auto_follows_the_calibrated_preset(config: Path) -> None:
-    m = shardkit.mesh("2x4", "x,y", axis_types="auto")
+    m = make_mesh("2x4", "auto")
     spec = shardkit.spec("x,y")
     s = jax.ShapeDtypeStruct((256, 256), jnp.float32, sharding=NamedSharding(m, spec))
 
@@ -216,7 +218,7 @@ def test_cli_calibrate_runs_alone() -> None:
 
 def test_summaries_of_predictions_and_picks() -> None:
     recs = [
-        {"candidate": c, "metrics": {"prediction_error": e}}
+        Record("collectives", "8/x/1KiB", c, (1e-3,), metrics={"prediction_error": e})
         for c, e in (("psum", 0.1), ("psum", -0.3), ("ppermute", 2.0), ("local", None))
     ]
     lines = prediction_summary(recs)
@@ -224,7 +226,7 @@ def test_summaries_of_predictions_and_picks() -> None:
     assert "psum 20.0%" in lines[1]
     params = {"auto_pick": "summa", "builtin_pick": "allgather"}
     mm = [
-        {"case": "c", "candidate": c, "median_s": t, "ratio_median": t / 0.5, "params": params}
+        Record("matmul", "c", c, (t,), ratio_median=t / 0.5, params=params)
         for c, t in (("xla", 0.5), ("allgather", 2.0), ("summa", 1.0), ("auto", 1.0))
     ]
     lines = auto_summary(mm)
@@ -245,7 +247,7 @@ def test_auto_prices_the_ring_panel_steps() -> None:
     # product runs in p x panels steps. Permutes priced far below all-gathers, so a
     # communication-only model picks the ring; the calibrated cost per panel step
     # (compute, which these devices do not overlap) makes the all-gather cheaper.
-    m = shardkit.mesh("8", "x", axis_types="auto")
+    m = make_mesh("8", "auto")
     spec = shardkit.spec("x")
     s = jax.ShapeDtypeStruct((256, 256), jnp.float32, sharding=NamedSharding(m, spec))
     alpha = dict.fromkeys(KINDS, 1e-5) | {"all-gather": 1e-3}
@@ -312,7 +314,7 @@ def test_product_write_prices_large_products() -> None:
         Interconnect("toy", 1e-6, 1e9, product_write=((2.0, 1.0), (1.0, 2.0)))
     # k split over 8 devices (a P(None, x), b P(x)): a reduce-scatter computes one
     # output-sized product; a ring of permutes computes 8 products of an eighth each.
-    m = shardkit.mesh("8", "x", axis_types="auto")
+    m = make_mesh("8", "auto")
     n = 4096
     a = jax.ShapeDtypeStruct((n, n), jnp.float32, sharding=NamedSharding(m, shardkit.spec("_,x")))
     b = jax.ShapeDtypeStruct((n, n), jnp.float32, sharding=NamedSharding(m, shardkit.spec("x")))
@@ -338,7 +340,7 @@ def test_product_write_prices_large_products() -> None:
 def test_matmul_comms_know_their_dimension() -> None:
     # 2x4 blocks: the all-gather variant gathers a's columns over y (an inner
     # dimension) and b's rows over x (the leading one).
-    m = shardkit.mesh("2x4", "x,y", axis_types="auto")
+    m = make_mesh("2x4", "auto")
     spec = shardkit.spec("x,y")
     s = jax.ShapeDtypeStruct((256, 256), jnp.float32, sharding=NamedSharding(m, spec))
     ex = matmul(s, s, explain=True, mesh=m, in_specs=(spec, spec), algorithm="allgather")

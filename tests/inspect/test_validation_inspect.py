@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import shardkit
+from _meshes import make_mesh
 from shardkit.inspect import CommReport, MemoryStats, comms, interconnect
 
 
@@ -59,10 +60,10 @@ def test_a_program_whose_only_argument_is_a_key() -> None:
 
 
 def test_comms_on_operands_of_different_devices() -> None:
-    left = shardkit.mesh("4", "x", devices=[0, 1, 2, 3])
-    right = shardkit.mesh("4", "x", devices=[4, 5, 6, 7])
-    a = shardkit.shard(np.ones((8, 8)), left, "x")
-    b = shardkit.shard(np.ones((8, 8)), right, "x")
+    left = make_mesh("4", devices=[0, 1, 2, 3])
+    right = make_mesh("4", devices=[4, 5, 6, 7])
+    a = shardkit.shard(np.ones((8, 8)), mesh=left, spec="x")
+    b = shardkit.shard(np.ones((8, 8)), mesh=right, spec="x")
     pattern = (
         r"comms: the operands live on different devices: args\[0\] is on .*\[0, 1, 2, 3\]; "
         r"args\[1\] is on .*\[4, 5, 6, 7\]\. Put every operand on args\[0\]'s mesh first"
@@ -74,7 +75,7 @@ def test_comms_on_operands_of_different_devices() -> None:
 
 
 def test_comms_on_operands_of_two_explicit_meshes() -> None:
-    a = shardkit.shard(np.ones((8, 8)), shardkit.mesh("2x4", "x,y"), "x,y")
-    b = shardkit.shard(np.ones((8, 8)), shardkit.mesh("8", "z"), "z")
+    a = shardkit.shard(np.ones((8, 8)), mesh=make_mesh("2x4"), spec="x,y")
+    b = shardkit.shard(np.ones((8, 8)), mesh=make_mesh("8", names="z"), spec="z")
     with pytest.raises(ValueError, match=r"comms: the operands are on different meshes"):
         comms(lambda p, q: p @ q, a, b)

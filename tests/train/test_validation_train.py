@@ -6,6 +6,7 @@ beyond the first state; the checkpoint is saved once per module.
 
 from __future__ import annotations
 
+import io
 import shutil
 import time
 from pathlib import Path
@@ -16,9 +17,9 @@ import numpy as np
 import optax
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec
-from rich.console import Console
 
 import shardkit
+from _meshes import make_mesh
 from shardkit import train
 
 pytest.importorskip("orbax.checkpoint")
@@ -28,7 +29,7 @@ SIZES = (4, 8, 2)
 
 @pytest.fixture(scope="module")
 def setup() -> dict[str, Any]:
-    mesh = shardkit.mesh("8", "data", axis_types="auto")
+    mesh = make_mesh("8", "auto", names="data")
     model = train.MLP(SIZES)
     step, state = train.make_train_step(
         model, optax.sgd(0.1), strategy="dp", mesh=mesh, key=jax.random.key(0)
@@ -69,7 +70,11 @@ def test_an_optimizer_given_as_a_string(setup: dict[str, Any]) -> None:
     pattern = r"make_train_step: optimizer='sgd' \(str\) is not an optax optimizer.*optax\.sgd\("
     with pytest.raises(TypeError, match=pattern):
         train.make_train_step(
-            setup["model"], "sgd", strategy="dp", mesh=setup["mesh"], key=jax.random.key(0)
+            setup["model"],
+            "sgd",  # type: ignore[arg-type]
+            strategy="dp",
+            mesh=setup["mesh"],
+            key=jax.random.key(0),
         )
 
 
@@ -135,15 +140,15 @@ def test_a_batch_that_is_not_a_pair(setup: dict[str, Any]) -> None:
 
 
 def test_a_batch_on_another_mesh(setup: dict[str, Any]) -> None:
-    other = shardkit.mesh("4", "data", axis_types="auto")
-    batch = tuple(shardkit.shard(np.ones(s), other, "data") for s in ((16, 4), (16, 2)))
+    other = make_mesh("4", "auto", names="data")
+    batch = tuple(shardkit.shard(np.ones(s), mesh=other, spec="data") for s in ((16, 4), (16, 2)))
     pattern = r"the operands live on different devices: the target is on mesh\(data=8\).*inputs "
     with pytest.raises(ValueError, match=pattern + r".*jax\.device_put\(batch, layout\.batch\)"):
         _call(setup, batch)
 
 
 def test_a_batch_on_the_same_devices_with_another_layout(setup: dict[str, Any]) -> None:
-    batch = tuple(shardkit.shard(np.ones(s), setup["mesh"]) for s in ((16, 4), (16, 2)))
+    batch = tuple(shardkit.shard(np.ones(s), mesh=setup["mesh"]) for s in ((16, 4), (16, 2)))
     with pytest.raises(ValueError, match=r"inputs are placed as .*jax\.device_put\(inputs, layout"):
         _call(setup, batch)
 
@@ -179,11 +184,11 @@ def test_lower_checks_the_batch_too(setup: dict[str, Any]) -> None:
 
 def test_run_training_stops_after_max_skipped_steps_in_a_row() -> None:
     # keep_going=True is covered in tests/train/test_run.py
-    console = Console(record=True, width=120)
+    console = io.StringIO()
     pattern = r"stopped at step 6 of 9: steps 2 to 6 were skipped, 5 in a row.*keep_going=True"
     with pytest.raises(FloatingPointError, match=pattern):
         train.run_training(
-            console,
+            progress=console,
             strategy="dp",
             mesh="8",
             steps=np.int64(9),  # type: ignore[arg-type]
@@ -191,9 +196,9 @@ def test_run_training_stops_after_max_skipped_steps_in_a_row() -> None:
             batch_size=8,
             learning_rate=1e30,
         )
-    assert "training 6/9 loss inf (skipped)" in console.export_text()
+    assert "training 6/9 loss inf (skipped)" in console.getvalue()
     with pytest.raises(ValueError, match=r"max_skipped=0 must be a positive integer"):
-        train.run_training(console, max_skipped=0)
+        train.run_training(progress=console, max_skipped=0)
 
 
 # ---- checkpoints -------------------------------------------------------------------------

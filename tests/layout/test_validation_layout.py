@@ -58,27 +58,27 @@ def test_mesh_rejects_floats_and_bools_naming_the_fix() -> None:
 def test_shard_of_a_string_names_x_and_the_fix() -> None:
     m = shardkit.mesh("2x4", "x,y")
     with pytest.raises(TypeError, match=r"shard: x='abc' has dtype <U3.*not numeric.*np\.asarray"):
-        shardkit.shard("abc", m)
+        shardkit.shard("abc", mesh=m)
 
 
 def test_shard_of_a_pytree_places_each_leaf() -> None:
     # issue 16: shard accepts pytrees, like jax.device_put (it used to refuse them)
     m = shardkit.mesh("2x4", "x,y")
-    assert shardkit.shard({"a": np.ones(4)}, m)["a"].sharding.spec == PartitionSpec()
+    assert shardkit.shard({"a": np.ones(4)}, mesh=m)["a"].sharding.spec == PartitionSpec()
     with pytest.raises(TypeError, match=r"shard: x\[0\]\['a'\]='abc' has dtype <U3"):
-        shardkit.shard([{"a": "abc"}], m)
+        shardkit.shard([{"a": "abc"}], mesh=m)
 
 
 def test_shard_of_a_ragged_list_is_a_type_error() -> None:
     with pytest.raises(TypeError, match=r"shard: x=.*not an array.*rectangular"):
-        shardkit.shard([[1, 2], [3]], shardkit.mesh("8"))
+        shardkit.shard([[1, 2], [3]], mesh=shardkit.mesh("8"))
 
 
 def test_shard_still_places_numbers_bools_and_lists() -> None:
     m = shardkit.mesh("8")
-    assert shardkit.shard([1.0] * 8, m, "x").shape == (8,)
-    assert shardkit.shard(np.ones(8, bool), m, "x").dtype == np.bool_
-    assert shardkit.shard(3, m).shape == ()
+    assert shardkit.shard([1.0] * 8, mesh=m, spec="x").shape == (8,)
+    assert shardkit.shard(np.ones(8, bool), mesh=m, spec="x").dtype == np.bool_
+    assert shardkit.shard(3, mesh=m).shape == ()
 
 
 # ---- the shared checks -----------------------------------------------------------------
@@ -127,8 +127,8 @@ def test_check_mesh_arg_names_the_mesh_to_build() -> None:
 def test_check_same_devices_names_each_operand_and_the_fix() -> None:
     left = shardkit.mesh("4", "x", devices=[0, 1, 2, 3])
     right = shardkit.mesh("4", "x", devices=[4, 5, 6, 7])
-    a = shardkit.shard(np.ones(8), left, "x")
-    b = shardkit.shard(np.ones(8), right, "x")
+    a = shardkit.shard(np.ones(8), mesh=left, spec="x")
+    b = shardkit.shard(np.ones(8), mesh=right, spec="x")
     pattern = (
         r"f: the operands live on different devices: a is on mesh\(x=4; Explicit\) on devices "
         r"\[0, 1, 2, 3\]; b is on .*\[4, 5, 6, 7\]\. Put every operand on a's mesh"
@@ -151,8 +151,12 @@ def test_check_same_devices_refuses_two_explicit_meshes_over_the_same_devices() 
         ("auto", False),
     )
     for axis_types, refused in cases:
-        a = shardkit.shard(np.ones(8), shardkit.mesh("2x4", "x,y", axis_types=axis_types), "y")
-        b = shardkit.shard(np.ones(8), shardkit.mesh("8", "z", axis_types=axis_types), "z")
+        a = shardkit.shard(
+            np.ones(8), mesh=shardkit.mesh("2x4", "x,y", axis_types=axis_types), spec="y"
+        )
+        b = shardkit.shard(
+            np.ones(8), mesh=shardkit.mesh("8", "z", axis_types=axis_types), spec="z"
+        )
         if not refused:
             internal.check_same_devices("f", {"a": a, "b": b})  # jit reconciles Auto meshes
             continue
@@ -169,4 +173,4 @@ def test_check_same_devices_refuses_two_explicit_meshes_over_the_same_devices() 
 
 def test_fft_plan_with_a_string_mesh_names_the_fix() -> None:
     with pytest.raises(TypeError, match=r"plan: mesh='2x4' \(str\).*shardkit\.mesh\('2x4'\)"):
-        shardkit.fft.plan("fftn", (8, 8, 8), "x", "2x4")  # type: ignore[arg-type]
+        shardkit.fft.plan("fftn", (8, 8, 8), spec="x", mesh="2x4")  # type: ignore[arg-type]

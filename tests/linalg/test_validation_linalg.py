@@ -13,13 +13,14 @@ import numpy as np
 import pytest
 
 import shardkit
+from _meshes import make_mesh
 from shardkit import linalg
 from shardkit.linalg._status import Failure, Problem
 
 
 @pytest.fixture(scope="module")
 def a() -> jax.Array:
-    return shardkit.shard(np.diag(np.arange(1.0, 9.0)), shardkit.mesh("8", "x"), "x,None")
+    return shardkit.shard(np.diag(np.arange(1.0, 9.0)), mesh=make_mesh("8"), spec="x,None")
 
 
 @pytest.mark.parametrize("solver", [linalg.cg, linalg.bicgstab, linalg.gmres])
@@ -76,8 +77,8 @@ def test_a_restart_below_one(a: jax.Array) -> None:
 
 
 def test_solver_operands_on_other_devices(a: jax.Array) -> None:
-    other = shardkit.shard(np.ones(8), shardkit.mesh("4", "x", devices=[4, 5, 6, 7]), "x")
-    small = shardkit.shard(np.eye(8), shardkit.mesh("4", "x", devices=[0, 1, 2, 3]), "x,None")
+    other = shardkit.shard(np.ones(8), mesh=make_mesh("4", devices=[4, 5, 6, 7]), spec="x")
+    small = shardkit.shard(np.eye(8), mesh=make_mesh("4", devices=[0, 1, 2, 3]), spec="x,None")
     with pytest.raises(ValueError, match=r"cg: the operands live on different devices: a is on"):
         linalg.cg(small, other)
 
@@ -92,22 +93,22 @@ def test_solver_operands_on_other_devices(a: jax.Array) -> None:
     ],
 )
 def test_direct_solver_operands_on_other_devices(name: str, call: Any) -> None:
-    left = shardkit.mesh("4", "x", devices=[0, 1, 2, 3])
-    right = shardkit.mesh("4", "x", devices=[4, 5, 6, 7])
-    small = shardkit.shard(np.eye(8), left, "x,None")
-    other = shardkit.shard(np.ones(8), right, "x")
+    left = make_mesh("4", devices=[0, 1, 2, 3])
+    right = make_mesh("4", devices=[4, 5, 6, 7])
+    small = shardkit.shard(np.eye(8), mesh=left, spec="x,None")
+    other = shardkit.shard(np.ones(8), mesh=right, spec="x")
     if name == "batched_solve":  # placed batches: one system per device
-        small = shardkit.shard(np.eye(8)[None].repeat(4, 0), left, "x")
-        other = shardkit.shard(np.ones((4, 8)), right, "x")
+        small = shardkit.shard(np.eye(8)[None].repeat(4, 0), mesh=left, spec="x")
+        other = shardkit.shard(np.ones((4, 8)), mesh=right, spec="x")
     with pytest.raises(ValueError, match=rf"{name}: the operands live on different devices"):
         call(small, other)
 
 
 def test_matmul_operands_on_different_devices() -> None:
-    left = shardkit.mesh("4", "x", devices=[0, 1, 2, 3])
-    right = shardkit.mesh("4", "x", devices=[4, 5, 6, 7])
-    x = shardkit.shard(np.ones((8, 8)), left, "x")
-    y = shardkit.shard(np.ones((8, 8)), right, "x")
+    left = make_mesh("4", devices=[0, 1, 2, 3])
+    right = make_mesh("4", devices=[4, 5, 6, 7])
+    x = shardkit.shard(np.ones((8, 8)), mesh=left, spec="x")
+    y = shardkit.shard(np.ones((8, 8)), mesh=right, spec="x")
     pattern = (
         r"matmul: the operands live on different devices: a is on .*\[0, 1, 2, 3\]; b is on "
         r".*\[4, 5, 6, 7\]\. Put every operand on a's mesh first, e\.g\. shardkit\.shard"
@@ -118,8 +119,8 @@ def test_matmul_operands_on_different_devices() -> None:
 
 def test_matmul_operands_on_an_explicit_and_an_auto_mesh() -> None:
     # Both used to fail inside shard_map ("in_specs ... does not match the specs").
-    a = shardkit.shard(np.ones((8, 8)), shardkit.mesh("2x4", "x,y"), "x,y")
-    b = shardkit.shard(np.ones((8, 8)), shardkit.mesh("2x4", "x,y", axis_types="auto"), "x,y")
+    a = shardkit.shard(np.ones((8, 8)), mesh=make_mesh("2x4"), spec="x,y")
+    b = shardkit.shard(np.ones((8, 8)), mesh=make_mesh("2x4", "auto"), spec="x,y")
     pattern = r"matmul: the operands are on different meshes.*a is on mesh\(x=2,y=4; Explicit\)"
     with pytest.raises(ValueError, match=pattern):
         linalg.matmul(a, b)

@@ -1,4 +1,4 @@
-"""The tall-skinny QR kernel (Householder with TSQR panels) and lstsq through it."""
+"""The Householder QR kernel with TSQR panels (tall, square, split columns) and lstsq through it."""
 
 from __future__ import annotations
 
@@ -82,6 +82,21 @@ def test_tall_qr_of_rank_deficient_matrices_stays_orthonormal(shape: str) -> Non
         assert_householder_qr(a, q, r)
 
 
+@pytest.mark.parametrize(("shape", "sp"), [("2x4", "x,y"), ("2x4", "x,None")])
+def test_square_qr_of_rank_deficient_matrices_stays_orthonormal(shape: str, sp: str) -> None:
+    # Split columns, and rows split further over the spare axis y (r's rows gathered):
+    # Householder (nb = 4 divides the blocks); the status names the first dependent
+    # column, q stays orthonormal all the same.
+    m = make_mesh(shape)
+    a_np = _draw(np.random.default_rng(5), (32, 32), np.complex128)
+    a_np[:, 6] = a_np[:, 2]  # a dependent column
+    a_np[:, 20:24] = 0  # a whole zero panel
+    (q, r), status = qr.with_status(shard(a_np, mesh=m, spec=sp), nb=4)
+    assert int(status) == 7
+    assert q.sharding == shard(a_np, mesh=m, spec=sp).sharding
+    assert_householder_qr(a_np, q, r)
+
+
 def test_lstsq_tall_matches_numpy_full_and_deficient_rank() -> None:
     m = make_mesh("2x4")
     rng = np.random.default_rng(2)
@@ -108,10 +123,11 @@ def test_tall_qr_moves_only_panels_and_r() -> None:
     assert report.count("all-gather") == n // nb  # one stack of triangles per panel
     for c in report.collectives:
         out = max(int(np.prod(s)) for s in c.result_shapes)
-        # Panels' triangles (8 nb x nb), nb x 2nb, the updates' nb x n, r's n x n.
+        # Panels' triangles (8 nb x nb), (10 nb + 1) x nb, the updates' nb x n, r's n x n.
         assert out <= n * n, f"{c.kind} {c.result_shapes} is more than r-sized"
-    # Per panel: the stack (8 nb^2), top block and R (2 nb^2), two nb x n (update, q).
-    per_panel = 8 * nb * nb + 2 * nb * nb + 2 * nb * n
+    # Per panel: the stack (8 nb^2) gathered, the stack's q, T^-1, S R and S handed out
+    # by the diagonal's device (8 nb^2 + 2 nb^2 + nb), two nb x n (update, q).
+    per_panel = 8 * nb * nb + (8 * nb + 2 * nb + 1) * nb + 2 * nb * n
     report.assert_bytes_at_most(2 * item * (per_panel * (n // nb) + n * n))
     share = big * n * item // 8
     # a, q, the local work block and W/T's: measured ~3.6 shares + n^2 at this size.

@@ -378,7 +378,7 @@ def test_rank_deficient_lstsq_is_minimum_norm_on_every_layout(ms: str) -> None:
         xr, _, rank_r, _ = np.linalg.lstsq(a, b, rcond=None)
         assert int(rank) == rank_r, a.shape
         assert_close(x, xr, what=f"x of {a.shape}")
-        # BCGS2 computes no singular values: None, as scipy's lapack_driver="gelsy".
+        # the sharded r gives no singular values: None, as scipy's lapack_driver="gelsy".
         assert s is None
         assert_close(res, np.sum(np.abs((a @ xr - b).reshape(len(b), -1)) ** 2, axis=0))
     # Under jit with an explicit layout the fallback is a lax.cond: the same answer.
@@ -411,7 +411,7 @@ def test_lstsq_rank_estimate_is_not_fooled_by_a_kahan_matrix(ms: str) -> None:
     xr, _, rank_r, _ = np.linalg.lstsq(a, b, rcond=None)
     assert rank_r == 63
     assert int(rank) == 63
-    assert s is None  # the square layouts: BCGS2 computes no SVD (scipy's gelsy)
+    assert s is None  # the square layouts compute no SVD (scipy's gelsy)
     # The truncated problem's kappa is 3e5: 1e-12 is too tight for x.
     assert_close(x, xr, dtype=np.float32, what="minimum-norm x")
     assert_close(res, np.sum((a @ xr - b) ** 2, keepdims=True), dtype=np.float32)

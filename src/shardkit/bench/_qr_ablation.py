@@ -22,7 +22,8 @@ part, on the case's mesh and the same matrix:
   ``A - W V`` on the shrinking corner, twice: factorization and ``q``).
 ``collectives only``
   The kernel's collectives alone, in its order and shapes, chained: per panel the
-  all-gather of the triangles, the ``nb x 2nb`` and ``nb x n`` all-reduces (and one
+  all-gather of the triangles, the ``(P nb + 2 nb + 1) x nb`` (the stack's ``q``,
+  ``T^-1``, ``S R``, ``S``) and ``nb x n`` all-reduces (and one
   ``nb x n`` per panel for ``q``), ``r``'s ``n x n``.
 ``SVD of r``
   :func:`~shardkit.linalg.lstsq`'s rank decision: the SVD of the ``n x n`` ``r`` on
@@ -146,7 +147,7 @@ def _updates_only(m: Any, spec: P, n: int) -> Callable[..., Any]:
 
 
 def _collectives_only(m: Any, spec: P, n: int) -> Callable[..., Any]:
-    rows, spare, _, nsp = _rows_axes(m, spec)
+    rows, spare, total, nsp = _rows_axes(m, spec)
     axes = rows + spare
 
     def body(a: jax.Array) -> jax.Array:
@@ -155,7 +156,7 @@ def _collectives_only(m: Any, spec: P, n: int) -> Callable[..., Any]:
 
         def panel(_: jax.Array, s: jax.Array) -> jax.Array:
             s = lax.all_gather(jnp.full((nb, nb), s), axes, tiled=True)[0, 0]
-            s = lax.psum(jnp.full((nb, 2 * nb), s), axes)[0, 0]
+            s = lax.psum(jnp.full((total * nb + 2 * nb + 1, nb), s), axes)[0, 0]
             return lax.psum(jnp.full((nb, n), s), axes)[0, 0]
 
         def q_panel(_: jax.Array, s: jax.Array) -> jax.Array:

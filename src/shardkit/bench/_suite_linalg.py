@@ -7,7 +7,7 @@ Each case is one (mesh, n, op) on float32 data placed on an Auto-axes mesh:
   matrix to every device and every device factors it).
 ``shardkit``
   :func:`shardkit.linalg.solve` / :func:`~shardkit.linalg.cholesky` /
-  :func:`~shardkit.linalg.qr` (``qr``: square, block Gram-Schmidt; ``tsqr``:
+  :func:`~shardkit.linalg.qr` (``qr``: square, blocked Householder; ``tsqr``:
   tall-skinny ``n x n/16``, TSQR). For ``solve`` also ``shardkit partial``
   (``pivoting="partial"``; the default is tournament pivoting) and ``shardkit
   lookahead`` (``lookahead=True``).
@@ -67,7 +67,7 @@ QUICK_SIZES = (256,)
 """The size of a ``--quick`` run."""
 
 OPS = ("solve", "cholesky", "qr", "tsqr", "solve-parts")
-"""The operations timed: ``qr`` is square (block Gram-Schmidt), ``tsqr`` is ``n x n/16``;
+"""The operations timed: ``qr`` is square (blocked Householder), ``tsqr`` is ``n x n/16``;
 ``solve-parts`` is the ablation of ``solve``."""
 
 BASELINE = "jnp"
@@ -390,7 +390,7 @@ def _notes() -> list[str]:
         "LAPACK's partial pivoting (one small all-gather per column); 'shardkit lookahead': "
         "the next panel pivoted before the bulk of each update (for devices with their own "
         "links; simulated CPU devices have nothing to overlap).",
-        "qr: square n x n, block Gram-Schmidt with TSQR panels (~3x Householder's flops); "
+        "qr: square n x n, blocked Householder with TSQR panels (LAPACK's flops); "
         "no dask (its QR needs chunks at least as tall as wide). tsqr: n x n/16, rows sharded.",
         "scipy and dask run through jax.pure_callback on the one-device copy.",
         "solve-parts (ablation of solve): 'shardkit 1 device' is the same algorithm on a "

@@ -5,7 +5,7 @@ the candidates and metrics of the ``linalg`` suite (:mod:`shardkit.bench._suite_
 whose functions it shares):
 
 ``qr``
-  square ``n x n`` (block Gram-Schmidt), ``P(x, None)`` on a 1-D mesh, ``P(x, y)`` on 2-D.
+  square ``n x n`` (blocked Householder), ``P(x, None)`` on a 1-D mesh, ``P(x, y)`` on 2-D.
 ``qr-tall``
   ``4n x n/4`` (16384 x 1024 at the default n=4096), rows split ``P(x, None)``:
   Householder QR with TSQR panels; dask's TSQR beside it.

@@ -3,7 +3,7 @@
 Products by named algorithms or by cost model (:func:`matmul`); LU with pivoting
 across whole columns (tournament or partial), Cholesky and triangular solves on a
 block-cyclic layout (:func:`solve`, :func:`lu_factor`, :func:`cholesky`, ...); QR
-(TSQR for tall-skinny matrices, block Gram-Schmidt for square ones) and least squares;
+(blocked Householder with TSQR panels, in the matrix's own layout) and least squares;
 Krylov solvers on sharded vectors; batched solves without communication; the
 spectral decompositions :func:`eigh`, :func:`svd` and :func:`polar` (QDWH and
 spectral divide and conquer on the matrix split by rows, never gathered).

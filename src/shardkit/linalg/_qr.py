@@ -2,23 +2,37 @@
 
 Two algorithms; the layout picks one (both give ``a = q r`` with orthonormal ``q``):
 
-* **Tall-skinny QR**, for ``P(rows, None)`` with every row block at least as tall
-  as ``n``: blocked Householder QR with TSQR panels
-  (:mod:`shardkit.linalg._householder`): per panel of ``nb`` columns an all-gather
-  of ``R`` triangles ``nb x nb``, an all-reduce of ``nb x 2 nb`` and one of
-  ``nb x n`` for the trailing update; ``q`` formed as LAPACK's ``orgqr`` does (one
-  ``nb x n`` all-reduce per panel); ``r`` replicated (one ``n x n`` all-reduce).
-  LAPACK's flops, spread over the devices; mesh axes the spec leaves out split the
-  rows further (``q``'s row block is all-gathered over them at the end). Stable like
-  Householder QR, rank-deficient input included. The cheapest choice. (The former
-  flat TSQR, :func:`_tsqr_local`, QR'd the ``R n x n`` stack of triangles on every
-  device: 4.7x LAPACK's CPU time at ``16384 x 1024`` on 8 devices.)
+* **Blocked Householder QR with TSQR panels** (:mod:`shardkit.linalg._householder`,
+  ScaLAPACK's ``pdgeqrf``), in ``a``'s own (natural) layout, wherever the blocks fit a
+  panel of about ``nb`` columns (a divisor of the rows and of the columns per device,
+  at least a quarter of ``min(nb, M / R, n / C)``): tall ``P(rows, None)``, square,
+  split columns ``P(rows, cols)`` on 1-D or 2-D meshes, row blocks shorter than ``n``.
+  Per panel of ``nb`` columns its owner column group factors it (a local QR per row
+  block, an all-gather of the ``R`` triangles ``nb x nb``; the diagonal's device QRs
+  their stack and reconstructs the reflector, one all-reduce of ``((R + 2) nb + 1) x
+  nb`` hands out the stack's ``q``, ``T^-1``, ``S R`` and ``S``), sends the panel's
+  ``Q`` along the mesh row (an all-reduce of ``(M / R) x nb`` over the column axes,
+  none when they are not split) and every device updates its trailing columns with two
+  level-3 products (an all-reduce of ``nb x (n / C)`` over the row axes); ``q`` is
+  formed as LAPACK's ``orgqr`` does (the panel's ``Q`` along the mesh row again and
+  one ``nb x (n / C)`` all-reduce per panel). LAPACK's flops (``8/3 n^3`` square with
+  ``q``), spread over the devices. Stable like Householder QR, rank-deficient input
+  included. ``r``: a square matrix's rows of ``r`` are its devices' own rows (no
+  collective); a tall ``P(rows, None)`` matrix whose row blocks are at least ``n``
+  tall (the **TSQR layout**) gets ``r`` replicated (one ``n x n`` all-reduce), other
+  layouts ``r``'s rows through one ``n x (n / C)`` all-reduce over the row axes. Mesh
+  axes the spec leaves out split the rows further (``q``'s row block is all-gathered
+  over them at the end). Measured at ``n = 4096`` float32 on 8 simulated CPU devices:
+  1.12x (mesh 8) and 0.95x (2x4) SciPy's CPU seconds, against BCGS2's 1.74x and 2.23x;
+  ``16384 x 1024`` on ``P(x, None)``: 0.85x. (The former flat TSQR,
+  :func:`_tsqr_local`, QR'd the ``R n x n`` stack of triangles on every device: 4.7x
+  LAPACK's CPU time at ``16384 x 1024`` on 8 devices.)
 * **Block classical Gram-Schmidt with reorthogonalization (BCGS2**, Barlow and
-  Smoktunowicz, Numer. Math. 2013) with TSQR panels, for everything else: square
-  matrices, split columns ``P(rows, cols)`` on 1-D or 2-D meshes, row blocks shorter
-  than ``n``. One ``jax.shard_map`` in the matrix's own (natural) layout; a
-  ``lax.fori_loop`` over the ``n / nb`` panels of ``nb`` columns (program size does
-  not grow with ``n``). For each panel:
+  Smoktunowicz, Numer. Math. 2013) with TSQR panels, where the blocks leave only
+  narrow Householder panels (e.g. a prime number of rows per device). One
+  ``jax.shard_map`` in the matrix's natural layout; a ``lax.fori_loop`` over the
+  ``n / nb`` panels of ``nb`` columns (program size does not grow with ``n``). For
+  each panel:
 
   1. its columns are broadcast along the mesh row (all-reduce over the column axes,
      ``(M / R) x nb``);
@@ -30,24 +44,23 @@ Two algorithms; the layout picks one (both give ``a = q r`` with orthonormal ``q
      owner column group writes the panel's ``q`` over ``a``'s columns and its column
      of ``r`` (``r`` is sharded like ``a``).
 
-  Every collective is panel-sized (at most ``max(M, n) x nb`` elements). Memory per
-  device: the input's share, ``q`` and ``r`` (each a share for a square matrix) plus
-  ``O(n nb)``; under ``jit`` without ``qr.with_status`` the NaN fill may cost one more
-  share (measured, float32, ``n = 2048``, ``nb = 64``, 8 devices: 4.2 to 4.4 shares,
-  4.9 to 5.2 with the fill; ``jnp.linalg.qr`` gathers the matrix: 25 shares).
-  Flops: about ``4 M n^2`` (``4 n^3`` square), against ``2 M n^2 - 2 n^3/3`` for
-  Householder's ``r`` (``4/3 n^3`` square, ``8/3 n^3`` with ``q`` formed); the
-  projections skip the local columns that are not yet ``q``, in chunks of about
-  ``n nb / (M / R)`` columns, and every column group repeats the panel TSQRs
-  (``O(M n nb)`` each). In the natural layout the first column group, whose columns
-  turn into ``q`` first, projects against them for every later panel: with ``C``
-  column groups the busiest device does ``2 - 1/C`` times the average work.
+  Every collective is panel-sized. Flops: about ``4 M n^2`` (``4 n^3`` square), and
+  every column group repeats the panel TSQRs.
 
-**Condition limit (BCGS2).** With a stable panel QR, BCGS2 keeps
-``||I - q^T q|| = O(eps)`` and ``||a - q r|| = O(eps) ||a||`` as long as ``kappa(a)``
-stays well below ``1 / eps`` (about ``1e15`` in float64, ``1e7`` in float32). A
-numerically rank-deficient ``a`` (a diagonal ``|r_jj| <= n * eps * max|r_jj|``, or NaN)
-gives a ``q`` that is not orthonormal: eagerly :class:`RankDeficientError` (a
+Both report a numerically rank-deficient ``a`` the same way (below), from ``r``'s
+diagonal; Householder's ``q`` stays orthonormal regardless, BCGS2's does not.
+
+**Memory per device** (Householder, square): the input's share, the block being
+reduced, ``q``'s and ``r``'s shares plus ``O(n nb)``; under ``jit`` without
+``qr.with_status`` the NaN fill may cost one more share (``jnp.linalg.qr`` gathers the
+matrix: 25 shares at ``n = 2048`` on 8 devices).
+
+**Rank deficiency and the condition limit of BCGS2.** With a stable panel QR, BCGS2
+keeps ``||I - q^T q|| = O(eps)`` and ``||a - q r|| = O(eps) ||a||`` as long as
+``kappa(a)`` stays well below ``1 / eps`` (about ``1e15`` in float64, ``1e7`` in
+float32). Outside the TSQR layout (Householder or BCGS2) a numerically rank-deficient
+``a`` (a diagonal ``|r_jj| <= n * eps * max|r_jj|``, or NaN) is reported: eagerly
+:class:`RankDeficientError` (a
 :class:`~shardkit.linalg.SingularMatrixError`, hence a ``numpy.linalg.LinAlgError``)
 names the column; under ``jax.jit`` ``qr.with_status(...)`` returns the status (``0``,
 or ``j + 1`` for column ``j``), otherwise the results are NaN-filled. :func:`lstsq`
@@ -130,7 +143,7 @@ __all__ = ["DEFAULT_PANEL", "MIN_NORM_GUARD", "RankDeficientError", "lstsq", "qr
 _T = TypeVar("_T")
 
 DEFAULT_PANEL = 64
-"""Default panel width ``nb`` of BCGS2 (rounded down to divide the local column count)."""
+"""Default panel width ``nb`` of the QR (rounded down to divide the local rows and columns)."""
 
 
 def _tsqr_local(a: jax.Array, rows: tuple[str, ...]) -> tuple[jax.Array, jax.Array]:
@@ -162,7 +175,8 @@ class _Layout:
     shape: tuple[int, int]  # the user's (M, n); (big, n) is the padded shape
     spare: tuple[str, ...] = ()  # TSQR: mesh axes a is replicated over (split rows further)
     nsp: int = 1  # their size
-    hb: int = 1  # TSQR: the Householder panel width (divides the rows per device)
+    hb: int = 1  # Householder's panel width (divides the rows and columns per device)
+    house: bool = False  # not TSQR: Householder (else BCGS2)
 
     @property
     def padded(self) -> bool:
@@ -174,6 +188,11 @@ class _Layout:
         """``r``'s spec: rows over the row axes when they divide ``n``, columns as ``a``'s."""
         split = bool(self.rows) and self.n % self.nr == 0
         return PartitionSpec(self.rows if split else None, self.cols or None)
+
+    @property
+    def own_r(self) -> bool:
+        """Householder on a square block layout: each device's rows of ``a`` are its rows of ``r``."""
+        return self.house and not self.spare and self.big == self.n
 
     @property
     def r_rows(self) -> int:
@@ -209,22 +228,27 @@ def _layout(op: Operand, nb: Any) -> _Layout:
     tsqr = not cols and mr >= n
     spare: tuple[str, ...] = ()
     nsp = 1
-    if tsqr:
-        unused = tuple(x for x in m.axis_names if x not in rows)
-        size = math.prod(m.shape[x] for x in unused)
-        if unused and mr % size == 0 and mr // size >= n:
-            spare, nsp = unused, size
+    unused = tuple(x for x in m.axis_names if x not in rows + cols)
+    size = math.prod(m.shape[x] for x in unused)
+    if unused and mr % size == 0 and (mr // size >= n or not tsqr):
+        spare, nsp = unused, size
     ms = mr // nsp
     # No wider than a: a narrow a's panel (and its stack of triangles) stays small.
-    hb = max(d for d in range(1, min(nb, ms, n) + 1) if ms % d == 0)
-    return _Layout(m, p, rows, cols, big, n, nr, nc, tsqr, nb_eff, cb, user, spare, nsp, hb)
+    # Split columns: a whole panel on one column group.
+    hb = max(d for d in range(1, min(nb, ms, n) + 1) if ms % d == 0 and (tsqr or k % d == 0))
+    # Householder wherever a panel of about nb columns fits the blocks; BCGS2 (panels
+    # of nb_eff columns) where their sizes leave only narrow ones.
+    house = not tsqr and 4 * hb >= min(nb, ms, k)
+    if not (tsqr or house):
+        spare, nsp = (), 1
+    return _Layout(m, p, rows, cols, big, n, nr, nc, tsqr, nb_eff, cb, user, spare, nsp, hb, house)
 
 
 # ---- TSQR ---------------------------------------------------------------------------
 
 
 def _householder(lay: _Layout, a: jax.Array, form_q: bool, b: jax.Array | None = None) -> Any:
-    """:func:`~shardkit.linalg._householder.householder_local` on the TSQR layout."""
+    """:func:`~shardkit.linalg._householder.householder_local` on the layout ``lay``."""
     return householder_local(
         a,
         rows=lay.rows,
@@ -234,6 +258,8 @@ def _householder(lay: _Layout, a: jax.Array, form_q: bool, b: jax.Array | None =
         nb=lay.hb,
         form_q=form_q,
         extra=b,
+        cols=lay.cols,
+        own_r=lay.own_r,
     )
 
 
@@ -258,15 +284,61 @@ def _tsqr_program(lay: _Layout) -> Any:
     )
 
 
+def _diagonal_status(d: jax.Array, n: int) -> tuple[jax.Array, jax.Array]:
+    """``(status, ratio)`` from ``r``'s diagonal ``d`` (replicated; see the module docstring).
+
+    The status is ``j + 1`` for the first ``|r_jj| <= n * eps * max|r_jj|`` (or NaN),
+    else 0; the ratio ``min|r_jj| / max|r_jj|`` is the cheap condition estimate
+    :func:`lstsq` reads (an upper bound on ``1 / kappa(a)``).
+    """
+    dabs = jnp.abs(d)
+    bad = (dabs <= n * jnp.finfo(d.dtype).eps * jnp.max(dabs)) | jnp.isnan(dabs)
+    status = jnp.where(jnp.any(bad), jnp.argmax(bad) + 1, 0).astype(jnp.int32)
+    top = jnp.max(dabs)
+    ratio = jnp.where(top > 0, jnp.min(dabs) / jnp.where(top > 0, top, 1), 0)
+    return status, ratio
+
+
+def _nan_fill(status: jax.Array, *xs: jax.Array) -> tuple[jax.Array, ...]:
+    """``xs`` NaN-filled where ``status`` reports rank deficiency (``jit`` without a status)."""
+    return tuple(jnp.where(status != 0, jnp.full_like(x, jnp.nan), x) for x in xs)
+
+
+def _house_local(a: jax.Array, lay: _Layout) -> tuple[jax.Array, ...]:
+    """Householder QR on a layout other than TSQR's: local ``q``, local ``r``, ``r``'s diagonal."""
+    out = _householder(lay, a, True)
+    q, r = out["q"], out["r"]
+    if not lay.own_r and lay.r_spec[0] is not None:  # r's rows split like a's row axes
+        r = dslice(r, (axis_index(lay.rows) * lay.r_rows, 0), (lay.r_rows, r.shape[1]))
+    # r's consumers (lstsq's condition estimate: collectives) after q's loop: one chain.
+    return q, after(r, q), out["diag"]
+
+
+def _factor_local(a: jax.Array, lay: _Layout, fill: bool) -> tuple[jax.Array, ...]:
+    """The factorization of a layout other than TSQR's, Householder or BCGS2: (local ``q``,
+    local ``r``, status, diagonal ratio), NaN-filled on rank deficiency with ``fill``."""
+    q, r, d = (_house_local if lay.house else _bcgs2_local)(a, lay)
+    status, ratio = _diagonal_status(d, lay.n)
+    if fill:
+        q, r = _nan_fill(status, q, r)
+    return q, r, status, ratio
+
+
+@cached
+def _factor_program(lay: _Layout, fill: bool) -> Any:
+    return Spmd(
+        lambda a: _factor_local(a, lay, fill),
+        lay.mesh,
+        lay.spec,
+        (lay.spec, lay.r_spec, PartitionSpec(), PartitionSpec()),
+    )
+
+
 # ---- BCGS2 --------------------------------------------------------------------------
 
 
-def _bcgs2_local(a: jax.Array, lay: _Layout, fill: bool) -> tuple[jax.Array, ...]:
-    """The BCGS2 kernel, inside ``shard_map``: (local ``q``, local ``r``, status, diagonal ratio).
-
-    The ratio ``min|r_jj| / max|r_jj|`` (replicated) is the cheap condition estimate
-    :func:`lstsq` reads (an upper bound on ``1 / kappa(a)``).
-    """
+def _bcgs2_local(a: jax.Array, lay: _Layout) -> tuple[jax.Array, ...]:
+    """The BCGS2 kernel, inside ``shard_map``: local ``q``, local ``r``, ``r``'s diagonal."""
     n, nb, cb = lay.n, lay.nb, lay.cb
     mr, k = a.shape
     dt = a.dtype
@@ -325,26 +397,7 @@ def _bcgs2_local(a: jax.Array, lay: _Layout, fill: bool) -> tuple[jax.Array, ...
         return qa, rl, dupdate(d, jnp.diagonal(rdiag), (j0,))
 
     init = (a, jnp.zeros((nrl, k), dt), jnp.zeros((n,), dt))
-    qa, rl, d = lax.fori_loop(jnp.int32(0), jnp.int32(n // nb), panel, init)
-    dabs = jnp.abs(d)
-    bad = (dabs <= n * jnp.finfo(dt).eps * jnp.max(dabs)) | jnp.isnan(dabs)
-    status = jnp.where(jnp.any(bad), jnp.argmax(bad) + 1, 0).astype(jnp.int32)
-    top = jnp.max(dabs)
-    ratio = jnp.where(top > 0, jnp.min(dabs) / jnp.where(top > 0, top, 1), 0)
-    if fill:
-        qa = jnp.where(status != 0, jnp.full_like(qa, jnp.nan), qa)
-        rl = jnp.where(status != 0, jnp.full_like(rl, jnp.nan), rl)
-    return qa, rl, status, ratio
-
-
-@cached
-def _bcgs2_program(lay: _Layout, fill: bool) -> Any:
-    return Spmd(
-        lambda a: _bcgs2_local(a, lay, fill),
-        lay.mesh,
-        lay.spec,
-        (lay.spec, lay.r_spec, PartitionSpec(), PartitionSpec()),
-    )
+    return lax.fori_loop(jnp.int32(0), jnp.int32(n // nb), panel, init)
 
 
 def _padded(a: Any, lay: _Layout) -> Any:
@@ -358,7 +411,7 @@ def _factor(a: Any, lay: _Layout, fill: bool) -> tuple[jax.Array, ...]:
     if lay.tsqr:
         q, r = _hqr_program(lay)(x)
         return q, r, jnp.int32(0), jnp.float32(1)
-    return _bcgs2_program(lay, fill)(x)
+    return _factor_program(lay, fill)(x)
 
 
 def _on_layout(a: Any, op: Operand, rest: tuple[Any, ...], nb: int, make: Any, rule: str) -> Any:
@@ -389,12 +442,12 @@ def _qr_local(lay: _Layout, fill: bool) -> Any:
             return (*hqr(a), jnp.int32(0))
 
         return local, (lay.spec,), (lay.spec, rep, rep)
-    bcgs2 = _bcgs2_program(lay, fill).body
+    factor = _factor_program(lay, fill).body
 
-    def local_bcgs2(a: jax.Array) -> tuple[jax.Array, ...]:
-        return bcgs2(a)[:3]
+    def local_factor(a: jax.Array) -> tuple[jax.Array, ...]:
+        return factor(a)[:3]
 
-    return local_bcgs2, (lay.spec,), (lay.spec, lay.r_spec, rep)
+    return local_factor, (lay.spec,), (lay.spec, lay.r_spec, rep)
 
 
 def _rank_status(where: str, result: _T, status: jax.Array, a: Any, *, fill: bool) -> Checked[_T]:
@@ -418,28 +471,27 @@ def _qr(
 ) -> Checked[tuple[jax.Array, jax.Array]]:
     """Reduced QR ``a = q r`` of a sharded ``(M, n)`` matrix, like ``jnp.linalg.qr``.
 
-    Householder QR with TSQR panels for ``P(rows, None)`` with ``M / R >= n`` (per
-    panel of ``nb`` columns an all-gather of ``R`` blocks ``nb x nb`` and all-reduces
-    of ``nb x 2 nb`` and ``nb x n``, as many again to form ``q``; ``r`` replicated);
-    otherwise BCGS2 with TSQR panels in ``a``'s own layout
-    (see the module docstring). Communication of BCGS2 per panel of ``nb`` columns:
-    three all-reduces of ``(M / R) x nb`` over the column axes (none on a mesh that
-    splits only rows), two of ``n x nb`` over the whole mesh, two all-gathers of
-    ``R x nb x nb`` over the row axes; nothing matrix-sized moves. Memory per device:
-    the input's share plus ``q``'s and ``r``'s plus ``O(n nb)`` (and up to one more
-    share for the NaN fill under ``jit``). Flops ``~4 M n^2`` (3x Householder's ``r``
-    for a square matrix). Orthogonality ``O(eps)`` while ``kappa(a) << 1 / eps``
-    (measured in float64, ``n = 48``: ``||I - q^T q|| ~ 3e-15`` up to ``kappa = 1e13``).
-    Complex ``a``: ``q^H q = I``. Sizes the mesh does not divide are padded (module
-    docstring): ``(M + e') (n + e) - M n`` more elements (``e < C`` new columns,
-    ``e' < R`` more rows), and ``q``, ``r`` come back replicated.
+    Blocked Householder QR with TSQR panels in ``a``'s own layout (see the module
+    docstring), at LAPACK's flops (``8/3 n^3`` for a square ``a``). Per panel of ``nb``
+    columns: an all-gather of ``R`` blocks ``nb x nb`` over the row axes, an
+    all-reduce of ``((R + 2) nb + 1) x nb``, one of ``nb x (n / C)`` over the row axes
+    and, when the columns are split, one of ``(M / R) x nb`` over the column axes; to
+    form ``q`` the last two again. ``r`` replicated on the TSQR layout (``P(rows,
+    None)`` with ``M / R >= n``; one ``n x n`` all-reduce), else sharded like ``a``.
+    Nothing matrix-sized moves. Memory per device: the input's share, the reduced
+    block's, ``q``'s and ``r``'s plus ``O(n nb)`` (and up to one more share for the
+    NaN fill under ``jit``). BCGS2 (``~4 M n^2`` flops, orthogonality ``O(eps)`` while
+    ``kappa(a) << 1 / eps``) only where the blocks leave narrow panels. Complex ``a``:
+    ``q^H q = I``. Sizes the mesh does not divide are padded (module docstring):
+    ``(M + e') (n + e) - M n`` more elements (``e < C`` new columns, ``e' < R`` more
+    rows), and ``q``, ``r`` come back replicated.
 
     Args:
       a: ``(M, n)`` float or complex matrix (wide ``M < n``: see the module
         docstring; ``q`` is then ``M x M``, ``r`` ``M x n``), sharded ``P(rows, cols)``
         (either may be ``None``), or host data with ``mesh=``/``spec=`` (any ``M, n``).
-      nb: panel width. BCGS2: rounded down to a divisor of ``n / C`` that is at most
-        ``M / R``; tall-skinny Householder: to a divisor of the rows per device.
+      nb: panel width, rounded down to a divisor of the rows per device (and, outside
+        the TSQR layout, of ``n / C``); BCGS2: to a divisor of ``n / C`` at most ``M / R``.
       mesh: the mesh, when ``a`` does not carry it (host data). Not needed under
         ``jit`` on Auto axes: the layout comes from the partitioner.
       spec: ``a``'s spec, likewise.
@@ -448,14 +500,15 @@ def _qr(
 
     Returns:
       ``(q, r)``: ``q`` ``(M, n)`` sharded like ``a``; ``r`` ``(n, n)`` upper triangular,
-      replicated (TSQR) or sharded like ``a`` (BCGS2; rows replicated when the row split
-      does not divide ``n``; replicated when ``a`` is padded). NaN-filled under ``jit``
-      for a rank-deficient ``a`` (BCGS2). ``qr.with_status(...)``: ``((q, r), status)``,
-      status ``j + 1`` naming the first numerically dependent column ``j`` (always
-      ``0`` for TSQR).
+      replicated on the TSQR layout, else sharded like ``a`` (rows replicated when the
+      row split does not divide ``n``; replicated when ``a`` is padded). NaN-filled
+      under ``jit`` for a rank-deficient ``a`` (outside the TSQR layout).
+      ``qr.with_status(...)``: ``((q, r), status)``, status ``j + 1`` naming the first
+      numerically dependent column ``j`` (always ``0`` on the TSQR layout).
 
     Raises:
-      RankDeficientError: eagerly, when BCGS2 finds ``a`` numerically rank deficient.
+      RankDeficientError: eagerly, outside the TSQR layout, when ``a`` is numerically
+        rank deficient.
       ValueError: a bad ``nb`` or an unknown layout.
       TypeError: ``a`` is half precision (use float32) or not numeric.
 
@@ -476,7 +529,7 @@ def _qr(
       >>> shardkit.linalg.qr(shardkit.shard(np.ones((32, 32)), mesh=m, spec="x,y"))
       Traceback (most recent call last):
       ...
-      shardkit.linalg.RankDeficientError: qr: a (shape=(32, 32), dtype=float64) is numerically rank deficient: |r_jj| of column 1 is at most n * eps * max|r_jj| (or NaN), so block Gram-Schmidt cannot make q orthonormal. Check a for dependent columns, or use the layout P(rows, None) with M / R >= n (Householder TSQR copes with rank deficiency); under jax.jit call shardkit.linalg.qr.with_status(...) to receive this status instead.
+      shardkit.linalg.RankDeficientError: qr: a (shape=(32, 32), dtype=float64) is numerically rank deficient: |r_jj| of column 1 is at most n * eps * max|r_jj| (or NaN), so r is singular (and block Gram-Schmidt's q is not orthonormal). Check a for dependent columns, use lstsq for a minimum-norm solution, or the layout P(rows, None) with M / R >= n (its QR reports no rank); under jax.jit call shardkit.linalg.qr.with_status(...) to receive this status instead.
     """
     a = as_inexact("qr", "a", a)
     op = matrix_operand("qr", a, mesh, spec, square=False)
@@ -566,8 +619,8 @@ def _tsqr_lstsq_program(lay: _Layout, rcond: float) -> Any:
 
 
 MIN_NORM_GUARD = 100.0
-""":func:`lstsq` on the BCGS2 path solves for NumPy's minimum-norm ``x`` instead when its
-estimate of ``1 / kappa(a)`` is at most ``MIN_NORM_GUARD * rcond`` (or BCGS2 reports rank
+""":func:`lstsq` outside the TSQR layout solves for NumPy's minimum-norm ``x`` instead when its
+estimate of ``1 / kappa(a)`` is at most ``MIN_NORM_GUARD * rcond`` (or the QR reports rank
 deficiency, or its ``x`` is not finite). The estimate is the smaller of
 ``min|r_jj| / max|r_jj|`` and an inverse power estimate of ``sigma_min(r)`` over the
 largest column norm (:mod:`shardkit.linalg._condest`; the diagonal alone misses
@@ -616,13 +669,13 @@ def _min_norm_program(lay: _Layout, rcond: float) -> Any:
 
 
 def _needs_min_norm(status: jax.Array, ratio: jax.Array, x: jax.Array, rcond: float) -> jax.Array:
-    """Whether BCGS2's answer must give way to the minimum-norm one (see MIN_NORM_GUARD)."""
+    """Whether the QR's answer must give way to the minimum-norm one (see MIN_NORM_GUARD)."""
     # Not "ratio <= guard": a NaN estimate (non-finite r) must choose the fallback too.
     return (status != 0) | ~(ratio > MIN_NORM_GUARD * rcond) | ~jnp.all(jnp.isfinite(x))
 
 
 def _r_plan(lay: _Layout) -> Plan | None:
-    """The natural-order plan of BCGS2's ``r`` (None when ``r`` is replicated)."""
+    """The natural-order plan of the sharded ``r`` (None when ``r`` is replicated)."""
     if all(e is None for e in lay.r_spec):
         return None
     r = Operand("lstsq", "r", (lay.n, lay.n), lay.mesh, normalize(lay.r_spec, 2), "concrete")
@@ -680,11 +733,11 @@ def _residual_program(lay: _Layout) -> Any:
 def _lstsq_local(lay: _Layout, rcond: float) -> Any:
     """Least squares' per-shard program: ``(x, residuals, status, rank)``, all replicated.
 
-    The eager path's programs composed: TSQR's, or BCGS2, ``q^T b``, the triangular
+    The eager path's programs composed: TSQR's, or the QR, ``q^T b``, the triangular
     solve on the sharded ``r`` (then one all-gather of ``x``, ``n x nrhs``) and the
     residual, with the minimum-norm program in a ``lax.cond`` when the condition
     estimate asks for it. No ``s``: which of the two runs is the partitioner's choice
-    under ``jit`` on Auto axes, and BCGS2 computes no singular values.
+    under ``jit`` on Auto axes, and the sharded ``r`` gives no singular values.
     """
     rep = PartitionSpec()
     b_spec = PartitionSpec(lay.spec[0], None)
@@ -696,7 +749,7 @@ def _lstsq_local(lay: _Layout, rcond: float) -> Any:
             return x, res, jnp.int32(0), rank
 
         return local_tsqr, (lay.spec, b_spec), (rep,) * 4
-    factor = _bcgs2_program(lay, False).body
+    factor = _factor_program(lay, False).body
     min_norm = _min_norm_local(lay, rcond)
     qtb_of = _qtb_program(lay).body
     residual = _residual_program(lay).body
@@ -761,7 +814,8 @@ def _lstsq(
       minimum-norm solution, singular values at most ``rcond * s_max`` count as zero
       (``rank``), so a rank-deficient or zero ``a`` gives a finite ``x`` (the same as
       NumPy's, tested against it) and ``s`` are ``a``'s singular values.
-    * Other layouts use BCGS2, then ``q^H b`` (one ``n x nrhs`` all-reduce),
+    * Other layouts use :func:`qr` (Householder, or BCGS2), then ``q^H b`` (one
+      ``n x nrhs`` all-reduce),
       :func:`~shardkit.linalg.solve_triangular` on the sharded ``r`` and the residual
       (an ``(M / R) x nrhs`` all-reduce). ``r`` is never gathered, so no SVD comes from
       it: **``s`` is None** on these layouts, as ``scipy.linalg.lstsq`` returns it for
@@ -771,7 +825,7 @@ def _lstsq(
       The estimate is the smaller of ``min|r_jj| / max|r_jj|``
       and two steps of inverse power iteration for ``sigma_min(r)`` (four triangular
       solves on the sharded ``r``, no gather; the diagonal alone misses Kahan-like
-      matrices). When it is at most ``100 * rcond`` (or BCGS2 finds a
+      matrices). When it is at most ``100 * rcond`` (or the QR finds a
       zero ``|r_jj|``, or ``x`` is not finite), the answer is recomputed by the
       **minimum-norm path**: a
       Householder TSQR of ``[a, b]`` over the row blocks (all-gathers of each row block
@@ -790,7 +844,7 @@ def _lstsq(
     for its all-gathers, each of ``M``-sized pieces); ``x`` replicated, ``rank`` and
     ``s`` NumPy's. Under ``jit`` on Auto axes ``jnp.linalg.lstsq`` runs instead (XLA
     gathers ``a``). Tall or square ``a`` under ``jit`` on Auto axes: the partitioner
-    picks the layout, hence TSQR or BCGS2, after ``lstsq`` returns; ``s`` is None.
+    picks the layout, hence the path, after ``lstsq`` returns; ``s`` is None.
 
     ``residuals`` are the squared norms of ``a x - b`` for the ``x`` returned, for every
     ``M`` and rank (NumPy returns them only for full rank and ``M > n``). Complex ``a``
@@ -805,7 +859,7 @@ def _lstsq(
       b: ``(M,)`` or ``(M, nrhs)``.
       rcond: relative cutoff of the singular values; ``None``: NumPy's
         ``max(M, n) * eps``.
-      nb: BCGS2 panel width (see :func:`qr`).
+      nb: the QR's panel width (see :func:`qr`).
       mesh: the mesh, when ``a`` does not carry it.
       spec: ``a``'s spec, likewise.
       check_finite: eagerly, raise ``ValueError`` when ``a`` or ``b`` holds an inf or
@@ -813,11 +867,11 @@ def _lstsq(
 
     Returns:
       ``(x, residuals, rank, s)``: ``x`` with ``b``'s trailing shape (replicated for
-      TSQR and the minimum-norm path, rows sharded like ``r``'s rows for BCGS2);
+      TSQR and the minimum-norm path, rows sharded like ``r``'s rows otherwise);
       ``residuals`` the squared norms
       of ``a x - b`` per right-hand side (``(nrhs,)``, also for square ``a``);
       ``s`` ``a``'s singular values (descending) on the TSQR layout and for wide
-      ``a``, None on the BCGS2 layouts and under ``jit`` on Auto axes (see above).
+      ``a``, None on the other layouts and under ``jit`` on Auto axes (see above).
 
     Raises:
       ValueError: ``b`` does not fit ``a``, a bad ``nb``, a layout error, or (eagerly)
@@ -943,6 +997,6 @@ def _tall_lstsq(a: Any, op: Operand, b: jax.Array, tol: float, nb: int) -> tuple
         x, res, rank = min_norm() if bool(need) else standing()
     if x.shape[0] != n:
         x = x[:n]
-    # BCGS2 computes no singular values (the minimum-norm branch does, but one answer
+    # The sharded r gives no singular values (the minimum-norm branch does, but one answer
     # has one type, under jit too): s is None, as scipy's gelsy driver returns it.
     return (x[:, 0] if b.ndim == 1 else x, res, rank, None), ok

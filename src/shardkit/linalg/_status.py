@@ -80,7 +80,7 @@ class NotPositiveDefiniteError(LinAlgStatusError):
 
 
 class RankDeficientError(SingularMatrixError):
-    """Block Gram-Schmidt QR met a numerically zero ``|r_jj|``: ``a``'s columns are (nearly) dependent."""
+    """QR met a numerically zero ``|r_jj|``: ``a``'s columns are (nearly) dependent."""
 
 
 class Failure(enum.Enum):
@@ -91,7 +91,7 @@ class Failure(enum.Enum):
     NOT_POSITIVE_DEFINITE = "not_positive_definite"
     """Cholesky: a non-positive pivot (:class:`NotPositiveDefiniteError`)."""
     RANK_DEFICIENT = "rank_deficient"
-    """Block Gram-Schmidt QR: a numerically zero ``|r_jj|`` (:class:`RankDeficientError`)."""
+    """QR outside the TSQR layout: a numerically zero ``|r_jj|`` (:class:`RankDeficientError`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,9 +130,10 @@ class Problem:
                 where,
                 col,
                 f"{where}: a {matrix} is numerically rank deficient: |r_jj| of column {col} is "
-                "at most n * eps * max|r_jj| (or NaN), so block Gram-Schmidt cannot make q "
-                "orthonormal. Check a for dependent columns, or use the layout P(rows, None) "
-                f"with M / R >= n (Householder TSQR copes with rank deficiency); {under_jit}",
+                "at most n * eps * max|r_jj| (or NaN), so r is singular (and block "
+                "Gram-Schmidt's q is not orthonormal). Check a for dependent columns, use "
+                "lstsq for a minimum-norm solution, or the layout P(rows, None) with "
+                f"M / R >= n (its QR reports no rank); {under_jit}",
             )
         if self.failure is Failure.NOT_POSITIVE_DEFINITE:
             return NotPositiveDefiniteError(

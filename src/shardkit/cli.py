@@ -20,7 +20,7 @@ from rich.console import Console
 from typer.core import TyperGroup
 
 from shardkit._config import accelerator_present, use_cpu_devices
-from shardkit._progress import busy
+from shardkit._progress import busy, progress_console
 from shardkit.train import Optimizer, Schedule, Strategy
 
 _UNEXPECTED_LIMIT = 400
@@ -345,7 +345,7 @@ def bench(
     if calls is not None:
         raise _BadValue("only the soak makes a number of calls", param_hint="'--calls'")
 
-    with _usage():
+    with _usage(), progress_console(_console):
         run_bench(
             suites[0] if suites == ["all"] else suites,
             sizes=None if sizes is None else sizes.split(","),
@@ -353,7 +353,7 @@ def bench(
             repeat=repeat,
             out=out,
             quick=quick,
-            console=_console,
+            progress=True,
         )
     _console.print(f"reports written to {out}/ (results.json, report.md, report.html)")
 
@@ -375,8 +375,8 @@ def _calibrate(
         )
     with _usage("--sizes"):
         size_list = None if sizes is None else [parse_size(v) for v in sizes.split(",")]
-    with _usage():
-        result = calibrate(quick=quick, sizes=size_list, repeat=repeat, console=_console)
+    with _usage(), progress_console(_console):
+        result = calibrate(quick=quick, sizes=size_list, repeat=repeat, progress=True)
     _console.print(result)
     _console.print(
         f"saved preset {result.interconnect.label} to {result.path}; shardkit inspect, "
@@ -479,7 +479,6 @@ def train(
     """
     from shardkit.distributed import initialize
     from shardkit.train import run_training
-    from shardkit.train.internal import progress_console
 
     try:
         layer_sizes = tuple(int(s) for s in sizes.split(","))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -24,9 +25,9 @@ from shardkit.bench._suite_collectives import COLLECTIVES
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path, str]:
     out = tmp_path_factory.mktemp("bench")
-    console = Console(record=True, width=200)
-    result = run_bench(["collectives"], quick=True, out=out, console=console)
-    return result, out, console.export_text()
+    printed = io.StringIO()
+    result = run_bench(["collectives"], quick=True, out=out, progress=printed)
+    return result, out, printed.getvalue()
 
 
 def test_quick_collectives_cover_every_collective_and_axis(quick: tuple[Any, Path, str]) -> None:
@@ -150,3 +151,17 @@ def test_result_displays_its_summary_table(quick: tuple[Any, Path, str]) -> None
     for candidate in {r.candidate for r in result.records}:
         assert candidate in text
     assert f"shardkit bench ({result.wall_s:.1f} s)" in text
+
+
+def test_progress_option_and_the_deprecated_console() -> None:
+    # No public function takes a console: progress= (True, False or a text file); the
+    # old console= still works for one release, with a warning naming progress=.
+    with (
+        pytest.warns(DeprecationWarning, match=r"run_bench\(\.\.\., progress=True\)"),
+        pytest.raises(ValueError, match="nope"),
+    ):
+        run_bench("nope", console=Console(file=io.StringIO()))
+    with pytest.raises(TypeError, match="both"):
+        run_bench("fft", console=Console(file=io.StringIO()), progress=True)
+    with pytest.raises(TypeError, match=r"run_bench: progress=.* must be True"):
+        run_bench("fft", progress=Console())  # pyright: ignore[reportArgumentType]

@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TextIO
 
 import jax
 import jax.numpy as jnp
@@ -56,6 +56,7 @@ from rich.console import Console
 from rich.table import Table
 
 from shardkit._display import rich_text
+from shardkit._progress import resolve_progress
 from shardkit.bench._suite_collectives import (
     _HLO_KINDS,
     INNER,
@@ -586,6 +587,7 @@ def calibrate(
     repeat: int | None = None,
     save: bool = True,
     path: str | Path | None = None,
+    progress: bool | TextIO = False,
     console: Console | None = None,
 ) -> Calibration:
     """Measure the collectives and a matmul on the current devices, fit, save the preset.
@@ -600,7 +602,9 @@ def calibrate(
       save: write the preset (to ``path``, else the config directory's file for these
         devices, ``shardkit.inspect.internal.preset_path``).
       path: where to save instead of the config directory.
-      console: where progress goes; ``None``: silent.
+      progress: ``True`` prints progress and the summary on standard output, a text
+        file receives them, ``False`` (the default) prints nothing.
+      console: deprecated (a rich ``Console``); use ``progress=``.
 
     Returns:
       The :class:`Calibration`.
@@ -611,6 +615,7 @@ def calibrate(
         split evenly, twice over for the all-gather's input), or a group size that
         does not divide the device count.
     """
+    console = resolve_progress("calibrate", console, progress)
     count = len(jax.devices())
     groups, size_list = _groups_and_sizes(count, group_sizes, sizes, quick)
     base = QUICK_TIMING if quick else FULL_TIMING

@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import jax
 from rich.console import Console
@@ -20,7 +20,7 @@ from rich.table import Table
 
 from shardkit._display import rich_html, rich_text
 from shardkit._preflight import check_output_dir, require
-from shardkit._progress import busy
+from shardkit._progress import busy, resolve_progress
 from shardkit._typing import JSONObject
 from shardkit.bench._catalog import suites as builtin_suites
 from shardkit.bench._env import environment
@@ -161,6 +161,7 @@ def run_bench(
     repeat: int | None = None,
     out: str | Path | None = None,
     quick: bool = False,
+    progress: bool | TextIO = False,
     console: Console | None = None,
 ) -> BenchResult:
     """Run benchmark suites, print progress and a summary, and write the reports.
@@ -178,7 +179,9 @@ def run_bench(
       out: directory for ``results.json``, ``report.md``, ``report.html`` and the PNG
         plots (created if missing; checked before anything runs); ``None`` writes nothing.
       quick: every suite at small sizes with few rounds (a smoke run of seconds).
-      console: where progress and the summary go; ``None``: silent.
+      progress: ``True`` prints progress and the summary on standard output, a text
+        file receives them, ``False`` (the default) prints nothing.
+      console: deprecated (a rich ``Console``); use ``progress=``.
 
     Returns:
       The :class:`BenchResult`.
@@ -190,6 +193,7 @@ def run_bench(
       ImportError: ``out`` is given and matplotlib (the ``bench`` extra) is missing;
         checked before anything runs.
     """
+    console = resolve_progress("run_bench", console, progress)
     names = _resolve_suites(suites)
     mesh_shapes = _resolve_meshes(meshes)
     size_list = tuple(parse_size(s) for s in sizes) if sizes is not None else None

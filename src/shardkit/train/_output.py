@@ -8,30 +8,14 @@ call through :func:`progress_console` (``shardkit.train.internal``).
 
 from __future__ import annotations
 
-import contextlib
-import io
-import sys
-from collections.abc import Iterator
-from contextvars import ContextVar
 from typing import TextIO
 
 from rich.console import Console
 
 from shardkit._deprecation import moved
+from shardkit._progress import progress_console, progress_output
 
 __all__ = ["output_console", "progress_console"]
-
-_SCOPED: ContextVar[Console | None] = ContextVar("shardkit_train_console", default=None)
-
-
-@contextlib.contextmanager
-def progress_console(console: Console) -> Iterator[None]:
-    """Within the block, ``run_training(progress=True)`` prints on ``console``."""
-    token = _SCOPED.set(console)
-    try:
-        yield
-    finally:
-        _SCOPED.reset(token)
 
 
 def output_console(legacy: Console | None, progress: bool | TextIO) -> Console:
@@ -45,20 +29,7 @@ def output_console(legacy: Console | None, progress: bool | TextIO) -> Console:
         stacklevel=5,
     ):
         return _as_console(legacy)
-    if progress is False:
-        return Console(file=io.StringIO())
-    if progress is True:
-        scoped = _SCOPED.get()
-        if scoped is not None:
-            return scoped
-        return Console() if sys.stdout.isatty() else Console(width=160)
-    if isinstance(progress, Console) or not callable(getattr(progress, "write", None)):
-        raise TypeError(
-            f"run_training: progress={progress!r} ({type(progress).__name__}) must be True "
-            "(print on standard output), False (print nothing) or a text file such as "
-            "io.StringIO() or open(path, 'w')"
-        )
-    return Console(file=progress, width=160)
+    return progress_output("run_training", progress)
 
 
 def _as_console(console: Console | None) -> Console:

@@ -83,8 +83,9 @@ Householder QR of the leading ``M x M`` block (gathered: small when ``M`` is nar
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -337,67 +338,106 @@ def _factor_program(lay: _Layout, fill: bool) -> Any:
 # ---- BCGS2 --------------------------------------------------------------------------
 
 
+class _Bcgs2Stage(NamedTuple):
+    """What every BCGS2 step reads, fixed for the whole factorization (one device)."""
+
+    lay: _Layout
+    mr: int  # local rows
+    k: int  # local columns
+    r: jax.Array  # this device's row group
+    c: jax.Array  # this device's column group
+    lanes: jax.Array  # 0 .. cb - 1
+
+
+class _Bcgs2Carry(NamedTuple):
+    """The loop state: ``q`` written over ``a``, the local rows of ``r``, ``r``'s diagonal."""
+
+    qa: jax.Array
+    rl: jax.Array
+    d: jax.Array
+
+
+def _chunk(st: _Bcgs2Stage, qa: jax.Array, j: jax.Array, act: jax.Array) -> jax.Array:
+    """Local columns ``j cb ..`` of ``q``; columns at or right of the panel still hold
+    ``a``: zeroed (an inf there must not turn into NaN through a zero coefficient)."""
+    cb = st.lay.cb
+    blk = dslice(qa, (0, j * cb), (st.mr, cb))
+    return jnp.where((j * cb + st.lanes < act)[None, :], blk, 0)
+
+
+def _coefficients(
+    st: _Bcgs2Stage, qa: jax.Array, w: jax.Array, act: jax.Array, j: jax.Array, buf: jax.Array
+) -> jax.Array:
+    cb = st.lay.cb
+    return dupdate(buf, jnp.conj(_chunk(st, qa, j, act)).T @ w, (st.c * st.k + j * cb, 0))
+
+
+def _correction(
+    st: _Bcgs2Stage, qa: jax.Array, s: jax.Array, act: jax.Array, j: jax.Array, acc: jax.Array
+) -> jax.Array:
+    cb, nb = st.lay.cb, st.lay.nb
+    return acc + _chunk(st, qa, j, act) @ dslice(s, (st.c * st.k + j * cb, 0), (cb, nb))
+
+
+def _project(
+    st: _Bcgs2Stage, qa: jax.Array, w: jax.Array, act: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """``w - q s`` and ``s = q^H w`` for the ``act`` local ``q`` columns (``s``: ``n x nb``).
+
+    Only the chunks holding ``q`` are multiplied (a dynamic trip count): the flops
+    follow the growing ``q`` instead of the whole local block.
+    """
+    lay = st.lay
+    nch = (act + lay.cb - 1) // lay.cb
+    zero = jnp.zeros((lay.n, lay.nb), qa.dtype)
+    s = lax.fori_loop(jnp.int32(0), nch, functools.partial(_coefficients, st, qa, w, act), zero)
+    s = psum(s, lay.rows + lay.cols)
+    acc = jnp.zeros((st.mr, lay.nb), qa.dtype)
+    corr = lax.fori_loop(jnp.int32(0), nch, functools.partial(_correction, st, qa, s, act), acc)
+    return w - psum(corr, lay.cols), s
+
+
+def _bcgs2_panel(st: _Bcgs2Stage, p: jax.Array, carry: _Bcgs2Carry) -> _Bcgs2Carry:
+    """Panel ``p``: project twice against ``q`` (with a TSQR of each result), write it."""
+    lay, k = st.lay, st.k
+    nb, n, nrl = lay.nb, lay.n, lay.r_rows
+    qa, rl, d = carry
+    j0 = p * nb
+    owner = j0 // k
+    off = j0 - owner * k
+    mine = st.c == owner
+    act = jnp.clip(j0 - st.c * k, 0, k)
+    old = dslice(qa, (0, off), (st.mr, nb))
+    w = psum(jnp.where(mine, old, 0), lay.cols)
+    y1, s1 = _project(st, qa, w, act)
+    q1, r1 = _tsqr_local(y1, lay.rows)
+    y2, s2 = _project(st, qa, q1, act)
+    qp, r2 = _tsqr_local(y2, lay.rows)
+    # w = q (s1 + s2 r1) + qp (r2 r1): Barlow and Smoktunowicz's BCGS2.
+    rdiag = r2 @ r1
+    rcol = dupdate(s1 + s2 @ r1, rdiag, (j0, 0))
+    # Only the owner column group writes: the others aim past the end (dropped).
+    # (A select against the old columns would make XLA copy the whole local
+    # block into LAPACK's column-major layout.)
+    dest = jnp.where(mine, off + jnp.arange(nb, dtype=jnp.int32), k)
+    qa = qa.at[:, dest].set(qp, mode="drop")
+    rmine = dslice(rcol, (st.r * nrl, 0), (nrl, nb)) if nrl < n else rcol
+    rl = rl.at[:, dest].set(rmine, mode="drop")
+    return _Bcgs2Carry(qa, rl, dupdate(d, jnp.diagonal(rdiag), (j0,)))
+
+
 def _bcgs2_local(a: jax.Array, lay: _Layout) -> tuple[jax.Array, ...]:
-    """The BCGS2 kernel, inside ``shard_map``: local ``q``, local ``r``, ``r``'s diagonal."""
-    n, nb, cb = lay.n, lay.nb, lay.cb
+    """The BCGS2 kernel, inside ``shard_map``: local ``q``, local ``r``, ``r``'s diagonal.
+
+    Flat functions around a stage record (:class:`_Bcgs2Stage`) and NamedTuple loop
+    state (:class:`_Bcgs2Carry`), as the LU kernel.
+    """
     mr, k = a.shape
-    dt = a.dtype
-    rows, cols = lay.rows, lay.cols
-    r, c = axis_index(rows), axis_index(cols)
-    nrl = lay.r_rows
-    lanes = jnp.arange(cb, dtype=jnp.int32)
-
-    def chunk(qa: jax.Array, j: jax.Array, act: jax.Array) -> jax.Array:
-        # Columns at or right of the panel still hold a: zero them (an inf there must
-        # not turn into NaN through a zero coefficient).
-        blk = dslice(qa, (0, j * cb), (mr, cb))
-        return jnp.where((j * cb + lanes < act)[None, :], blk, 0)
-
-    def project(qa: jax.Array, w: jax.Array, act: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """``w - q s`` and ``s = q^H w`` for the ``act`` local ``q`` columns (``s``: ``n x nb``)."""
-        # Only the chunks holding q are multiplied (a dynamic trip count): the flops
-        # follow the growing q instead of the whole local block.
-        nch = (act + cb - 1) // cb
-
-        def coef(j: jax.Array, buf: jax.Array) -> jax.Array:
-            return dupdate(buf, jnp.conj(chunk(qa, j, act)).T @ w, (c * k + j * cb, 0))
-
-        s = lax.fori_loop(jnp.int32(0), nch, coef, jnp.zeros((n, nb), dt))
-        s = psum(s, rows + cols)
-
-        def upd(j: jax.Array, acc: jax.Array) -> jax.Array:
-            return acc + chunk(qa, j, act) @ dslice(s, (c * k + j * cb, 0), (cb, nb))
-
-        corr = lax.fori_loop(jnp.int32(0), nch, upd, jnp.zeros((mr, nb), dt))
-        return w - psum(corr, cols), s
-
-    def panel(p: jax.Array, carry: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
-        qa, rl, d = carry
-        j0 = p * nb
-        owner = j0 // k
-        off = j0 - owner * k
-        mine = c == owner
-        act = jnp.clip(j0 - c * k, 0, k)
-        old = dslice(qa, (0, off), (mr, nb))
-        w = psum(jnp.where(mine, old, 0), cols)
-        y1, s1 = project(qa, w, act)
-        q1, r1 = _tsqr_local(y1, rows)
-        y2, s2 = project(qa, q1, act)
-        qp, r2 = _tsqr_local(y2, rows)
-        # w = q (s1 + s2 r1) + qp (r2 r1): Barlow and Smoktunowicz's BCGS2.
-        rdiag = r2 @ r1
-        rcol = dupdate(s1 + s2 @ r1, rdiag, (j0, 0))
-        # Only the owner column group writes: the others aim past the end (dropped).
-        # (A select against the old columns would make XLA copy the whole local
-        # block into LAPACK's column-major layout.)
-        dest = jnp.where(mine, off + jnp.arange(nb, dtype=jnp.int32), k)
-        qa = qa.at[:, dest].set(qp, mode="drop")
-        rmine = dslice(rcol, (r * nrl, 0), (nrl, nb)) if nrl < n else rcol
-        rl = rl.at[:, dest].set(rmine, mode="drop")
-        return qa, rl, dupdate(d, jnp.diagonal(rdiag), (j0,))
-
-    init = (a, jnp.zeros((nrl, k), dt), jnp.zeros((n,), dt))
-    return lax.fori_loop(jnp.int32(0), jnp.int32(n // nb), panel, init)
+    lanes = jnp.arange(lay.cb, dtype=jnp.int32)
+    st = _Bcgs2Stage(lay, mr, k, axis_index(lay.rows), axis_index(lay.cols), lanes)
+    init = _Bcgs2Carry(a, jnp.zeros((lay.r_rows, k), a.dtype), jnp.zeros((lay.n,), a.dtype))
+    step = functools.partial(_bcgs2_panel, st)
+    return tuple(lax.fori_loop(jnp.int32(0), jnp.int32(lay.n // lay.nb), step, init))
 
 
 def _padded(a: Any, lay: _Layout) -> Any:

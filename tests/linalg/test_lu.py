@@ -401,7 +401,7 @@ def test_one_option_vocabulary() -> None:
     # stages= wherever a factorization runs, trans= as in solve_triangular.
     m = make_mesh("8")
     a_np = np.random.default_rng(3).standard_normal((16, 16)) + 4 * np.eye(16)
-    a = shard(a_np, m, "x,None")
+    a = shard(a_np, mesh=m, spec="x,None")
     b = np.arange(16.0)
     for order in ("cyclic", "natural"):
         np.testing.assert_allclose(

@@ -183,7 +183,7 @@ def test_bad_configurations_raise() -> None:
             model, opt, strategy="zero", mesh=make_mesh("8", "auto", TRAIN_NAMES), key=key
         )
     with pytest.raises(ValueError, match=r"mesh=mesh\(x=8\) must be 2-D"):
-        train.make_train_step(model, opt, strategy="dp_tp", mesh=make_mesh("8"), key=key)
+        train.make_train_step(model, opt, strategy="dp_tp", mesh=make_mesh("8", "auto"), key=key)
     with pytest.raises(TypeError, match=r"mesh= is missing and no mesh is set.*jax\.set_mesh"):
         train.make_train_step(model, opt, strategy="dp", key=key)
     with pytest.raises(TypeError, match=r"must be a jax\.sharding\.Mesh"):

@@ -515,6 +515,7 @@ def _legacy_arguments(legacy_mesh: Any, mesh: Any, specs: Any, candidates: Any) 
         new="matmul_chain(shapes, mesh=mesh)",
         old_given=legacy_mesh is not None,
         new_given=mesh is not None,
+        stacklevel=5,  # the caller of matmul_chain, through this helper
     ):
         mesh = legacy_mesh
     candidates = pick(
@@ -523,6 +524,7 @@ def _legacy_arguments(legacy_mesh: Any, mesh: Any, specs: Any, candidates: Any) 
         old_value=UNSET if specs is None else specs,
         new="candidates=",
         new_value=candidates,
+        stacklevel=5,
     )
     if mesh is None:
         raise TypeError(

@@ -347,10 +347,13 @@ def test_lookahead_panel_collectives_do_not_wait_for_the_bulk_update(
     ("shape", "sp", "pivoting", "n"),
     [
         ("2x4", P("x", "y"), "tournament", 64),
-        ("8", P("x", None), "partial", 61),
-        # Two more layouts with SHARDKIT_FULL_TESTS=1 (8 CPU-s each).
+        # Three more layouts with SHARDKIT_FULL_TESTS=1 (8 CPU-s each).
         *(
-            [("2x4", P("x", "y"), "partial", 61), ("4x2", P("x", "y"), "tournament", 64)]
+            [
+                ("8", P("x", None), "partial", 61),
+                ("2x4", P("x", "y"), "partial", 61),
+                ("4x2", P("x", "y"), "tournament", 64),
+            ]
             if FULL
             else []
         ),

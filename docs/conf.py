@@ -57,7 +57,10 @@ nitpick_ignore_regex = [
     (r"py:.*", r"shardkit(\.\w+)*\._\w+(\..+)?"),
     (r"py:class", r"shardkit\.train\.models\.Hooks"),
     # unqualified names from string annotations that autodoc cannot resolve
-    (r"py:class", r"Mesh|Layout|OutLayout|CollectiveAlgorithm|Console|AxisTypeLike|PyTree|JSONObject"),
+    (
+        r"py:class",
+        r"Mesh|Layout|OutLayout|CollectiveAlgorithm|Console|AxisTypeLike|PyTree|JSONObject",
+    ),
     # submodules are documented through their package's page
     (r"py:mod", r"shardkit\.\w+\.\w+"),
 ]

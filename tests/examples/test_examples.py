@@ -11,7 +11,8 @@ from shardkit.examples import Checks, Scenario, run_scenario, run_tour, scenario
 ALL = scenarios()
 # `make run` (the tour, which CI runs from a fresh clone) runs every scenario; the
 # default test run takes every third one, SHARDKIT_FULL_TESTS=1 all of them.
-SAMPLED = ALL if FULL else ALL[::3]
+# The heaviest, 002/4.6 (eigh), is left to tests/linalg/test_spectral.py and the tour.
+SAMPLED = ALL if FULL else [s for s in ALL[::3] if s.key != "002/4.6"]
 
 
 @pytest.mark.parametrize("scenario", SAMPLED, ids=[s.key for s in SAMPLED])

@@ -382,3 +382,27 @@ def test_auto_without_calibration_picks_the_measured_fastest(shape: str) -> None
         )
         chosen = matmul(a, b, explain=True, mesh=m, in_specs=specs).chosen
         assert chosen.algorithm == fastest, (shape, layout, n)
+
+
+@pytest.mark.parametrize(
+    ("shape", "specs", "algorithm"),
+    [
+        ("2x4", ("x,y", "x,y"), "summa"),
+        ("2x2", ("x,y", "x,y"), "cannon"),
+        ("8", ("x,None", "x,None"), "ring"),
+        ("2x4", ("x,y", "y,None"), "reduce_scatter"),
+    ],
+)
+def test_the_algorithms_collectives_form_one_chain(
+    shape: str, specs: tuple[str, str], algorithm: Algorithm
+) -> None:
+    # Independent collectives of one program can hang XLA's CPU runtime (devices reach
+    # them in different orders): SUMMA's two panel all-reduces and Cannon's two shifts
+    # per step were unordered; every pair is ordered by data dependency now.
+    m = make_mesh(shape, devices=range(4) if shape == "2x2" else None)
+    rng = np.random.default_rng(0)
+    a_np, b_np = rng.standard_normal((32, 32)), rng.standard_normal((32, 32))
+    a, b = shard(a_np, mesh=m, spec=specs[0]), shard(b_np, mesh=m, spec=specs[1])
+    fn = jax.jit(lambda a, b: matmul(a, b, algorithm=algorithm))
+    comms(fn, a, b).assert_ordered()
+    assert_close(fn(a, b), a_np @ b_np)

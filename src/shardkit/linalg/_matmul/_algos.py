@@ -460,13 +460,16 @@ def cannon(pb: MatmulProblem) -> Result:
     left, up = ring_perm(q), ring_perm(q)
 
     def body(a: jax.Array, b: jax.Array) -> jax.Array:
+        # b's shifts wait for a's (after): one chain of collectives, which XLA's CPU
+        # runtime needs (two independent permutes may rendezvous in different orders).
         a = jax.lax.ppermute(a, (r, c), skew_a)
-        b = jax.lax.ppermute(b, (r, c), skew_b)
+        b = jax.lax.ppermute(after(b, a), (r, c), skew_b)
 
         def step(t: jax.Array, carry: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
             acc, a, b = carry
             acc = acc + a @ b
-            return acc, jax.lax.ppermute(a, c, left), jax.lax.ppermute(b, r, up)
+            a = jax.lax.ppermute(after(a, b), c, left)
+            return acc, a, jax.lax.ppermute(after(b, a), r, up)
 
         acc = jnp.zeros(_out_shape(a, b), jnp.result_type(a, b))
         acc, a, b = _loop(q - 1, step, (acc, a, b))
@@ -514,19 +517,26 @@ def summa(pb: MatmulProblem) -> Result:
     def body(a: jax.Array, b: jax.Array) -> jax.Array:
         # A loop, not unrolled: XLA would combine independent panel psums into one
         # all-reduce of every panel at once, losing SUMMA's one-panel working set.
-        def step(t: jax.Array, acc: jax.Array) -> jax.Array:
+        # The panels' all-reduces form one chain (after): each waits for the one before,
+        # the row panel's for the column panel's and the next step's for this step's
+        # (carried as one element, ``last``), as XLA's CPU runtime needs.
+        def step(t: jax.Array, carry: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, ...]:
+            acc, last = carry
             owner_c, off_a = jnp.divmod(t, steps // nc)
             owner_r, off_b = jnp.divmod(t, steps // nr)
             pa = take(a, a.ndim - 1, off_a * w, w)
             pb_ = take(b, b.ndim - 2, off_b * w, w)
             if nc > 1:
+                pa = after(pa, last)
                 pa = jax.lax.psum(jnp.where(index((c,)) == owner_c, pa, jnp.zeros_like(pa)), c)
             if nr > 1:
+                pb_ = after(pb_, pa)
                 pb_ = jax.lax.psum(jnp.where(index((r,)) == owner_r, pb_, jnp.zeros_like(pb_)), r)
-            return acc + pa @ pb_
+            return acc + pa @ pb_, jnp.ravel(pb_)[:1]
 
         acc = jnp.zeros(_out_shape(a, b), jnp.result_type(a, b))
-        return jax.lax.fori_loop(0, steps, step, acc)
+        last = jnp.zeros((1,), jnp.result_type(a, b))
+        return jax.lax.fori_loop(0, steps, step, (acc, last))[0]
 
     comms = []
     if nc > 1:

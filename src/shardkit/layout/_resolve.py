@@ -168,23 +168,6 @@ class Operand:
         """Whether the operand is a tracer (inside ``jit``, ``vmap``, ``grad``...)."""
         return self.how in ("explicit-traced", "auto-traced")
 
-    @property
-    def axis_types(self) -> tuple[AxisType, ...]:
-        """The mesh's axis types (empty without a mesh)."""
-        return () if self.mesh is None else tuple(self.mesh.axis_types)
-
-    def parts(self, dim: int) -> int:
-        """How many devices split dimension ``dim`` (1 when unsplit or unknown)."""
-        if self.mesh is None or self.spec is None:
-            return 1
-        return math.prod(self.mesh.shape[a] for a in self.spec[dim] if a in self.mesh.shape)
-
-    @property
-    def padded_shape(self) -> tuple[int, ...]:
-        """:attr:`shape` with each split dimension rounded up to a multiple of its parts:
-        what a padded layout holds (equal to :attr:`shape` when the mesh divides it)."""
-        return tuple(-(-n // self.parts(d)) * self.parts(d) for d, n in enumerate(self.shape))
-
     def moved(self, mesh: AnyMesh, spec: PartitionSpec) -> Operand:
         """The same operand after the call itself moved it to ``mesh`` and ``spec`` (a
         layout it chose, e.g. a factorization grid, or the one the partitioner decided):
@@ -242,12 +225,12 @@ def operand(
     Example:
       >>> from shardkit.layout import mesh, shard
       >>> op = operand("f", "a", shard(np.ones((4, 8)), mesh=mesh("2x4", "x,y"), spec="x"))
-      >>> op.spec, op.how, op.parts(0)
-      ((('x',), ()), 'concrete', 2)
+      >>> op.spec, op.how, op.pspec
+      ((('x',), ()), 'concrete', P('x',))
       >>> operand("f", "a", np.ones(3)).how
       'host'
     """
-    shape = tuple(int(n) for n in getattr(x, "shape", np.shape(x)))
+    shape = tuple(int(n) for n in (x.shape if hasattr(x, "shape") else np.shape(x)))
     m, norm, how = _found(x, len(shape))
     if mesh is None and spec is None:
         return Operand(where, name, shape, m, norm, how)

@@ -714,12 +714,16 @@ def _needs_min_norm(status: jax.Array, ratio: jax.Array, x: jax.Array, rcond: fl
     return (status != 0) | ~(ratio > MIN_NORM_GUARD * rcond) | ~jnp.all(jnp.isfinite(x))
 
 
+def _r_operand(lay: _Layout) -> Operand:
+    """The record of BCGS2's sharded ``r`` (its layout is ``lay``'s, never read again)."""
+    return Operand("lstsq", "r", (lay.n, lay.n), lay.mesh, normalize(lay.r_spec, 2), "concrete")
+
+
 def _r_plan(lay: _Layout) -> Plan | None:
     """The natural-order plan of the sharded ``r`` (None when ``r`` is replicated)."""
     if all(e is None for e in lay.r_spec):
         return None
-    r = Operand("lstsq", "r", (lay.n, lay.n), lay.mesh, normalize(lay.r_spec, 2), "concrete")
-    return plan_for(r, lay.nb, "natural")[2]
+    return plan_for(_r_operand(lay), lay.nb, "natural")[2]
 
 
 def _inverse_condition_local(lay: _Layout) -> Any:
@@ -1017,7 +1021,7 @@ def _tall_lstsq(a: Any, op: Operand, b: jax.Array, tol: float, nb: int) -> tuple
     if all(e is None for e in lay.r_spec):
         x = _local_trsm(r, qtb, lower=False)
     else:
-        r_op = Operand("lstsq", "r", tuple(r.shape), lay.mesh, normalize(lay.r_spec, 2), "concrete")
+        r_op = _r_operand(lay)
         x = triangular_solve(r, r_op, qtb, lower=False, unit=False, trans=0, nb=DEFAULT_BLOCK)
     xr = place(x, lay.mesh, PartitionSpec())
 

@@ -236,6 +236,24 @@ def test_dealt_matrices() -> None:
         assert_close(got, np.asarray(want), what="dealt Newton-Schulz")
 
 
+def test_mixed_iterations() -> None:
+    """A 16x64 matrix split by columns: ``twice`` alone is 1.33x the share of the flops, so
+    two of its five iterations form ``A^2`` with ``split`` (two all-gathers, not five)."""
+    mesh = make_mesh("8", "auto", TRAIN_NAMES)
+    (plan,) = plan_matrices([("[0]", (16, 64), P(None, "x"), 4)], mesh, steps=5)
+    assert (plan.method, plan.variant, plan.split_steps) == ("products", "twice", 2)
+    assert plan.flops <= 1.25 * plan.total_flops / 8 < 1.25 * plan.flops
+    w = np.random.default_rng(2).standard_normal((16, 64)).astype(np.float32)
+    sharding = NamedSharding(mesh, P(None, "x"))
+    sharded, one = _orthogonalize_program(_Weights("tp", mesh, [sharding]))
+    compiled = sharded.lower([jax.device_put(w, sharding)]).compile()
+    report = comms(compiled)
+    assert (report.count("all-gather"), report.count("all-reduce")) == (2, 5)
+    report.assert_ordered()
+    (got,) = compiled([jax.device_put(w, sharding)])
+    assert_close(got, np.asarray(one([w])[0]), what="mixed Newton-Schulz")
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [

@@ -23,7 +23,10 @@ whole mesh of ``P`` devices in one of two ways, whichever the cost model
   columns ``J`` on device ``J`` and all-gathers ``B`` (``m^2`` more numbers, the
   flops exactly shared). Each matrix takes its cheapest variant; where the step's
   Newton-Schulz flops per device would exceed 1.25x an even share of the one-device
-  count, matrices move to variants with fewer flops until they do not.
+  count, iterations move to variants with fewer flops, one iteration at a time (the
+  best flops saved per second added first), until they do not: a matrix may run
+  some iterations ``twice`` and the rest ``split``, so it all-gathers ``B`` only as
+  often as the bound needs.
 ``dealt``
   ``P`` matrices of one shape (whatever their splits) are dealt out one per device: one
   all-to-all brings each device its whole matrix (one gather to its owner), the
@@ -83,6 +86,9 @@ class MuonMatrix:
         (iterated whole on one owner device).
       variant: how ``products`` forms ``A^2`` (``twice``, ``gram`` or ``split``);
         ``local`` for a dealt matrix.
+      split_steps: of the iterations, how many form ``A^2`` with ``split`` in place
+        of ``variant`` (the flop bound's trade: fewer flops, one all-gather of ``B``
+        each); 0 unless the bound asked for it.
       owner: the owner's index over the mesh (``dealt``), else None.
       bytes_sent: predicted bytes each device sends for this matrix per step.
       flops: Newton-Schulz flops per device for this matrix per step (its share of a
@@ -101,6 +107,12 @@ class MuonMatrix:
     flops: float
     total_flops: float
     seconds: float
+    split_steps: int = 0
+
+    def variants(self, steps: int) -> tuple[NewtonSchulzVariant, ...]:
+        """The variant of each of ``steps`` iterations (the ``split`` ones last)."""
+        k = min(self.split_steps, steps)
+        return (self.variant,) * (steps - k) + ("split",) * k
 
 
 # ---- layouts ------------------------------------------------------------------------------
@@ -213,29 +225,31 @@ def newton_schulz(
     eps: Any,
     ax: tuple[str, ...] = (),
     p: int = 1,
-    variant: NewtonSchulzVariant = "local",
+    variant: NewtonSchulzVariant | Sequence[NewtonSchulzVariant] = "local",
 ) -> jax.Array:
     """Muon's orthogonalization of ``X`` (``m x n``, ``m <= n``) held as column blocks.
 
     ``x`` is this device's ``m x w`` columns; the blocks over ``ax`` (``p`` devices) make
     up ``X``. With ``ax=()`` it is ``optax.contrib.muon``'s iteration on one device.
     ``coeffs`` is ``(3,)`` (``steps`` iterations) or ``(k, 3)`` (one row per iteration).
+    ``variant``: one for every iteration, or one per iteration.
     """
     coeffs = coeffs.astype(x.dtype)
     rows = [coeffs] * steps if coeffs.ndim == 1 else [coeffs[i] for i in range(coeffs.shape[0])]
+    kinds = (variant,) * len(rows) if isinstance(variant, str) else tuple(variant)
     m = x.shape[0]
-    pad = (-m) % p if variant == "split" else 0
+    pad = (-m) % p if "split" in kinds else 0
     if pad:  # zero rows stay zero and leave the others alone
         x = jnp.pad(x, ((0, pad), (0, 0)))
     x, a = _precondition(x, _sum_symmetric(x @ x.T, ax), preconditioning, eps)
-    for i, c in enumerate(rows):
+    for i, (c, kind) in enumerate(zip(rows, kinds, strict=True)):
         if i:
             a = _sum_symmetric(x @ x.T, ax)
-        if variant == "twice":
+        if kind == "twice":
             ax_ = a @ x
             x = c[0] * x + c[1] * ax_ + c[2] * (a @ ax_)
             continue
-        if variant == "split":
+        if kind == "split":
             part = a.shape[0] // p
             aj = dslice(a, (0, axis_index(ax) * part), (a.shape[0], part))
             b = lax.all_gather(c[1] * aj + c[2] * (a @ aj), ax, axis=1, tiled=True)
@@ -347,24 +361,8 @@ def plan_matrices(
         it.index: min(_VARIANTS, key=lambda v: costs[it.index][v][2]) for it in todo
     }
     owner = _dealt_owners(todo, costs, pick, p, steps, net)
-    # The step's products may cost a device 1.25x its share of the flops in all: trade
-    # the cheapest seconds for fewer flops where the sum is over (A^2 whole, A X twice).
     shares = [_iteration_flops(it.lay.m, it.lay.n) * steps / p for it in todo]
-    spent = sum(shares[i] if i in owner else costs[i][pick[i]][1] for i in range(len(todo)))
-    share = sum(shares)
-    while spent > _FLOP_SLACK * share:
-        moves: list[tuple[float, float, int, NewtonSchulzVariant]] = [
-            (c[pick[i]][1] - c[v][1], c[v][2] - c[pick[i]][2], i, v)
-            for i, c in enumerate(costs)
-            if i not in owner
-            for v in _VARIANTS
-            if c[v][1] < c[pick[i]][1]
-        ]
-        if not moves:
-            break
-        saved, _, i, v = max(moves, key=lambda t: t[0] / max(t[1], 1e-12))
-        pick[i] = v
-        spent -= saved
+    split = _trade_flops(costs, pick, owner, shares, steps)
     out = []
     for it in todo:
         total = _iteration_flops(it.lay.m, it.lay.n) * steps
@@ -388,7 +386,13 @@ def plan_matrices(
                 )
             )
         else:
-            sent, flops, secs = costs[it.index][pick[it.index]]
+            k = split.get(it.index, 0)
+            sent, flops, secs = (
+                (steps - k) / steps * a + k / steps * b
+                for a, b in zip(
+                    costs[it.index][pick[it.index]], costs[it.index]["split"], strict=True
+                )
+            )
             out.append(
                 MuonMatrix(
                     it.path,
@@ -401,9 +405,55 @@ def plan_matrices(
                     flops,
                     total,
                     secs,
+                    k,
                 )
             )
     return tuple(out)
+
+
+def _trade_flops(
+    costs: Sequence[dict[str, tuple[float, float, float]]],
+    pick: dict[int, NewtonSchulzVariant],
+    owner: dict[int, int],
+    shares: Sequence[float],
+    steps: int,
+) -> dict[int, int]:
+    """Keep the step's products within 1.25x a device's share of the flops in all.
+
+    Where the cheapest variants sum over (``A^2`` whole, ``A X`` twice), trade seconds
+    for fewer flops, the most flops saved per second added first: a whole matrix to a
+    variant with fewer flops (``pick`` updated in place), or one more of its
+    iterations to ``split``. Returns ``{matrix: iterations moved to split}``; a matrix
+    moved whole is ``pick``-ed ``split`` instead.
+    """
+    per = [{v: tuple(x / steps for x in c) for v, c in cs.items()} for cs in costs]
+    split: dict[int, int] = {}
+
+    def flops(i: int) -> float:
+        k = split.get(i, 0)
+        return (steps - k) * per[i][pick[i]][1] + k * per[i]["split"][1]
+
+    spent = sum(shares[i] if i in owner else flops(i) for i in range(len(costs)))
+    while spent > _FLOP_SLACK * sum(shares):
+        moves: list[tuple[float, float, int, NewtonSchulzVariant, int]] = []
+        for i, c in enumerate(per):
+            if i in owner:
+                continue
+            k, base = split.get(i, 0), c[pick[i]]
+            moves += [  # the whole matrix's other iterations to v
+                ((steps - k) * (base[1] - c[v][1]), (steps - k) * (c[v][2] - base[2]), i, v, k)
+                for v in _VARIANTS
+                if c[v][1] < base[1] and v != "split"
+            ]
+            if pick[i] != "split" and k < steps and c["split"][1] < base[1]:
+                moves.append((base[1] - c["split"][1], c["split"][2] - base[2], i, pick[i], k + 1))
+        if not moves:
+            break
+        saved, _, i, v, k = max(moves, key=lambda t: t[0] / max(t[1], 1e-12))
+        pick[i] = "split" if k == steps else v
+        split[i] = 0 if k == steps else k
+        spent -= saved
+    return split
 
 
 # ---- the program --------------------------------------------------------------------------
@@ -428,11 +478,14 @@ def orthogonalize_sharded(
     """
     ax = tuple(str(a) for a in mesh.axis_names)
     p = mesh.size
+    iterations = coeffs.shape[0] if coeffs.ndim == 2 else steps
     lays = [_layout(tuple(x.shape), pl.spec, mesh) for x, pl in zip(xs, plans, strict=True)]
 
     def body(c: jax.Array, flag: jax.Array, *blocks: jax.Array) -> tuple[jax.Array, ...]:
         def iterate(
-            x: jax.Array, variant: NewtonSchulzVariant = "local", on: tuple[str, ...] = ()
+            x: jax.Array,
+            variant: Sequence[NewtonSchulzVariant] | NewtonSchulzVariant = "local",
+            on: tuple[str, ...] = (),
         ) -> jax.Array:
             return newton_schulz(
                 x,
@@ -459,7 +512,7 @@ def orthogonalize_sharded(
             if pl.method == "dealt":
                 continue
             x = after(blocks[i], last)
-            y = iterate(_to_working(x, lays[i], mesh), pl.variant, ax)
+            y = iterate(_to_working(x, lays[i], mesh), pl.variants(iterations), ax)
             out[i] = last = _from_working(y, lays[i], cols(i))
         for members in dealt.values():
             for start in range(0, len(members), p):

@@ -10,10 +10,12 @@ count over the device count, by construction (``muon_plan``: the matrix products
 device runs) and, with ``SHARDKIT_FULL_TESTS=1``, from the compiled program's cost
 analysis.
 
-Measured (jax 0.10.2, optax 0.2.8, MLP 16-32-32-8, 8 CPU devices): step bytes against
-optax's 45.4/98.0 KB (fsdp), 33.5/69.9 (tp), 35.7/74.1 (dp_tp); flops per device over
-the share 1.05 by construction, 1.20 (fsdp) from the cost analysis, which also counts
-the element-wise work; losses within 1.4e-7 of one device.
+Measured (jax 0.10.2, optax 0.2.8, MLP 16-32-32-8, batch 32, 8 CPU devices): step
+bytes against optax's 45.4/98.0 KB (fsdp, 0.464, on 8 and on 2x4), 33.5/69.9 (tp,
+0.479), 35.7/74.1 (dp_tp, 0.482), asserted for fsdp and tp by default (all with
+``SHARDKIT_FULL_TESTS=1``); flops per device over the share 1.05 by construction, 1.20
+(fsdp) from the cost analysis, which also counts the element-wise work; losses within
+1.4e-7 of one device.
 """
 
 from __future__ import annotations
@@ -91,6 +93,9 @@ def test_batch_axes_match_optax() -> None:
 
 
 CASES = [("fsdp", "8", "auto"), ("tp", "8", "explicit"), ("dp_tp", "4x2", "auto")]
+# Step bytes against optax.contrib.muon's, pinned a little above the measured ratios
+# (0.464 fsdp on 8 and 2x4, 0.479 tp, 0.482 dp_tp): the issue's bound is 0.5.
+BYTES_RATIO = {"fsdp": 0.48, "tp": 0.5, "dp_tp": 0.5}
 if FULL:
     CASES += [("fsdp", "2x4", "explicit"), ("tp", "8", "auto"), ("dp_tp", "4x2", "explicit")]
 
@@ -146,9 +151,10 @@ def test_strategy_losses_and_comms(
         what=f"muon losses under {strategy} on {mesh} ({axis_types})",
     )
 
-    if FULL or strategy == "tp":  # tp's is the closest: 33.5 against 69.9 KB
+    if FULL or strategy != "dp_tp":
         theirs = comms(*_step(strategy, mesh, "auto", optax.contrib.muon(0.02))[1:], batch)
-        assert ours.bytes_sent <= theirs.bytes_sent / 2, (ours.summary(), theirs.summary())
+        ratio = ours.bytes_sent / theirs.bytes_sent
+        assert ratio <= BYTES_RATIO[strategy], (ratio, ours.summary(), theirs.summary())
     # No whole split weight is gathered but by fsdp's forward pass (one per kernel).
     lay = train.strategy_layout(model, strategy=strategy, mesh=make_mesh(mesh, "auto", TRAIN_NAMES))
     split = {

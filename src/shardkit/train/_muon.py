@@ -123,12 +123,16 @@ def muon(
     iteration for an ``m x n`` matrix (``m <= n``): far less than the compiler's
     repeated gathers when ``m`` is small against ``n`` or the matrix is split by rows,
     less by a smaller margin for large near-square matrices. Measured on 8 CPU devices
-    (``shardkit bench train``): MLP 16-32-32-8 0.46 (fsdp), 0.48 (tp), 0.48 (dp_tp)
-    of ``optax.contrib.muon``'s step bytes; MLP 784-256-256-10 0.74 (fsdp, where the
-    compiler already partitions the Gram products of the transposed first layer),
-    0.34 (tp), 0.34 (dp_tp). Under ``dp`` (every weight replicated) the matrices are
-    split too and their updates all-gathered, which sends bytes where optax's
-    repeated iteration sends none.
+    (``shardkit bench train``, MLP 784-w-w-10, batch 256), as a fraction of
+    ``optax.contrib.muon``'s step bytes: w=1024 (the bench's default) 0.44 (fsdp), 0.41
+    (tp), 0.47 (dp_tp); w=256 0.61, 0.25, 0.26; w=128 0.73, 0.21, 0.23. Under fsdp the
+    step's own traffic, the same in both (each layer's forward all-gather, and the
+    gradients' all-reduce: the CPU compiler does not make it a reduce-scatter), is a
+    third of optax's step at w=256, and the products' Gram sums are a floor while the
+    flop bound holds: dealing the model's three matrices would leave one device the
+    first layer's whole iteration (5.6x its share). Under ``dp`` (every weight
+    replicated) the matrices are split too and their updates all-gathered, which sends
+    bytes where optax's repeated iteration sends none.
 
     Args:
       learning_rate: a float or an optax schedule.

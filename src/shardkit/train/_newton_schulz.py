@@ -72,6 +72,7 @@ NewtonSchulzMethod = Literal["products", "dealt"]
 # The step's Newton-Schulz flops a device may do, over its even share.
 _FLOP_SLACK = 1.25
 _VARIANTS: tuple[NewtonSchulzVariant, ...] = ("twice", "gram", "split")
+_WHOLE: tuple[NewtonSchulzVariant, ...] = ("twice", "gram")  # no A^2 all-gather
 
 
 @dataclass(frozen=True)
@@ -440,11 +441,11 @@ def _trade_flops(
             if i in owner:
                 continue
             k, base = split.get(i, 0), c[pick[i]]
-            moves += [  # the whole matrix's other iterations to v
+            moves.extend(  # the whole matrix's other iterations to v
                 ((steps - k) * (base[1] - c[v][1]), (steps - k) * (c[v][2] - base[2]), i, v, k)
-                for v in _VARIANTS
-                if c[v][1] < base[1] and v != "split"
-            ]
+                for v in _WHOLE
+                if c[v][1] < base[1]
+            )
             if pick[i] != "split" and k < steps and c["split"][1] < base[1]:
                 moves.append((base[1] - c["split"][1], c["split"][2] - base[2], i, pick[i], k + 1))
         if not moves:

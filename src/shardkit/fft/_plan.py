@@ -125,7 +125,8 @@ class FFTPlan:
       chunks: each ``all_to_all`` followed by a local FFT runs in this many pieces
         (cut along an axis neither touches), so that on a runtime that overlaps
         them the exchange of one piece hides behind the FFT of the previous one;
-        moves with no such axis, or padded ones, run whole.
+        moves with no such axis, or padded ones, run whole, and the last one
+        before a transpose to the output order in at most 4 pieces.
     """
 
     name: str

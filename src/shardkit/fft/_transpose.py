@@ -14,7 +14,10 @@ logical ones; one transpose after the last FFT restores the logical order (befor
 any remaining moves, which then exchange contiguous pieces). XLA fuses each
 of those transposes with the packing or unpacking of the neighbouring
 ``all_to_all``, so an axis costs one pass over the block instead of two (as in
-jaxDecomp, which keeps every 1-D FFT on the contiguous axis the same way).
+jaxDecomp, which keeps every 1-D FFT on the contiguous axis the same way). A move
+that an FFT of its source axis follows is staged further (:func:`_staged`): the
+receiving axis first and the transformed axis last, so that the exchange sends
+contiguous pieces and the FFT reads the received block as it lands.
 """
 
 from __future__ import annotations

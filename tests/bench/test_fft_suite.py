@@ -26,7 +26,22 @@ def test_quick_cases_measure_every_candidate() -> None:
     records = measure_case(cases[3], suite="fft", timing=timing)
     records += measure_case(cases[4], suite="fft", timing=timing)
     by_name = {r.candidate: r for r in records}
-    assert {"shardkit", "shardkit-transposed", "shardkit-natural", "shardkit-auto"} <= set(by_name)
+    assert {
+        "shardkit",
+        "shardkit-transposed",
+        "shardkit-natural",
+        "shardkit-auto",
+        "shardkit-auto-transposed",
+    } <= set(by_name)
+    # The floor: the FFTs alone (no collective) and the moves alone (the layout's count).
+    assert by_name["floor-fft"].metrics["all_to_all"] == 0
+    assert by_name["floor-a2a"].metrics["all_to_all"] == 2
+    assert by_name["floor-a2a-natural"].metrics["all_to_all"] == 4
+    floor = {k: by_name[k].median_s for k in ("floor-fft", "floor-a2a", "floor-a2a-natural")}
+    for name, moves in (("shardkit-auto", "floor-a2a"), ("shardkit-natural", "floor-a2a-natural")):
+        want = by_name[name].median_s / (floor["floor-fft"] + floor[moves])
+        assert by_name[name].metrics["vs_floor"] == pytest.approx(want)
+    assert by_name["floor-fft"].metrics["vs_floor"] is None
     # Its own case shares the main case's jaxdecomp time.
     assert (by_name["jnp-sharded"].metrics["vs_jaxdecomp"] is None) == (jd is None)
     assert by_name["shardkit-transposed"].metrics["all_to_all"] == 2

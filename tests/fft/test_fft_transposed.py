@@ -150,6 +150,10 @@ def test_planner_cuts_only_large_blocks() -> None:
     assert skfft.plan("fftn", (256, 256, 128), spec="x", mesh=m).chunks == 4  # 2**20 per device
     assert skfft.plan("fftn", (256, 128, 128), spec="x", mesh=m).chunks == 1
     assert skfft.plan("fftn", (256, 128, 128), spec="x", mesh=m, chunks=2).chunks == 2
+    # 2**21 per device: pieces of 2**17, but messages of 2**15 to each of 8 devices.
+    assert skfft.plan("fftn", (256,) * 3, spec="x", mesh=m).chunks == 8
+    pencil = make_mesh("2x4", "explicit")
+    assert skfft.plan("fftn", (256,) * 3, spec="x,y", mesh=pencil).chunks == 16
 
 
 def test_bad_layouts_and_chunks_are_refused() -> None:

@@ -22,9 +22,17 @@ by side, in interleaved rounds:
   2, 0)``, ``pfft3d``'s own axis order, the like-for-like comparison for ``jaxdecomp``.
 ``shardkit-natural``
   :func:`shardkit.fft.fftn` with ``out_layout="natural"`` (the input's layout).
-``shardkit-auto``
-  :func:`shardkit.fft.fftn` inside ``jit`` on Auto axes: the ``custom_partitioning``
-  rule, natural layout.
+``shardkit-auto`` and ``shardkit-auto-transposed``
+  :func:`shardkit.fft.fftn` inside ``jit`` on Auto axes (the ``custom_partitioning``
+  rule), default and transposed layouts.
+``floor-fft``, ``floor-a2a`` and ``floor-a2a-natural``
+  The floor (:mod:`shardkit.bench._fft_floor`): the plan's local FFTs alone, and
+  its ``all_to_all`` moves alone (default layout; natural layout), each a
+  ``shard_map`` over the same per-device blocks, FFTs on contiguous axes and
+  exchanges of contiguous pieces. ``vs floor`` is a candidate's time over
+  ``floor-fft`` plus its layout's ``floor-a2a``; a transform cut into pieces (the
+  planner's ``chunks``) can go below it, its pieces staying in cache between the
+  exchange and the FFT where the floor's whole blocks do not.
 ``jnp-sharded``
   ``jnp.fft.fftn`` on the sharded volume: XLA all-gathers it. Timed in a case of
   its own (``<mesh>/<n>/gathered``, no baseline; its ``vs jaxdecomp`` uses the
@@ -35,7 +43,7 @@ by side, in interleaved rounds:
 
 Every candidate gets the same volume on the same devices as a 2-D mesh split
 ``P('x', 'y')`` (a slab over ``n`` devices is an ``n x 1`` mesh, jaxdecomp's form
-of a slab): one copy on Auto axes (jaxdecomp, ``jnp``, ``shardkit-auto``), one on
+of a slab): one copy on Auto axes (jaxdecomp, ``jnp``, the floors, ``shardkit-auto*``), one on
 Explicit axes (``shardkit``, ``shardkit-natural``).
 
 ``n`` (``--sizes``) is the edge length: 128 and 256 by default, 32 with ``--quick``.
@@ -56,6 +64,7 @@ import jax.numpy as jnp
 from jax.sharding import Mesh, NamedSharding, SingleDeviceSharding
 from jax.sharding import PartitionSpec as P
 
+from shardkit.bench._fft_floor import floor_fft, floor_moves
 from shardkit.bench._suite import Column, PlotSpec, Suite, SuiteConfig
 from shardkit.bench._timing import Case
 from shardkit.layout import mesh as make_mesh
@@ -109,7 +118,7 @@ def _volume(shardings: tuple[jax.sharding.Sharding, ...], n: int) -> tuple[jax.A
 Candidates = dict[str, tuple[Callable[[jax.Array], jax.Array], int]]
 
 
-def _candidates(jd: Any) -> Candidates:
+def _candidates(jd: Any, auto: Mesh, n: int) -> Candidates:
     from shardkit import fft as skfft
 
     out: Candidates = {}
@@ -118,10 +127,17 @@ def _candidates(jd: Any) -> Candidates:
         # pfft3d returns fftn(x).transpose(1, 2, 0); transposing back gives the same
         # array shardkit returns, so this is the like-for-like comparison.
         out["jaxdecomp+transpose"] = (lambda x: jd.fft.pfft3d(x).transpose(2, 0, 1), 0)
+    # The floors next, so that every shardkit candidate's vs floor is known.
+    default = skfft.plan("fftn", (n,) * 3, mesh=auto, spec=P("x", "y"))
+    natural = skfft.plan("fftn", (n,) * 3, mesh=auto, spec=P("x", "y"), out_layout="natural")
+    out["floor-fft"] = (floor_fft(default, auto), 0)
+    out["floor-a2a"] = (floor_moves(default, auto), 0)
+    out["floor-a2a-natural"] = (floor_moves(natural, auto), 0)
     out["shardkit"] = (skfft.fftn, 1)
     out["shardkit-transposed"] = (partial(skfft.fftn, out_layout="transposed"), 1)
     out["shardkit-natural"] = (partial(skfft.fftn, out_layout="natural"), 1)
     out["shardkit-auto"] = (skfft.fftn, 0)
+    out["shardkit-auto-transposed"] = (partial(skfft.fftn, out_layout="transposed"), 0)
     return out
 
 
@@ -143,10 +159,11 @@ def _metrics(
 
     fn, index = fns[name]
     report = comms(fn, structs[index])
-    if name in ("jaxdecomp", "jaxdecomp+transpose"):  # measured before the others
+    if name in _EARLY:  # their metrics are taken before the others'
         state[name] = seconds
     ref, ref_t = state.get("jaxdecomp"), state.get("jaxdecomp+transpose")
     return {
+        "vs_floor": _vs_floor(name, seconds, state),
         "bytes_sent": float(report.bytes_sent),
         "all_to_all": float(report.count("all-to-all")),
         "all_gather": float(report.count("all-gather")),
@@ -154,6 +171,19 @@ def _metrics(
         "vs_jaxdecomp": seconds / ref if ref else None,
         "vs_jaxdecomp_t": seconds / ref_t if ref_t else None,
     }
+
+
+# The candidates other ratios divide by, first in their case.
+_EARLY = ("jaxdecomp", "jaxdecomp+transpose", "floor-fft", "floor-a2a", "floor-a2a-natural")
+
+
+def _vs_floor(name: str, seconds: float, state: dict[str, float]) -> float | None:
+    """``seconds`` over the floor of candidate ``name``'s layout (shardkit only)."""
+    if not name.startswith("shardkit"):
+        return None
+    moves = state.get("floor-a2a-natural" if name.endswith("natural") else "floor-a2a")
+    ffts = state.get("floor-fft")
+    return seconds / (ffts + moves) if ffts and moves else None
 
 
 def _pick(fn: Callable[[jax.Array], jax.Array], index: int) -> Callable[..., jax.Array]:
@@ -217,7 +247,8 @@ def _cases(config: SuiteConfig) -> list[Case]:
                 )
             shardings = (NamedSharding(auto, P("x", "y")), NamedSharding(explicit, P("x", "y")))
             state: dict[str, float] = {}
-            cases.append(_case(label, kind, n, shardings, _candidates(jd), state=state))
+            fns = _candidates(jd, auto, n)
+            cases.append(_case(label, kind, n, shardings, fns, state=state))
             cases.append(
                 _case(
                     label,
@@ -237,10 +268,14 @@ def _notes() -> list[str]:
     _, reason = jaxdecomp_status()
     notes = [
         "3-D complex64 volume n^3 split P('x','y') on a 2-D mesh (a slab over n devices "
-        "is an n x 1 mesh); jaxdecomp, jnp and shardkit-auto read a copy on Auto axes, "
+        "is an n x 1 mesh); jaxdecomp, jnp, the floors and shardkit-auto(-transposed) read a "
+        "copy on Auto axes, "
         "shardkit and shardkit-natural one on Explicit axes.",
         "bytes sent and peak memory per device come from each candidate's compiled "
         "program (shardkit.comms, compiled on its own input only).",
+        "vs floor: median time / (floor-fft + floor-a2a) in the same case, the natural "
+        "layout's moves for shardkit-natural: the local FFTs alone plus the all_to_alls "
+        "alone on the same per-device blocks, whole.",
         "vs jaxdecomp: median time / jaxdecomp's median time in the same case; vs "
         "jaxdecomp+T: the same against jaxdecomp+transpose (pfft3d transposed back to "
         "the natural axis order).",
@@ -263,6 +298,7 @@ SUITE = Suite(
     ),
     cases=_cases,
     columns=(
+        Column("vs_floor", "vs floor", "ratio"),
         Column("vs_jaxdecomp", "vs jaxdecomp", "ratio"),
         Column("vs_jaxdecomp_t", "vs jaxdecomp+T", "ratio"),
         Column("all_to_all", "all-to-all", ""),

@@ -274,8 +274,9 @@ def plan(
       chunks: cut each ``all_to_all`` and the local FFT after it into this many
         pieces along an axis neither touches (see :attr:`FFTPlan.chunks`); 1 runs
         them whole. ``None`` (the default, also what :func:`~shardkit.fft.fftn`
-        uses) picks 4 when a device's input block holds at least 2**20 elements
-        and 1 otherwise (measured on CPU devices; see the guide).
+        uses) runs blocks under 2**20 elements whole and cuts larger ones into up
+        to 16 pieces of at least 2**17 elements, each sending at least 2**15 to
+        every device of the group (measured on CPU devices; see the guide).
 
     Returns:
       The :class:`~shardkit.fft.FFTPlan`.

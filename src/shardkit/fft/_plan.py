@@ -66,18 +66,29 @@ from shardkit.layout.internal import to_pspec as _to_spec
 
 __all__ = ["AUTO_CHUNKS", "CHUNK_MIN_ELEMENTS", "FFTPlan", "make_plan"]
 
-AUTO_CHUNKS = 4
-"""Pieces per move when the planner chooses (``chunks=None``) and the block is large."""
+AUTO_CHUNKS = 16
+"""Most pieces per move when the planner chooses (``chunks=None``) and the block is large."""
 
 CHUNK_MIN_ELEMENTS = 2**20
 """A device's input block must hold this many elements for the planner to cut moves.
 
 Measured with ``shardkit bench fft`` and its ablations on 8 simulated CPU devices:
-at 256^3 complex64 (2^21 elements per device) four pieces cut the time by 8-30% and
-the peak memory by 6-18% on both a slab and a pencil, with no overlap of
+at 256^3 complex64 (2^21 elements per device) cutting the moves cut the time by
+8-30% and the peak memory by 6-18% on both a slab and a pencil, with no overlap of
 communication (the CPU runtime runs the ``all_to_all`` synchronously): the smaller
 pieces are cheaper to allocate and fit the caches better. At 128^3 (2^18 per
 device) the gain was within the noise, so smaller blocks run whole.
+"""
+
+PIECE_ELEMENTS = 2**17
+"""The planner cuts a block into pieces of at least this many elements (1 MiB of complex64)."""
+
+MESSAGE_ELEMENTS = 2**15
+"""The planner keeps each piece's message to one device of a move's group this long or longer.
+
+At 256^3 complex64 on 8 CPU devices: 16 pieces beat 4 by 1.3x on a 2x4 pencil
+(groups of 4 and 2: 2^15 and 2^16 elements per message), but on an 8 x 1 slab (a
+group of 8: 2^14 per message) 16 pieces were 1.15x slower than 4 and 8.
 """
 
 # One mesh axis splitting an array axis: (mesh axis, length before, padded length).
@@ -114,7 +125,8 @@ class FFTPlan:
       chunks: each ``all_to_all`` followed by a local FFT runs in this many pieces
         (cut along an axis neither touches), so that on a runtime that overlaps
         them the exchange of one piece hides behind the FFT of the previous one;
-        moves with no such axis, or padded ones, run whole.
+        moves with no such axis, or padded ones, run whole, and the last one
+        before a transpose to the output order in at most 4 pieces.
     """
 
     name: str
@@ -742,14 +754,25 @@ def make_plan(
         norm=problem.norm,
         in_order=ins,
         out_order=outs,
-        chunks=_chunks(problem),
+        chunks=_chunks(problem, b.steps),
     )
 
 
-def _chunks(problem: FftProblem) -> int:
-    """The problem's ``chunks``, or the planner's choice by the size of a device's block."""
+def _chunks(problem: FftProblem, steps: Sequence[Step]) -> int:
+    """The problem's ``chunks``, or the planner's choice by the size of a device's block.
+
+    Blocks below :data:`CHUNK_MIN_ELEMENTS` run whole; larger ones in the most pieces
+    (a power of two, at most :data:`AUTO_CHUNKS`) that keep each piece at least
+    :data:`PIECE_ELEMENTS` long and its message to each device of the largest group
+    at least :data:`MESSAGE_ELEMENTS`.
+    """
     if problem.chunks is not None:
         return problem.chunks
     sizes = problem.mesh_sizes
     parts = math.prod(sizes[a] for entry in problem.spec for a in entry)
-    return AUTO_CHUNKS if math.prod(problem.shape) // parts >= CHUNK_MIN_ELEMENTS else 1
+    block = math.prod(problem.shape) // parts
+    if block < CHUNK_MIN_ELEMENTS:
+        return 1
+    group = max((s.group for s in steps if s.op == "all_to_all"), default=1)
+    most = block // max(PIECE_ELEMENTS, group * MESSAGE_ELEMENTS)
+    return max(1, min(AUTO_CHUNKS, 1 << (most.bit_length() - 1))) if most else 1

@@ -55,6 +55,7 @@ from shardkit.linalg._rowqr import panel_width, row_qr
 from shardkit.linalg._rows import (
     adjoint,
     identity_rows,
+    ring_gram,
     ring_matmul,
     ring_pass,
     ring_permutation,
@@ -199,11 +200,35 @@ def _basis(
     perm = (g[:, None] == order[None, :]).astype(proj.dtype)
     gauss = jax.random.normal(jax.random.fold_in(key, axis_index(ax)), (rows, n))
     x = jnp.where(same, gauss.astype(proj.dtype), 0)
-    for _ in range(2):
+    for again in (False, True):
         px = ring_matmul(proj, x, ax, p)
         x = jnp.where(active[None, :], jnp.where(low[None, :], x - px, px), perm)
-        x = row_qr(x, (rows,), ax, panel_width(rows, n))
+        x = _polished(x, prob) if again else row_qr(x, (rows,), ax, panel_width(rows, n))
     return x
+
+
+def _polished(x: jax.Array, prob: DC) -> jax.Array:
+    """Orthonormal columns from ``x``'s, which are orthonormal but for a small error ``E``.
+
+    The second pass of the basis projects an orthonormal basis once more: its columns
+    move by about the first pass's error. With ``G = X^H X = I + E``, one Newton-Schulz
+    step ``X (3 I - G) / 2`` leaves ``I - X^H X`` at ``O(||E||^2)``: two ring products
+    instead of a QR. When ``||E||_F`` is too large for that (``||E||_F^2 > sqrt(N) eps``)
+    the QR runs instead.
+    """
+    rows, n = x.shape
+    ax, p = prob.ax, prob.p
+    eps = float(jnp.finfo(x.dtype).eps)
+    g = ring_gram(x, x, ax, p)
+    err = frobenius(g - identity_rows(rows, n, x.dtype, ax), ax)
+
+    def step(x: jax.Array) -> jax.Array:
+        return 1.5 * x - 0.5 * ring_matmul(x, after(g, err), ax, p)
+
+    def qr(x: jax.Array) -> jax.Array:
+        return row_qr(after(x, err), (rows,), ax, panel_width(rows, n))
+
+    return lax.cond(err * err <= math.sqrt(n) * eps, step, qr, x)
 
 
 class Level(NamedTuple):
@@ -255,7 +280,14 @@ def _level(state: Level, norm: jax.Array, prob: DC) -> Level:
     hb = ring_matmul(h, basis, ax, prob.p)
     h = ring_matmul(adjoint(after(basis, hb), ax, prob.p), hb, ax, prob.p)
     if prob.vectors:
-        v = ring_matmul(after(v, h), after(basis, h), ax, prob.p)
+        # V starts as the identity: the first level's product is the basis itself.
+        v = lax.cond(
+            lev == 0,
+            lambda v, b: b,
+            lambda v, b: ring_matmul(v, b, ax, prob.p),
+            after(v, h),
+            after(basis, h),
+        )
     split = active & (nlow > 0) & (nlow < sg.size) & (idx == sg.start + nlow)
     halve = big & done & (idx == sg.start + sg.size // 2)
     starts = starts | split | halve
@@ -303,10 +335,10 @@ def _base(
     first = me * rows + jnp.argmax(real).astype(jnp.int32)
     first = jnp.where(count > 0, first, me * rows)
     lanes = jnp.arange(w, dtype=jnp.int32)
-    if not prob.vectors:
-        return _placed(jnp.linalg.eigvalsh(win), count, first, n, ax), v
-    lam, vec = jnp.linalg.eigh(win)
+    lam, vec = _decomposed(win, first - me * rows, count, prob.vectors)
     vals = _placed(lam, count, first, n, ax)
+    if not prob.vectors:
+        return vals, v
     vec = after(jnp.where(real[:, None] & (lanes < count)[None, :], vec, 0), vals)
     # Column c of the window's eigenvectors is global eigenvector first + c.
     vec = jnp.roll(vec, first - me * rows, axis=1)
@@ -335,6 +367,47 @@ def _base(
 
     z = ring_pass(jnp.zeros((rows, n + w), v.dtype), vec, multiply, ax, p, send=travel)
     return vals, z[:, :n]
+
+
+def buckets(w: int) -> tuple[int, ...]:
+    """The orders the base case decomposes a window's segments at: steps of ``w / 16``.
+
+    A window of ``w`` rows holds the segments starting in one device's rows, ``count``
+    indices from offset ``off``; LAPACK decomposes the smallest bucket that holds them
+    (its cost grows as the cube of the order, so a half-full window costs an eighth).
+    """
+    step = -(-w // 16)
+    return (*range(step, w, step), w)
+
+
+def _decomposed(
+    win: jax.Array, off: jax.Array, count: jax.Array, vectors: bool
+) -> tuple[jax.Array, jax.Array]:
+    """Eigenvalues (ascending, the ``count`` real ones first) and vectors of ``win``.
+
+    Only the window's indices ``off .. off + count`` are real (the rest are masked out:
+    zero off their diagonal, above the spectrum on it). The smallest :func:`buckets`
+    order holding them is decomposed; a window with none decomposes nothing.
+    """
+    w = win.shape[0]
+    sizes = buckets(w)
+
+    def empty() -> tuple[jax.Array, jax.Array]:
+        return jnp.zeros((w,), jnp.finfo(win.dtype).dtype), jnp.zeros((w, w), win.dtype)
+
+    def solve(size: int) -> tuple[jax.Array, jax.Array]:
+        at = jnp.minimum(off, w - size)
+        sub = dslice(win, (at, at), (size, size))
+        fill = jnp.zeros((w - size,), jnp.finfo(win.dtype).dtype)
+        if not vectors:
+            return jnp.concatenate([jnp.linalg.eigvalsh(sub), fill]), empty()[1]
+        lam, vec = jnp.linalg.eigh(sub)
+        full = dupdate(jnp.zeros((w, w), win.dtype), vec, (at, jnp.int32(0)))
+        return jnp.concatenate([lam, fill]), full
+
+    branches = [empty] + [lambda s=s: solve(s) for s in sizes]
+    pick = jnp.where(count > 0, 1 + jnp.searchsorted(jnp.asarray(sizes), count), 0)
+    return lax.switch(pick, branches)
 
 
 def _placed(lam: jax.Array, count: jax.Array, first: jax.Array, n: int, ax: Any) -> jax.Array:

@@ -318,3 +318,42 @@ def test_polar_of_rank_deficient_matrices(shape: tuple[int, int], dtype: str, ra
     assert np.linalg.norm(a - u @ p, 2) <= bound * max(np.linalg.norm(a, 2), 1)
     assert np.linalg.norm(u.conj().T @ u - np.eye(shape[1]), 2) <= bound
     assert np.linalg.eigvalsh((p + p.conj().T) / 2).min() >= -bound * max(np.linalg.norm(a, 2), 1)
+
+
+@pytest.mark.parametrize("error", [1e-5, 1e-1])
+def test_basis_polish_is_orthonormal_by_either_branch(error: float) -> None:
+    """The basis's second pass: one Newton-Schulz step for a small error, the QR for a large one."""
+    from shardkit.linalg._dc import DC, _polished, base_size
+
+    n, p = 64, 8
+    rng = np.random.default_rng(3)
+    off = error * rng.standard_normal((n, n))
+    x = _orthogonal(rng, n) + off
+    m = make_mesh("8")
+    ax = tuple(m.axis_names)
+    prob = DC(n, n, p, ax, base_size(p), True)
+    spec = jax.sharding.PartitionSpec(ax, None)
+    body = jax.shard_map(
+        lambda x: _polished(x, prob), mesh=m, in_specs=spec, out_specs=spec, check_vma=False
+    )
+    run = jax.jit(body)
+    q = np.asarray(
+        run(jax.device_put(x.astype(np.float32), jax.NamedSharding(m, spec))), np.float64
+    )
+    assert np.linalg.norm(q.T @ q - np.eye(n), 2) <= 50 * np.sqrt(n) * np.finfo(np.float32).eps
+    if error < 1e-3:  # the step moves x by about its error, the QR by O(1) (other signs/rotation)
+        assert np.linalg.norm(q - x, 2) <= 2 * np.linalg.norm(off, 2)
+    else:
+        # The QR's span: q spans x's columns, each column j within x's first j + 1.
+        r = q.T @ x
+        assert np.linalg.norm(np.tril(r, -1)) <= 1e-4 * np.linalg.norm(r)
+
+
+def test_base_case_buckets() -> None:
+    """The base case's orders: 16 steps up to the window (the last one the window)."""
+    from shardkit.linalg._dc import buckets
+
+    assert buckets(1280) == tuple(range(80, 1281, 80))
+    assert buckets(10) == (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+    assert buckets(40)[-1] == 40
+    assert all(b < c for b, c in zip(buckets(40), buckets(40)[1:], strict=False))

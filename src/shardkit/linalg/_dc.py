@@ -26,7 +26,9 @@ with a shifted shift.
 **The basis.** Columns ``(I - P) G`` for the low part and ``P G`` for the high part
 (``G`` Gaussian, block diagonal), made orthonormal by QR, then once more from the
 basis itself (one step of subspace iteration, so the split is accurate to working
-precision even when ``G``'s columns are badly conditioned).
+precision even when ``G``'s columns are badly conditioned). The second pass moves an
+orthonormal basis by about the first pass's error, so one Newton-Schulz step
+(:func:`_polished`, two ring products) makes it orthonormal again instead of a QR.
 
 **Finished segments.** A segment whose off-diagonal part is below ``eps ||A||_F`` is
 diagonal to working precision: its diagonal is sorted by a permutation instead of
@@ -35,9 +37,13 @@ start (:func:`base_size`) are finished locally by the base case.
 
 **Base case.** Device ``d`` takes the segments *starting* in its rows: it receives the
 next ``t`` devices' rows of its ``(t + 1) b``-wide diagonal window (``t``
-collective-permutes of ``b x (t + 1) b``), decomposes the window with LAPACK (other
-segments masked out, with eigenvalues above every real one), and the eigenvector
-blocks travel once around the ring to be multiplied into ``V``'s rows.
+collective-permutes of ``b x (t + 1) b``), decomposes the part of the window its
+segments span with LAPACK, at the smallest of 16 bucket orders that holds it
+(:func:`buckets`; other segments masked out, with eigenvalues above every real one;
+a device where no segment starts decomposes nothing), and the eigenvector blocks
+travel once around the ring to be multiplied into ``V``'s rows. After one split into
+halves, two devices decompose about ``N / 2`` each: a quarter of LAPACK's work on the
+whole matrix, where all ``p`` windows of ``(t + 1) N / p`` had cost about twice it.
 """
 
 from __future__ import annotations

@@ -107,7 +107,9 @@ def gram_solve(x: jax.Array, c: jax.Array, ax: tuple[str, ...], p: int) -> jax.A
         mine = jnp.where(me == k, dupdate(mine, r, (0, lo)), mine)
         r = broadcast_rows(after(r, y), k, ax)  # (b, n - lo): R's block row k from its diagonal
         yk = trsm(r[:, :b], y[:, lo:hi], lower=False, left=False)
-        y = jnp.concatenate([y[:, :lo], yk, y[:, hi:] - yk @ r[:, b:]], axis=1)
+        if hi < n:
+            y = dupdate(y, y[:, hi:] - yk @ r[:, b:], (0, hi))
+        y = dupdate(y, yk, (0, lo))
         if k + 1 < p:
             z = on_owner(
                 me > k,

@@ -12,7 +12,8 @@ stack gives.
 
 Per panel of ``nb`` columns: the coefficients against the columns already
 orthonormalized (one ``n x nb`` all-reduce), the correction, the panel TSQR (one
-all-gather of the leaves' ``nb x nb`` factors); then the projection again and, since
+all-gather of the leaves' ``nb x nb`` factors, whose stack one device factors, and
+one all-reduce that hands its ``q`` out); then the projection again and, since
 the panel is now orthonormal but for a small correction, a Cholesky QR (one ``nb x nb``
 all-reduce) in place of a second TSQR. Measured (``n = 1024`` float32, 8 devices): the
 QR 0.146 -> 0.109 CPU-s, polar's backward error unchanged (2.8-8.7 eps in double at

@@ -176,7 +176,7 @@ def on_replicas(fn: Any, key: tuple[Any, ...], mesh: AnyMesh, *xs: Any) -> Any:
     (an eager ``shard_map`` of a fresh closure compiled each of its operations anew).
     """
     rep = PartitionSpec()
-    xs = tuple(place(jnp.asarray(x), mesh, rep) for x in xs)
+    xs = tuple(place(x, mesh, rep) for x in xs)
     specs = (rep,) * len(xs)
     prog = cached_program(
         ("on_replicas", key, mesh, len(xs)),
@@ -220,7 +220,7 @@ def pad_matrix(
     of ``size^2 / P`` elements). Otherwise ``a`` is padded whole before placing.
     """
     if padding.size == padding.n:
-        return place(jnp.asarray(a) if is_numpy(a) else a, mesh, spec)
+        return place(a, mesh, spec)
     padded = (padding.size, padding.size)
     if padding.aligned and not is_numpy(a):
         d = place(jnp.asarray(diag, a.dtype), mesh, PartitionSpec())
@@ -232,7 +232,7 @@ def pad_matrix(
         out = np.zeros((padding.size, padding.size), np.asarray(a).dtype)
         out[np.ix_(pos, pos)] = a
         out[free, free] = diag
-        return place(jnp.asarray(out), mesh, spec)
+        return place(out, mesh, spec)  # sent from the host: nothing compiled
 
     def build(x: jax.Array, d: jax.Array) -> jax.Array:
         z = jnp.zeros((padding.size, padding.size), x.dtype)

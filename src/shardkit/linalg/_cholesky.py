@@ -58,8 +58,8 @@ from shardkit.linalg._dtype import as_inexact, common
 from shardkit.linalg._inputs import (
     ArrayInput,
     as_rhs,
-    from_rhs,
     empty_solution,
+    from_rhs,
     gate,
     nan_unless,
     referenced,

@@ -45,7 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec
 
-from shardkit._programs import cached, cached_program, shard_jit
+from shardkit._programs import cached, cached_program, layout_jit, shard_jit
 from shardkit.layout.internal import Operand, padding_scope
 from shardkit.linalg._blockcyclic import (
     AnyMesh,
@@ -361,22 +361,15 @@ def natural_status(status: jax.Array, plan: Plan) -> jax.Array:
 
 
 def renumber(status: jax.Array, table: tuple[int, ...]) -> jax.Array:
-    """``table[status - 1] + 1`` where ``status > 0``, else 0: one compiled program per table."""
-    return _renumber_program(table)(status)
+    """``table[status - 1] + 1`` where ``status > 0``, else 0: one compiled program per
+    table and layout of ``status``, in the program cache (a process meeting many sizes
+    and meshes must not keep them all)."""
+    return layout_jit(_renumbered, status, table=table)
 
 
-@cached
-def _renumber_program(table: tuple[int, ...]) -> Any:
-    # In the program cache, not jit's own (static_argnums): one program per plan, which
-    # a process meeting many sizes must not keep forever.
-    t = np.asarray(table, np.int32)
-
-    def run(status: jax.Array) -> jax.Array:
-        return jnp.where(status > 0, jnp.asarray(t)[jnp.maximum(status - 1, 0)] + 1, 0).astype(
-            jnp.int32
-        )
-
-    return jax.jit(run)
+def _renumbered(status: jax.Array, *, table: tuple[int, ...]) -> jax.Array:
+    t = jnp.asarray(np.asarray(table, np.int32))
+    return jnp.where(status > 0, t[jnp.maximum(status - 1, 0)] + 1, 0).astype(jnp.int32)
 
 
 # ---- tall matrices (QR, least squares) ----------------------------------------------

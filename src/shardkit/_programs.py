@@ -27,6 +27,7 @@ from collections.abc import Callable, Hashable
 from typing import Any, NamedTuple, ParamSpec, TypeVar
 
 import jax
+import jax.core as jax_core
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
@@ -228,7 +229,7 @@ def layout_jit(fn: Callable[..., R], /, *arrays: Any, **static: Hashable) -> R:
     Returns:
       What ``fn`` returns.
     """
-    if any(isinstance(x, jax.core.Tracer) for x in arrays):
+    if any(isinstance(x, jax_core.Tracer) for x in arrays):
         return fn(*arrays, **static)
     arrays = tuple(x if isinstance(x, jax.Array) else np.asarray(x) for x in arrays)
     key = (layout_jit, fn, tuple(map(_layout, arrays)), tuple(sorted(static.items())))

@@ -64,7 +64,7 @@ def test_soak_cli_usage_errors(args: list[str], message: str) -> None:
 def _compiles(run: Callable[[], object]) -> int:
     seen = []
 
-    def listen(event: str, _secs: float, **_: object) -> None:
+    def listen(event: str, duration_secs: float, **kwargs: str | int) -> None:
         if event == "/jax/core/compile/backend_compile_duration":
             seen.append(event)
 

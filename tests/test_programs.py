@@ -151,3 +151,27 @@ def test_shard_jit_reshard_tangents_takes_one_spec() -> None:
             PartitionSpec("x"),
             reshard_tangents=True,
         )
+
+
+def test_layout_jit_keeps_one_program_per_layout_in_the_cache() -> None:
+    m = make_mesh("2x4", axis_types="auto")
+    calls: list[tuple[int, ...]] = []
+
+    def double(x: jax.Array, *, k: int) -> jax.Array:
+        calls.append(x.shape)  # once per trace
+        return k * x
+
+    sharding = jax.NamedSharding(m, PartitionSpec("x", None))
+    a = jax.device_put(np.arange(8.0).reshape(4, 2), sharding)
+    b = jax.device_put(np.arange(16.0).reshape(8, 2), sharding)
+    before = shardkit.program_cache_info()
+    for _ in range(3):  # fresh arrays of two layouts: two programs, traced once each
+        assert_close(_programs.layout_jit(double, a + 0, k=2), 2 * np.asarray(a), what="a")
+        assert_close(_programs.layout_jit(double, b + 0, k=2), 2 * np.asarray(b), what="b")
+    after = shardkit.program_cache_info()
+    assert calls == [(4, 2), (8, 2)]
+    assert (after.misses - before.misses, after.hits - before.hits) == (2, 4)
+    # Host data is keyed by shape and dtype; traced, the function is inlined.
+    assert_close(_programs.layout_jit(double, [1.0, 2.0], k=3), np.array([3.0, 6.0]), what="host")
+    assert_close(jax.jit(lambda v: _programs.layout_jit(double, v, k=2))(a), 2 * np.asarray(a))
+    assert shardkit.program_cache_info().misses - after.misses == 1

@@ -35,11 +35,12 @@ PROGRAM_CACHE_SIZE_VARIABLE = "SHARDKIT_PROGRAM_CACHE_SIZE"
 DEFAULT_PROGRAM_CACHE_SIZE = 64
 """The program cache's bound when :data:`PROGRAM_CACHE_SIZE_VARIABLE` is unset.
 
-One eager ``solve`` keeps 3 to 6 programs (padding, factorization, solve, status
-renumbering), an ``fftn`` or a ``matmul`` 1: 64 holds the working set of a dozen
-layouts. Each small program held 4 to 7 MiB of resident memory on 8 simulated CPU
-devices (measured with ``solve``, ``qr``, ``fftn`` and ``matmul`` at sizes up to 40):
-the bound is what keeps a long-lived process's memory flat.
+One eager ``solve`` keeps up to 8 programs (its right-hand side's shape, padding,
+factorization, solve, status renumbering, the vector's column), a ``qr`` 2, an
+``fftn`` or a ``matmul`` 1: 64 holds the working set of about a dozen layouts. The
+soak's programs (``solve``, ``qr``, ``fftn`` and ``matmul`` at sizes up to 40) held
+near 3 MiB of resident memory each on 8 simulated CPU devices (64 of them about
+180 MiB): the bound is what keeps a long-lived process's memory flat.
 """
 
 # Flags that keep each simulated device's XLA and BLAS work on one thread. With 8

@@ -27,7 +27,9 @@ from collections.abc import Callable, Hashable
 from typing import Any, NamedTuple, ParamSpec, TypeVar
 
 import jax
+import jax.core as jax_core
 import jax.numpy as jnp
+import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from shardkit._config import check_cache_size, program_cache_size
@@ -38,6 +40,7 @@ __all__ = [
     "cached",
     "cached_program",
     "clear_program_cache",
+    "layout_jit",
     "program_cache_info",
     "set_program_cache_size",
     "shard_jit",
@@ -199,6 +202,40 @@ def cached(fn: Callable[P, R]) -> Callable[P, R]:
         return _CACHE.get(key, lambda: fn(*args, **kwargs))
 
     return lookup
+
+
+def _layout(x: Any) -> Hashable:
+    """What an argument's program depends on: shape, dtype, weak type and sharding."""
+    if isinstance(x, jax.Array):
+        return (x.shape, x.dtype, x.weak_type, x.sharding)
+    return (np.shape(x), np.result_type(x), "host")
+
+
+def layout_jit(fn: Callable[..., R], /, *arrays: Any, **static: Hashable) -> R:
+    """``fn(*arrays, **static)``, eagerly as one jitted program per layout of ``arrays``.
+
+    Eager ``jax.numpy`` glue around a per-shard program (indexing, casts, reshapes,
+    a finite check) compiles a program per shape and sharding too, which JAX keeps in
+    its own caches (thousands of programs per function, beyond shardkit's bound): a
+    process meeting many meshes and shapes grows by megabytes a layout. Here each layout's
+    program is a fresh ``jit`` in the program cache, so evicting it releases its
+    executable with JAX's entries for it. Traced (under ``jit``, ``grad``...), ``fn``
+    is simply called: the caller's program includes it.
+
+    Args:
+      fn: a function of arrays; ``static`` are hashable options passed by keyword.
+      arrays: ``jax.Array`` objects or host data (NumPy arrays, scalars, sequences).
+
+    Returns:
+      What ``fn`` returns.
+    """
+    if any(isinstance(x, jax_core.Tracer) for x in arrays):
+        return fn(*arrays, **static)
+    arrays = tuple(x if isinstance(x, jax.Array) else np.asarray(x) for x in arrays)
+    key = (layout_jit, fn, tuple(map(_layout, arrays)), tuple(sorted(static.items())))
+    # A new partial per key: JAX's caches hold a function's programs weakly, by the
+    # function object, so this program goes when the cache drops it.
+    return _CACHE.get(key, lambda: jax.jit(functools.partial(fn, **static)))(*arrays)
 
 
 def shard_jit(

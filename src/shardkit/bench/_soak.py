@@ -134,8 +134,9 @@ class SoakResult:
       trimmed_rss_bytes: RSS at the end once freed heap memory went back to the OS
         (``trimmed_rss_bytes``; None where that is not possible).
       cleared_rss_bytes: the same after shardkit's program cache and JAX's own caches
-        (``jax.clear_caches``: the eager operations' executables, which the program
-        cache's bound does not cover) were emptied.
+        (``jax.clear_caches``: its tracing caches, up to thousands of entries per
+        function, and the executables of eager operations outside shardkit's, which
+        the program cache's bound does not cover) were emptied.
     """
 
     calls: int

@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
-from shardkit._programs import after, cached, shard_jit
+from shardkit._programs import after, cached, layout_jit, shard_jit
 from shardkit._typing import AnyMesh
 from shardkit.layout.internal import (
     Operand,
@@ -617,7 +617,8 @@ def place(x: Any, mesh: AnyMesh, spec: PartitionSpec) -> jax.Array:
     """``x`` laid out as ``spec`` on ``mesh`` before a ``shard_map`` that expects it.
 
     Explicit meshes need the exact layout (``jax.sharding.reshard``); on Auto meshes a
-    sharding constraint (traced) or ``device_put`` (eager) does it. Free when ``x``
+    sharding constraint does it (eagerly in one cached program per layout, see
+    :func:`shardkit._programs.layout_jit`); host data is sent there. Free when ``x``
     already has that layout; a replicated-to-split change is a local slice.
     """
     target = NamedSharding(mesh, spec)
@@ -630,8 +631,16 @@ def place(x: Any, mesh: AnyMesh, spec: PartitionSpec) -> jax.Array:
         and held.is_equivalent_to(target, x.ndim)
     ):
         return x
-    if all(t == AxisType.Explicit for t in mesh.axis_types):
+    if not is_traced(x) and (held is None or held.device_set != target.device_set):
+        # Host data (sent, nothing compiled: not jnp.asarray, which compiles a copy per
+        # shape), or an array on other devices.
+        return jax.device_put(x if held is not None else np.asarray(x), target)
+    # One program per layout in the program cache: JAX's own eager reshard or
+    # device_put compiles one per layout too, and keeps it beyond shardkit's bound.
+    return layout_jit(_placed, x, target=target)
+
+
+def _placed(x: Any, *, target: NamedSharding) -> jax.Array:
+    if all(t == AxisType.Explicit for t in target.mesh.axis_types):
         return jax.sharding.reshard(x, target)
-    if is_traced(x):
-        return jax.lax.with_sharding_constraint(x, target)
-    return jax.device_put(x, target)
+    return jax.lax.with_sharding_constraint(x, target)

@@ -59,6 +59,7 @@ from shardkit.linalg._inputs import (
     ArrayInput,
     as_rhs,
     empty_solution,
+    from_rhs,
     gate,
     nan_unless,
     referenced,
@@ -604,8 +605,8 @@ def cho_solve(
             nb=plan.nb,
             order="natural",
         )
-        return nan_unless(x[:, 0] if vec else x, ok)
+        return nan_unless(from_rhs(x, vec), ok)
     b2 = place(pad_rows(b2, padding, factors.mesh), factors.mesh, PartitionSpec())
     x = _cho_solve_program(plan, factors.mesh, factors.spec)(c, b2)
     x = unpad_rows(x, padding, factors.mesh, plan.row_axes)
-    return nan_unless(x[:, 0] if vec else x, ok)
+    return nan_unless(from_rhs(x, vec), ok)

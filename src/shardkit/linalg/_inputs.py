@@ -35,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 from jax.typing import ArrayLike as JaxArrayLike
 
+from shardkit._programs import layout_jit
 from shardkit.layout.internal import is_traced
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "Trans",
     "as_rhs",
     "empty_solution",
+    "from_rhs",
     "gate",
     "nan_unless",
     "referenced",
@@ -81,16 +83,15 @@ def trans_code(where: str, trans: Any) -> int:
     return TRANS_CODES[trans]
 
 
-@jax.jit
 def _finite(x: jax.Array) -> jax.Array:
-    # One cached program per shape and layout: eagerly, op-by-op ``isfinite`` then
-    # ``all`` would compile two.
     return jnp.isfinite(x).all()
 
 
 def _all_finite(x: Any) -> Any:
     if isinstance(x, jax.Array) or is_traced(x):
-        return _finite(x) if jnp.issubdtype(x.dtype, jnp.inexact) else jnp.bool_(True)
+        # One program per layout, in the program cache: eagerly, op-by-op ``isfinite``
+        # then ``all`` would compile two, kept by JAX for the process's life.
+        return layout_jit(_finite, x) if jnp.issubdtype(x.dtype, jnp.inexact) else jnp.bool_(True)
     return bool(np.isfinite(np.asarray(x)).all())
 
 
@@ -181,9 +182,23 @@ def as_rhs(
     where: str, b: Any, rows: int, dtype: Any, a_shape: tuple[int, ...] | None = None
 ) -> tuple[jax.Array, bool]:
     """``b`` checked by :func:`rhs_shape`, as a ``(rows, nrhs)`` array of ``dtype``, and whether it was a vector."""
-    rhs_shape(where, b, rows, a_shape)
+    vec = len(rhs_shape(where, b, rows, a_shape)) == 1
+    return layout_jit(_as_matrix, b, dtype=np.dtype(dtype)), vec
+
+
+def _as_matrix(b: jax.Array, *, dtype: np.dtype[Any]) -> jax.Array:
     b = jnp.asarray(b).astype(dtype)
-    return (b[:, None], True) if b.ndim == 1 else (b, False)
+    return b[:, None] if b.ndim == 1 else b
+
+
+def _first_column(x: jax.Array) -> jax.Array:
+    return x[:, 0]
+
+
+def from_rhs(x: jax.Array, vec: bool) -> jax.Array:
+    """A solution of :func:`as_rhs`'s ``(rows, nrhs)`` system in the shape of ``b``:
+    its column as a vector when ``b`` was one (one program per layout)."""
+    return layout_jit(_first_column, x) if vec else x
 
 
 def empty_solution(where: str, a: Any, b: Any, dtype: Any) -> jax.Array | None:

@@ -89,6 +89,7 @@ from shardkit.linalg._inputs import (
     Trans,
     as_rhs,
     empty_solution,
+    from_rhs,
     gate,
     nan_unless,
     require_finite,
@@ -439,7 +440,7 @@ def lu_solve(
         return empty
     b2, vec = as_rhs("lu_solve", b, n, dt)
     x = _lu_solve(factors, b2, code)
-    return nan_unless(x[:, 0] if vec else x, ok)
+    return nan_unless(from_rhs(x, vec), ok)
 
 
 def _lu_solve(factors: LUFactors, b2: jax.Array, trans: int) -> jax.Array:
@@ -593,11 +594,11 @@ def _solve(
             pivoting=pivoting,
             lookahead=lookahead,
         )
-        x = nan_unless(x[:, 0] if vec else x, ok)
+        x = nan_unless(from_rhs(x, vec), ok)
         return _traced_status("solve", x, status, a, x.dtype)
     f = _factor(a, op, nb, order, stages, pivoting, overwrite_a, lookahead=lookahead)
     x = _lu_solve(f, b2, 0)
-    x = nan_unless(x[:, 0] if vec else x, ok)
+    x = nan_unless(from_rhs(x, vec), ok)
     return checked(_problem("solve", f), home(x, g), home(f.status, g), traced=is_traced(a, b))
 
 

@@ -45,7 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec
 
-from shardkit._programs import cached, cached_program, shard_jit
+from shardkit._programs import cached, cached_program, layout_jit, shard_jit
 from shardkit.layout.internal import Operand, padding_scope
 from shardkit.linalg._blockcyclic import (
     AnyMesh,
@@ -176,7 +176,7 @@ def on_replicas(fn: Any, key: tuple[Any, ...], mesh: AnyMesh, *xs: Any) -> Any:
     (an eager ``shard_map`` of a fresh closure compiled each of its operations anew).
     """
     rep = PartitionSpec()
-    xs = tuple(place(jnp.asarray(x), mesh, rep) for x in xs)
+    xs = tuple(place(x, mesh, rep) for x in xs)
     specs = (rep,) * len(xs)
     prog = cached_program(
         ("on_replicas", key, mesh, len(xs)),
@@ -220,7 +220,7 @@ def pad_matrix(
     of ``size^2 / P`` elements). Otherwise ``a`` is padded whole before placing.
     """
     if padding.size == padding.n:
-        return place(jnp.asarray(a) if is_numpy(a) else a, mesh, spec)
+        return place(a, mesh, spec)
     padded = (padding.size, padding.size)
     if padding.aligned and not is_numpy(a):
         d = place(jnp.asarray(diag, a.dtype), mesh, PartitionSpec())
@@ -232,7 +232,7 @@ def pad_matrix(
         out = np.zeros((padding.size, padding.size), np.asarray(a).dtype)
         out[np.ix_(pos, pos)] = a
         out[free, free] = diag
-        return place(jnp.asarray(out), mesh, spec)
+        return place(out, mesh, spec)  # sent from the host: nothing compiled
 
     def build(x: jax.Array, d: jax.Array) -> jax.Array:
         z = jnp.zeros((padding.size, padding.size), x.dtype)
@@ -361,22 +361,15 @@ def natural_status(status: jax.Array, plan: Plan) -> jax.Array:
 
 
 def renumber(status: jax.Array, table: tuple[int, ...]) -> jax.Array:
-    """``table[status - 1] + 1`` where ``status > 0``, else 0: one compiled program per table."""
-    return _renumber_program(table)(status)
+    """``table[status - 1] + 1`` where ``status > 0``, else 0: one compiled program per
+    table and layout of ``status``, in the program cache (a process meeting many sizes
+    and meshes must not keep them all)."""
+    return layout_jit(_renumbered, status, table=table)
 
 
-@cached
-def _renumber_program(table: tuple[int, ...]) -> Any:
-    # In the program cache, not jit's own (static_argnums): one program per plan, which
-    # a process meeting many sizes must not keep forever.
-    t = np.asarray(table, np.int32)
-
-    def run(status: jax.Array) -> jax.Array:
-        return jnp.where(status > 0, jnp.asarray(t)[jnp.maximum(status - 1, 0)] + 1, 0).astype(
-            jnp.int32
-        )
-
-    return jax.jit(run)
+def _renumbered(status: jax.Array, *, table: tuple[int, ...]) -> jax.Array:
+    t = jnp.asarray(np.asarray(table, np.int32))
+    return jnp.where(status > 0, t[jnp.maximum(status - 1, 0)] + 1, 0).astype(jnp.int32)
 
 
 # ---- tall matrices (QR, least squares) ----------------------------------------------

@@ -447,7 +447,7 @@ def _padded(a: Any, lay: _Layout) -> Any:
 
 def _factor(a: Any, lay: _Layout, fill: bool) -> tuple[jax.Array, ...]:
     """``(q, r, status, ratio)``: ratio is ``min|r_jj| / max|r_jj|`` (1 for TSQR)."""
-    x = place(jnp.asarray(_padded(a, lay)), lay.mesh, lay.spec)
+    x = place(_padded(a, lay), lay.mesh, lay.spec)
     if lay.tsqr:
         q, r = _hqr_program(lay)(x)
         return q, r, jnp.int32(0), jnp.float32(1)
@@ -1008,7 +1008,7 @@ def _tall_lstsq(a: Any, op: Operand, b: jax.Array, tol: float, nb: int) -> tuple
         b2 = pad_tall(b2, lay.big, b2.shape[1], 0.0, lay.mesh)
     b2 = place(b2, lay.mesh, PartitionSpec(lay.spec[0], None))
     n = lay.shape[1]
-    ap = place(jnp.asarray(_padded(a, lay)), lay.mesh, lay.spec)
+    ap = place(_padded(a, lay), lay.mesh, lay.spec)
     if lay.tsqr:
         x, res, s, rank = _tsqr_lstsq_program(lay, tol)(ap, b2)
         x = x[:n]

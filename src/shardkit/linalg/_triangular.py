@@ -50,6 +50,7 @@ from shardkit.linalg._inputs import (
     Trans,
     as_rhs,
     empty_solution,
+    from_rhs,
     gate,
     nan_unless,
     referenced,
@@ -333,7 +334,7 @@ def solve_triangular(
     b2, vec = as_rhs(where, b, int(a.shape[0]), dt, tuple(a.shape))
     a = a if a.dtype == dt else a.astype(dt)
     x = triangular_solve(a, op, b2, lower=bool(lower), unit=bool(unit_diagonal), trans=code, nb=nb)
-    return nan_unless(x[:, 0] if vec else x, ok)
+    return nan_unless(from_rhs(x, vec), ok)
 
 
 def triangular_solve(

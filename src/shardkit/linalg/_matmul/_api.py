@@ -68,7 +68,8 @@ def _as_operand(x: ArrayLike | jax.ShapeDtypeStruct) -> jax.Array:
     # shape, dtype and sharding.
     if isinstance(x, jax.Array | jax.ShapeDtypeStruct) or is_traced(x):
         return cast("jax.Array", x)
-    return jnp.asarray(x)
+    # Not jnp.asarray: it compiles a copy program per shape, which JAX keeps for good.
+    return jax.device_put(np.asarray(x))
 
 
 def _shapes_error(a_shape: tuple[int, ...], b_shape: tuple[int, ...], why: str) -> ValueError:

@@ -350,10 +350,9 @@ def test_basis_polish_is_orthonormal_by_either_branch(error: float) -> None:
 
 
 def test_base_case_buckets() -> None:
-    """The base case's orders: 16 steps up to the window (the last one the window)."""
+    """The base case's orders: 16 steps up to the window (the last one the window), steps of 16 at least."""
     from shardkit.linalg._dc import buckets
 
     assert buckets(1280) == tuple(range(80, 1281, 80))
-    assert buckets(10) == (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
-    assert buckets(40)[-1] == 40
-    assert all(b < c for b, c in zip(buckets(40), buckets(40)[1:], strict=False))
+    assert buckets(40) == (16, 32, 40)  # steps of at least 16
+    assert buckets(10) == (10,)

@@ -72,6 +72,8 @@ __all__ = ["DC", "base_size", "eigh_local"]
 
 RETRIES = 3
 """Shifts tried per level before a segment is split as it stands."""
+MIN_BUCKET = 16
+"""The smallest step between the base case's orders (:func:`buckets`)."""
 
 
 class DC(NamedTuple):
@@ -262,7 +264,8 @@ def _level(state: Level, norm: jax.Array, prob: DC) -> Level:
     spread = jnp.sqrt(off_seg / jnp.maximum(sg.size, 1))
 
     def retry(c: tuple[jax.Array, ...]) -> jax.Array:
-        return (c[0] < RETRIES) & jnp.any(active & (c[2][0][sg.seg] > 0.25))
+        # k = -1: the first attempt, at the chosen shifts.
+        return (c[0] < 0) | ((c[0] < RETRIES) & jnp.any(active & (c[2][0][sg.seg] > 0.25)))
 
     def attempt(c: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
         k, _, stats, s = c
@@ -273,8 +276,9 @@ def _level(state: Level, norm: jax.Array, prob: DC) -> Level:
         proj, stats = _split(h, sg, active, s, prob)
         return k + 1, proj, stats, s
 
-    proj0, stats0 = _split(h, sg, active, shift, prob)
-    _, proj, stats, _ = lax.while_loop(retry, attempt, (jnp.int32(0), proj0, stats0, shift))
+    # One polar decomposition in the program (the loop's), not a first one before it.
+    start = (jnp.int32(-1), jnp.zeros_like(h), jnp.zeros((2, n), rdt), shift)
+    _, proj, stats, _ = lax.while_loop(retry, attempt, start)
     high = jnp.clip(jnp.round(stats[1]).astype(jnp.int32)[sg.seg], 0, sg.size)
     nlow = sg.size - high
     low = (idx - sg.start) < nlow
@@ -381,8 +385,10 @@ def buckets(w: int) -> tuple[int, ...]:
     A window of ``w`` rows holds the segments starting in one device's rows, ``count``
     indices from offset ``off``; LAPACK decomposes the smallest bucket that holds them
     (its cost grows as the cube of the order, so a half-full window costs an eighth).
+    Steps are at least :data:`MIN_BUCKET` (each bucket is one more branch to compile,
+    and small windows cost little at any order).
     """
-    step = -(-w // 16)
+    step = max(-(-w // 16), MIN_BUCKET)
     return (*range(step, w, step), w)
 
 

@@ -84,52 +84,45 @@ def gram_solve(x: jax.Array, c: jax.Array, ax: tuple[str, ...], p: int) -> jax.A
     of ``X`` one block further through ``Y = X R^{-1}`` (right-looking). A second sweep,
     the row blocks sent again from last to first, gives ``Y R^{-H}``. Each device keeps
     only its own row block of ``R``; collectives: ``2p`` all-reduces of one block.
-
-    The ``p`` steps of each sweep are unrolled, so that step ``k`` slices the columns
-    from block ``k`` on statically: the updates touch only ``R``'s upper triangle (half
-    the flops of masked full-width products) and the all-reduces shrink with it.
     """
-    n = x.shape[1]
+    rows, n = x.shape
     b = n // p
     dt = x.dtype
     me = axis_index(ax)
+    blk = jnp.arange(n, dtype=jnp.int32) // b
     z = c.astype(dt) * ring_gram(x, x, ax, p) + identity_rows(b, n, dt, ax)
-    mine = jnp.zeros_like(z)  # this device's row block of R
-    y = x
-    for k in range(p):
-        lo, hi = k * b, (k + 1) * b
 
-        def own_row(z: jax.Array, lo: int = lo, hi: int = hi) -> jax.Array:
-            ll = jnp.linalg.cholesky(z[:, lo:hi])
-            return jnp.concatenate([jnp.conj(ll).T, trsm(ll, z[:, hi:], lower=True)], axis=1)
+    def own_row(z: jax.Array) -> jax.Array:
+        ll = jnp.linalg.cholesky(dslice(z, (0, me * b), (b, b)))
+        r = jnp.where(blk[None, :] > me, trsm(ll, z, lower=True), 0)
+        return dupdate(r, jnp.conj(ll).T, (0, me * b))
 
-        r = on_owner(me == k, ax, own_row, lambda z, lo=lo: z[:, lo:], z)
-        mine = jnp.where(me == k, dupdate(mine, r, (0, lo)), mine)
-        r = broadcast_rows(after(r, y), k, ax)  # (b, n - lo): R's block row k from its diagonal
-        yk = trsm(r[:, :b], y[:, lo:hi], lower=False, left=False)
-        if hi < n:
-            y = dupdate(y, y[:, hi:] - yk @ r[:, b:], (0, hi))
-        y = dupdate(y, yk, (0, lo))
-        if k + 1 < p:
-            z = on_owner(
-                me > k,
-                ax,
-                lambda z, r=r, hi=hi, k=k: dupdate(
-                    z,
-                    z[:, hi:] - jnp.conj(dslice(r, (0, (me - k) * b), (b, b))).T @ r[:, b:],
-                    (0, hi),
-                ),
-                lambda z: z,
-                z,
-            )
-    w = y
-    for k in reversed(range(p)):
-        lo, hi = k * b, (k + 1) * b
-        r = broadcast_rows(after(mine[:, lo:], w), k, ax)
-        wk = w[:, lo:hi] - w[:, hi:] @ jnp.conj(r[:, b:]).T if hi < n else w[:, lo:hi]
-        wk = trsm(jnp.conj(r[:, :b]).T, wk, lower=True, left=False)
-        w = dupdate(w, wk, (0, lo))
-    return w
+    def forward(
+        k: jax.Array, carry: tuple[jax.Array, jax.Array, jax.Array]
+    ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        z, y, mine = carry
+        r = on_owner(me == k, ax, own_row, lambda z: z, z)
+        mine = jnp.where(me == k, r, mine)
+        r = broadcast_rows(after(r, y), k, ax)
+        yk = trsm(
+            dslice(r, (0, k * b), (b, b)), dslice(y, (0, k * b), (rows, b)), lower=False, left=False
+        )
+        y = dupdate(y - yk @ jnp.where(blk[None, :] > k, r, 0), yk, (0, k * b))
+        z = on_owner(
+            me > k, ax, lambda z: z - jnp.conj(dslice(r, (0, me * b), (b, b))).T @ r, lambda z: z, z
+        )
+        return z, y, mine
+
+    _, y, mine = lax.fori_loop(jnp.int32(0), jnp.int32(p), forward, (z, x, jnp.zeros_like(z)))
+
+    def backward(i: jax.Array, w: jax.Array) -> jax.Array:
+        k = p - 1 - i
+        r = broadcast_rows(after(mine, w), k, ax)
+        wk = dslice(w, (0, k * b), (rows, b)) - w @ jnp.conj(jnp.where(blk[None, :] > k, r, 0)).T
+        wk = trsm(jnp.conj(dslice(r, (0, k * b), (b, b))).T, wk, lower=True, left=False)
+        return dupdate(w, wk, (0, k * b))
+
+    return lax.fori_loop(jnp.int32(0), jnp.int32(p), backward, y)
 
 
 def polar_local(x: jax.Array, ax: tuple[str, ...], p: int) -> tuple[jax.Array, jax.Array]:

@@ -403,16 +403,18 @@ def _decomposed(
     """
     w = win.shape[0]
     sizes = buckets(w)
+    # Without vectors a (1, 1) stand-in: no branch holds a w x w buffer for nothing.
+    vshape = (w, w) if vectors else (1, 1)
 
     def empty() -> tuple[jax.Array, jax.Array]:
-        return jnp.zeros((w,), jnp.finfo(win.dtype).dtype), jnp.zeros((w, w), win.dtype)
+        return jnp.zeros((w,), jnp.finfo(win.dtype).dtype), jnp.zeros(vshape, win.dtype)
 
     def solve(size: int) -> tuple[jax.Array, jax.Array]:
         at = jnp.minimum(off, w - size)
         sub = dslice(win, (at, at), (size, size))
         fill = jnp.zeros((w - size,), jnp.finfo(win.dtype).dtype)
         if not vectors:
-            return jnp.concatenate([jnp.linalg.eigvalsh(sub), fill]), empty()[1]
+            return jnp.concatenate([jnp.linalg.eigvalsh(sub), fill]), jnp.zeros(vshape, win.dtype)
         lam, vec = jnp.linalg.eigh(sub)
         full = dupdate(jnp.zeros((w, w), win.dtype), vec, (at, jnp.int32(0)))
         return jnp.concatenate([lam, fill]), full

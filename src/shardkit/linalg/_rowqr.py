@@ -65,8 +65,7 @@ def _tsqr(y: jax.Array, groups: tuple[int, ...], ax: tuple[str, ...]) -> jax.Arr
     me = axis_index(ax)
     # One device factors the stack and one all-reduce hands its q out (every device
     # repeating the LAPACK QR cost p times its flops).
-    q2 = on_owner(me == 0, ax, lambda t: jnp.linalg.qr(t)[0], jnp.zeros_like, tall)
-    q2 = psum(q2, ax) if ax else q2
+    q2 = psum(on_owner(me == 0, ax, lambda t: jnp.linalg.qr(t)[0], jnp.zeros_like, tall), ax)
     out, at = [], 0
     p = stack.shape[0]
     for (q, _), k in zip(leaves, ks, strict=True):

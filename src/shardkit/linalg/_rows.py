@@ -135,7 +135,7 @@ def ring_gram(u: jax.Array, a: jax.Array, ax: tuple[str, ...], p: int) -> jax.Ar
     return lax.fori_loop(jnp.int32(1), jnp.int32(p), step, part(jnp.int32(0)))
 
 
-def broadcast_rows(x: jax.Array, owner: jax.Array | int, ax: tuple[str, ...]) -> jax.Array:
+def broadcast_rows(x: jax.Array, owner: jax.Array, ax: tuple[str, ...]) -> jax.Array:
     """Device ``owner``'s block ``x`` on every device: one all-reduce of one block."""
     if not ax:
         return x
